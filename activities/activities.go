@@ -1,0 +1,96 @@
+// Package activities implements the Session workflow's I/O steps: PostgreSQL
+// writes of events and conversation, provider calls, and server-side tool
+// dispatch. Every activity is idempotent under retry: events and messages
+// carry keys derived from the turn id and the step, so a re-run returns what
+// the first run stored instead of appending again.
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// MCPCaller calls a tool on one of a session's MCP servers, connecting on
+// demand (connections are live-only and per replica).
+type MCPCaller interface {
+	CallTool(ctx context.Context, sessionID, server, tool string, input json.RawMessage) (json.RawMessage, error)
+}
+
+// ExecResult is a sandbox command's outcome.
+type ExecResult struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// SandboxExecer runs a shell command in a running remote sandbox.
+type SandboxExecer interface {
+	Exec(ctx context.Context, sandboxID, command string) (ExecResult, error)
+}
+
+// SubagentRunner dispatches the subagent tools (launch and status).
+type SubagentRunner interface {
+	// Dispatch returns the tool_result content and whether it is an error.
+	Dispatch(ctx context.Context, ref workflows.TurnRef, iteration int, call workflows.ToolCall, input json.RawMessage) (json.RawMessage, bool, error)
+	// HasTracked reports whether the session has subagents to report on,
+	// which makes remote_subagent_status visible to the provider.
+	HasTracked(ctx context.Context, sessionID string) (bool, error)
+}
+
+// Cleaner releases a session's live resources when it ends.
+type Cleaner interface {
+	CleanupSession(ctx context.Context, in workflows.CleanupInput) error
+}
+
+// Activities holds the dependencies of every activity.
+type Activities struct {
+	Store    *store.Store
+	Config   *config.File
+	Provider *provider.Client
+	Log      *slog.Logger
+	// Lookup resolves ${ENV} tokens at call time.
+	Lookup func(string) (string, bool)
+
+	MCP       MCPCaller
+	Sandbox   SandboxExecer
+	Subagents SubagentRunner
+	Cleaners  []Cleaner
+}
+
+// Register adds the activities (and the workflow) to a worker.
+func (a *Activities) Register(w worker.Worker) {
+	w.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflow})
+	reg := func(fn any, name string) {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	reg(a.BeginTurn, workflows.ActBeginTurn)
+	reg(a.CallProvider, workflows.ActCallProvider)
+	reg(a.CallMCPTool, workflows.ActCallMCPTool)
+	reg(a.ExecSandbox, workflows.ActExecSandbox)
+	reg(a.RunSubagentTool, workflows.ActRunSubagentTool)
+	reg(a.FinishIteration, workflows.ActFinishIteration)
+	reg(a.FailTurn, workflows.ActFailTurn)
+	reg(a.CleanupSession, workflows.ActCleanupSession)
+}
+
+func (a *Activities) logger(ctx context.Context) *slog.Logger {
+	l := a.Log
+	if l == nil {
+		l = slog.Default()
+	}
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		l = l.With("session_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name)
+	}
+	return l
+}

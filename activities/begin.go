@@ -1,0 +1,195 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// userMessage is the message a driver sent.
+type userMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+func idem(turnID, step string) string { return turnID + "/" + step }
+
+func rejected(code int, msg string) workflows.BeginTurnResult {
+	return workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: code, ErrorMessage: msg}
+}
+
+// BeginTurn records the driver's message (merged with a paused turn's
+// results when resuming), re-checks the session and its profile, and returns
+// the provider walk. Its outcome is stored with the turn input, so a re-run
+// returns the first run's answer.
+func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	var res workflows.BeginTurnResult
+	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		ti, err := store.TurnInputTx(ctx, tx, in.TurnID)
+		if errors.Is(err, store.ErrNotFound) {
+			res = rejected(-32603, "Internal error: turn input missing")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(ti.BeginResult) > 0 {
+			return json.Unmarshal(ti.BeginResult, &res)
+		}
+		res, err = a.beginTx(ctx, tx, in, ti)
+		if err != nil {
+			return err
+		}
+		return store.SetBeginResultTx(ctx, tx, in.TurnID, res)
+	})
+	return res, err
+}
+
+func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginTurnInput, ti store.TurnInput) (workflows.BeginTurnResult, error) {
+	sid, cid, turn := in.SessionID, in.ClientKeyID, in.TurnID
+	pending, state, err := store.PendingTurnTx(ctx, tx, sid)
+	if err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	if state != store.StateOpen {
+		return rejected(-32000, fmt.Sprintf("session is %s, not open", state)), nil
+	}
+	var msg userMessage
+	if err := json.Unmarshal(ti.Message, &msg); err != nil {
+		return rejected(-32602, "Invalid params: message is not an object"), nil
+	}
+	if msg.Role == "" {
+		msg.Role = "user"
+	}
+	content := msg.Content
+	serverIDs := map[string]bool{}
+
+	if pending != nil {
+		toolUses := decodeBlocks(pending.ToolUses)
+		server := decodeBlocks(pending.ServerResults)
+		for _, b := range server {
+			serverIDs[strField(b, "tool_use_id")] = true
+		}
+		abandon := pending.Owner != cid
+		if abandon {
+			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
+				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner, Type: "session.error",
+				Payload: map[string]any{"reason": "driver_turn_abandoned", "owner_client_key_id": pending.Owner},
+			}); err != nil {
+				return workflows.BeginTurnResult{}, err
+			}
+		}
+		var merged []block
+		var merr error
+		switch {
+		case msg.Role != "user":
+			merr = fmt.Errorf("paused tool continuation must have role \"user\", got %q", msg.Role)
+		case abandon || isVoluntaryAbandonment(content):
+			merged, merr = cancelAbandoned(toolUses, server, content)
+		default:
+			merged, merr = mergeToolResults(toolUses, server, content)
+		}
+		if err := store.SetPendingTurnTx(ctx, tx, sid, nil); err != nil {
+			return workflows.BeginTurnResult{}, err
+		}
+		if merr != nil {
+			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
+				IdemKey: idem(turn, "merge_invalid"), TurnID: turn, ClientKeyID: cid, Type: "session.error",
+				Payload: map[string]any{"reason": "tool_result_merge_invalid", "detail": merr.Error()},
+			}); err != nil {
+				return workflows.BeginTurnResult{}, err
+			}
+			if _, err := store.EndSessionTx(ctx, tx, sid, store.StateError); err != nil {
+				return workflows.BeginTurnResult{}, err
+			}
+			r := rejected(-32000, "tool result merge invalid: "+merr.Error())
+			r.SessionEnded = true
+			return r, nil
+		}
+		if content, err = json.Marshal(merged); err != nil {
+			return workflows.BeginTurnResult{}, fmt.Errorf("marshal merged content: %w", err)
+		}
+	}
+
+	evs := []store.NewEvent{{
+		IdemKey: idem(turn, "cms"), TurnID: turn, ClientKeyID: cid, Type: "client.message.send",
+		Payload: map[string]any{"role": msg.Role, "content": content},
+	}}
+	if arr, ok := blocksOf(content); ok {
+		for i, b := range arr {
+			if blockType(b) != "tool_result" || serverIDs[strField(b, "tool_use_id")] {
+				continue
+			}
+			isErr, _ := b["is_error"].(bool)
+			evs = append(evs, store.NewEvent{
+				IdemKey: idem(turn, fmt.Sprintf("tr/%d", i)), TurnID: turn, ClientKeyID: cid, Type: "tool.result",
+				Payload: map[string]any{"tool_use_id": b["tool_use_id"], "dispatch": "client", "server_name": nil, "is_error": isErr, "content": b["content"]},
+			})
+		}
+	}
+	if _, err := store.AppendEventsTx(ctx, tx, sid, evs...); err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	if _, err := store.AppendMessageTx(ctx, tx, sid, idem(turn, "user"), msg.Role, content); err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+
+	sess, err := a.Store.GetSession(ctx, sid)
+	if err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	profile, err := a.Store.GetProfile(ctx, sess.ProfileID)
+	if errors.Is(err, store.ErrNotFound) {
+		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", map[string]any{"reason": "profile_unavailable", "profile_id": sess.ProfileID},
+			rejected(-32000, "profile_unavailable: the profile bound to this session is no longer available"))
+	}
+	if err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	if _, ok := a.Config.Provider(profile.PrimaryProvider); !ok {
+		a.logger(ctx).Error("profile's primary provider not found in bae-config.toml", "profile_id", profile.ID, "primary_provider", profile.PrimaryProvider)
+		return a.endInTx(ctx, tx, in.TurnRef, "provider_config", map[string]any{
+			"reason": "provider_config", "detail": fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
+		}, workflows.BeginTurnResult{Outcome: workflows.OutcomeProvidersFailed})
+	}
+	providers := []string{profile.PrimaryProvider}
+	for _, name := range profile.FallbackProviders {
+		if _, ok := a.Config.Provider(name); !ok {
+			a.logger(ctx).Error("fallback provider not found in bae-config.toml; skipping", "profile_id", profile.ID, "provider", name)
+			continue
+		}
+		providers = append(providers, name)
+	}
+	return workflows.BeginTurnResult{Providers: providers}, nil
+}
+
+// endInTx records a session.error and moves the session to error.
+func (a *Activities) endInTx(ctx context.Context, tx pgx.Tx, ref workflows.TurnRef, step string, payload map[string]any, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
+	if _, err := store.AppendEventsTx(ctx, tx, ref.SessionID, store.NewEvent{
+		IdemKey: idem(ref.TurnID, step), TurnID: ref.TurnID, ClientKeyID: ref.ClientKeyID, Type: "session.error", Payload: payload,
+	}); err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	if _, err := store.EndSessionTx(ctx, tx, ref.SessionID, store.StateError); err != nil {
+		return workflows.BeginTurnResult{}, err
+	}
+	res.SessionEnded = true
+	return res, nil
+}
+
+func decodeBlocks(raws []json.RawMessage) []block {
+	out := make([]block, 0, len(raws))
+	for _, r := range raws {
+		var b block
+		if json.Unmarshal(r, &b) == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+func toolStep(it int, callID string) string { return fmt.Sprintf("i%d/t/%s", it, callID) }
+
+// serverResults collects the tool_result blocks of an iteration's
+// server-dispatched calls from their tool.result events, in call order.
+func (a *Activities) serverResults(ctx context.Context, ref workflows.TurnRef, it int, calls []workflows.ToolCall) ([]block, error) {
+	var out []block
+	for _, c := range calls {
+		if c.Dispatch == workflows.DispatchClient {
+			continue
+		}
+		ev, err := a.Store.EventByIdem(ctx, ref.SessionID, idem(ref.TurnID, toolStep(it, c.ID)+"/result"))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("tool %s (%s) has no recorded result", c.Name, c.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var p struct {
+			Content json.RawMessage `json:"content"`
+			IsError bool            `json:"is_error"`
+		}
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			return nil, fmt.Errorf("decode tool result: %w", err)
+		}
+		out = append(out, block{"type": "tool_result", "tool_use_id": c.ID, "content": p.Content, "is_error": p.IsError})
+	}
+	return out, nil
+}
+
+// FinishIteration ends an iteration that had tool calls: with a client call
+// among them the turn pauses (server.message.send with every block tagged by
+// dispatch, and the stashed server results); otherwise the server results
+// become the next user message and the loop goes on.
+func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
+	results, err := a.serverResults(ctx, in.TurnRef, in.Iteration, in.Calls)
+	if err != nil {
+		return workflows.FinishIterationResult{}, err
+	}
+	hasClient := false
+	dispatch := map[string]string{}
+	for _, c := range in.Calls {
+		dispatch[c.ID] = c.Dispatch
+		if c.Dispatch == workflows.DispatchClient {
+			hasClient = true
+		}
+	}
+	if !hasClient {
+		content, _ := json.Marshal(results)
+		err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
+			_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
+			return err
+		})
+		return workflows.FinishIterationResult{}, err
+	}
+	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	if err != nil {
+		return workflows.FinishIterationResult{}, fmt.Errorf("load assistant message: %w", err)
+	}
+	arr, _ := blocksOf(msg.Content)
+	var toolUses []json.RawMessage
+	for _, b := range arr {
+		if blockType(b) != "tool_use" {
+			continue
+		}
+		if d, ok := dispatch[strField(b, "id")]; ok {
+			b["dispatch"] = d
+		}
+		raw, _ := json.Marshal(b)
+		toolUses = append(toolUses, raw)
+	}
+	annotated, _ := json.Marshal(arr)
+	stash := make([]json.RawMessage, 0, len(results))
+	for _, r := range results {
+		raw, _ := json.Marshal(r)
+		stash = append(stash, raw)
+	}
+	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		evs, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "server.message.send",
+			Payload: map[string]any{"role": "assistant", "content": json.RawMessage(annotated)},
+		})
+		if err != nil {
+			return err
+		}
+		_ = evs
+		return store.SetPendingTurnTx(ctx, tx, in.SessionID, &store.PendingTurn{TurnID: in.TurnID, Owner: in.ClientKeyID, ToolUses: toolUses, ServerResults: stash})
+	})
+	if err != nil {
+		return workflows.FinishIterationResult{}, err
+	}
+	return workflows.FinishIterationResult{Paused: true}, nil
+}
+
+// FailTurn records why a turn could not finish and moves the session to error.
+func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error {
+	payload := map[string]any{"reason": in.Reason}
+	switch in.Reason {
+	case "all_providers_failed":
+		payload["attempts"] = in.Attempts
+	case "loop_limit":
+		payload["max_iterations"] = workflows.MaxIterations
+	}
+	return a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error", Payload: payload,
+		}); err != nil {
+			return err
+		}
+		_, err := store.EndSessionTx(ctx, tx, in.SessionID, store.StateError)
+		return err
+	})
+}
+
+// CleanupSession releases a session's server resources (sandbox, subagents,
+// MCP connections) through the registered cleaners.
+func (a *Activities) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
+	var errs []error
+	for _, c := range a.Cleaners {
+		if err := c.CleanupSession(ctx, in); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,231 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+func attemptKind(attempt int) string {
+	if attempt == 0 {
+		return "primary"
+	}
+	return "fallback"
+}
+
+// CallProvider performs one attempt of the fallback walk: provider.request,
+// the HTTP call, provider.response, and on success the assistant message with
+// its tool.call events (or the final server.message.send). Transport
+// failures are retried by Temporal; the failure is logged only on the last
+// try, so the log shows one request/response pair per attempt.
+func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+	step := fmt.Sprintf("i%d/a%d", in.Iteration, in.Attempt)
+	if ev, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, step+"/resp")); err == nil {
+		return a.storedAttempt(ctx, in, ev)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return workflows.CallProviderResult{}, err
+	}
+	kind := attemptKind(in.Attempt)
+	entry, ok := a.Config.Provider(in.Provider)
+	if !ok {
+		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
+	}
+	ts, err := a.toolsFor(ctx, in.SessionID, in.ClientKeyID)
+	if err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	history, err := a.Store.History(ctx, in.SessionID)
+	if err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	messages, err := json.Marshal(history)
+	if err != nil {
+		return workflows.CallProviderResult{}, fmt.Errorf("marshal history: %w", err)
+	}
+	tools := ts.json()
+	if _, err := a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
+		IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.request",
+		Payload: map[string]any{
+			"attempt": in.Attempt, "kind": kind, "provider": entry.Kind, "base_url": entry.EffectiveBaseURL(),
+			"model": entry.Model, "max_tokens": entry.MaxTokens, "messages": json.RawMessage(messages), "tools": tools,
+		},
+	}); err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+
+	lookup := a.Lookup
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
+	if terr != nil {
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil)
+	}
+	stop := heartbeatEvery(ctx, 2*time.Second)
+	resp, err := a.Provider.Call(ctx, provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token}, messages, tools)
+	stop()
+	token = ""
+	if err != nil {
+		var ce *provider.CallError
+		if !errors.As(err, &ce) {
+			ce = &provider.CallError{Detail: err.Error(), Retryable: true}
+		}
+		if ce.Retryable && ctx.Err() == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
+			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %s", in.Provider, ce.Detail)
+		}
+		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)
+	}
+	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
+}
+
+func heartbeatEvery(ctx context.Context, d time.Duration) func() {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage) (workflows.CallProviderResult, error) {
+	var st any
+	if status != nil {
+		st = *status
+	}
+	var b any
+	if len(body) > 0 {
+		b = body
+	}
+	var prov any
+	if kindName != "" {
+		prov = kindName
+	}
+	evs := []store.NewEvent{{
+		IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
+		Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": prov, "ok": false, "status": st, "error": detail, "body": b},
+	}}
+	if in.Attempt == 0 {
+		evs = append(evs, store.NewEvent{
+			IdemKey: idem(in.TurnID, step+"/failed"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error",
+			Payload: map[string]any{"reason": "provider_call_failed", "provider": prov, "detail": detail},
+		})
+	}
+	if _, err := a.Store.AppendEvents(ctx, in.SessionID, evs...); err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	a.logger(ctx).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
+	return workflows.CallProviderResult{OK: false}, nil
+}
+
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset) (workflows.CallProviderResult, error) {
+	content := resp.Canonical.Content
+	if len(content) == 0 || string(content) == "null" {
+		content = json.RawMessage(`[]`)
+	}
+	res, evs := classifyAssistant(in, content, ts)
+	status := resp.Status
+	if status == 0 {
+		status = 200
+	}
+	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		all := append([]store.NewEvent{{
+			IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
+			Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": kindName, "ok": true, "status": status, "body": resp.Raw},
+		}}, evs...)
+		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
+			return err
+		}
+		_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
+		return err
+	})
+	if err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	return res, nil
+}
+
+// classifyAssistant turns the assistant content into the attempt result and
+// the events that follow provider.response: a final server.message.send, or
+// one tool.call per tool_use block.
+func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, ts toolset) (workflows.CallProviderResult, []store.NewEvent) {
+	arr, _ := blocksOf(content)
+	res := workflows.CallProviderResult{OK: true}
+	var evs []store.NewEvent
+	for _, b := range arr {
+		if blockType(b) != "tool_use" {
+			continue
+		}
+		call := workflows.ToolCall{ID: strField(b, "id"), Name: strField(b, "name")}
+		call.Dispatch, call.Server = ts.classify(call.Name)
+		var server any
+		if call.Server != "" {
+			server = call.Server
+		}
+		input := b["input"]
+		if input == nil {
+			input = map[string]any{}
+		}
+		evs = append(evs, store.NewEvent{
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/tc/%d", in.Iteration, len(res.ToolCalls))), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "tool.call",
+			Payload: map[string]any{"id": b["id"], "name": call.Name, "input": input, "dispatch": call.Dispatch, "server_name": server},
+		})
+		res.ToolCalls = append(res.ToolCalls, call)
+	}
+	if len(res.ToolCalls) == 0 {
+		res.Final = true
+		evs = append(evs, store.NewEvent{
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "server.message.send",
+			Payload: map[string]any{"role": "assistant", "content": content},
+		})
+	}
+	return res, evs
+}
+
+// storedAttempt rebuilds an attempt's result from what a previous run of
+// this activity stored, so a retry never calls the provider twice for one
+// logged response.
+func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProviderInput, resp store.Event) (workflows.CallProviderResult, error) {
+	var p struct {
+		OK bool `json:"ok"`
+	}
+	if err := json.Unmarshal(resp.Payload, &p); err != nil {
+		return workflows.CallProviderResult{}, fmt.Errorf("decode stored response: %w", err)
+	}
+	if !p.OK {
+		return workflows.CallProviderResult{OK: false}, nil
+	}
+	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	if err != nil {
+		return workflows.CallProviderResult{}, fmt.Errorf("load stored assistant message: %w", err)
+	}
+	ts, err := a.toolsFor(ctx, in.SessionID, in.ClientKeyID)
+	if err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	res, _ := classifyAssistant(in, msg.Content, ts)
+	return res, nil
+}

@@ -1,0 +1,218 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// toolInput finds a tool_use block's input in the iteration's stored
+// assistant message (kept out of workflow history).
+func (a *Activities) toolInput(ctx context.Context, in workflows.ToolCallInput) (json.RawMessage, error) {
+	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	if err != nil {
+		return nil, fmt.Errorf("load assistant message: %w", err)
+	}
+	arr, _ := blocksOf(msg.Content)
+	for _, b := range arr {
+		if blockType(b) == "tool_use" && strField(b, "id") == in.Call.ID {
+			if b["input"] == nil {
+				return json.RawMessage(`{}`), nil
+			}
+			return json.Marshal(b["input"])
+		}
+	}
+	return nil, fmt.Errorf("tool_use %s not found in assistant message", in.Call.ID)
+}
+
+// recorded reports whether this call's tool.result is already logged.
+func (a *Activities) recorded(ctx context.Context, in workflows.ToolCallInput) (bool, error) {
+	_, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/result"))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return false, err
+}
+
+func (a *Activities) event(in workflows.ToolCallInput, step, typ string, payload any) store.NewEvent {
+	return store.NewEvent{IdemKey: idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/"+step), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: typ, Payload: payload}
+}
+
+func textContent(s string) json.RawMessage {
+	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": s}})
+	return b
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// CallMCPTool dispatches one tool_use to its MCP server.
+func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
+	if done, err := a.recorded(ctx, in); err != nil || done {
+		return err
+	}
+	input, err := a.toolInput(ctx, in)
+	if err != nil {
+		return err
+	}
+	server := nullIfEmpty(in.Call.Server)
+	if _, err := a.Store.AppendEvents(ctx, in.SessionID, a.event(in, "req", "mcp.request", map[string]any{
+		"method": "tools/call", "server_name": server, "tool": in.Call.Name, "input": input,
+	})); err != nil {
+		return err
+	}
+	var response map[string]any
+	var content json.RawMessage
+	isErr := true
+	switch {
+	case a.MCP == nil || in.Call.Server == "":
+		msg := fmt.Sprintf("no MCP server is configured for tool '%s'", in.Call.Name)
+		response = map[string]any{"server_name": server, "ok": false, "error": msg}
+		content = textContent("MCP error: " + msg)
+	default:
+		stop := heartbeatEvery(ctx, 5*time.Second)
+		result, cerr := a.MCP.CallTool(ctx, in.SessionID, in.Call.Server, in.Call.Name, input)
+		stop()
+		if cerr != nil {
+			response = map[string]any{"server_name": server, "ok": false, "error": cerr.Error()}
+			content = textContent("MCP error: " + cerr.Error())
+		} else {
+			var r struct {
+				Content json.RawMessage `json:"content"`
+				IsError bool            `json:"isError"`
+			}
+			_ = json.Unmarshal(result, &r)
+			isErr = r.IsError
+			content = r.Content
+			if len(content) == 0 || string(content) == "null" {
+				content = json.RawMessage(`[]`)
+			}
+			response = map[string]any{"server_name": server, "ok": !isErr, "result": result}
+		}
+	}
+	_, err = a.Store.AppendEvents(ctx, in.SessionID,
+		a.event(in, "resp", "mcp.response", response),
+		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "mcp", "server_name": server, "is_error": isErr, "content": content}),
+	)
+	return err
+}
+
+// renderExec renders a sandbox exec result as tool_result content: stdout,
+// then a [stderr] section, then the exit code when non-zero.
+func renderExec(r ExecResult) json.RawMessage {
+	text := r.Stdout
+	if strings.TrimSpace(r.Stderr) != "" {
+		if text != "" && text[len(text)-1] != '\n' {
+			text += "\n"
+		}
+		text += "[stderr]\n" + r.Stderr
+	}
+	if r.ExitCode != 0 {
+		if text != "" && text[len(text)-1] != '\n' {
+			text += "\n"
+		}
+		text += fmt.Sprintf("[exit_code: %d]", r.ExitCode)
+	}
+	return textContent(text)
+}
+
+// ExecSandbox runs an Auto-mode sandbox tool's command in the session's
+// remote sandbox.
+func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) error {
+	if done, err := a.recorded(ctx, in); err != nil || done {
+		return err
+	}
+	input, err := a.toolInput(ctx, in)
+	if err != nil {
+		return err
+	}
+	var parsed map[string]any
+	_ = json.Unmarshal(input, &parsed)
+	command, hasCmd := parsed["command"].(string)
+	var cmdField any
+	if hasCmd {
+		cmdField = command
+	}
+	if _, err := a.Store.AppendEvents(ctx, in.SessionID, a.event(in, "req", "sandbox.request", map[string]any{
+		"tool": in.Call.Name, "input": input, "command": cmdField,
+	})); err != nil {
+		return err
+	}
+	sb, err := a.Store.Sandbox(ctx, in.SessionID)
+	if err != nil {
+		return err
+	}
+	var evs []store.NewEvent
+	var response map[string]any
+	var content json.RawMessage
+	isErr := true
+	switch {
+	case sb == nil || a.Sandbox == nil:
+		msg := fmt.Sprintf("no remote sandbox is running for tool '%s'; call session.startRemoteSandbox first", in.Call.Name)
+		response = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
+		content = textContent("sandbox error: " + msg)
+	case !hasCmd:
+		msg := fmt.Sprintf("sandbox tool '%s' input is missing the required string \"command\"", in.Call.Name)
+		response = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
+		content = textContent("sandbox error: " + msg)
+	default:
+		stop := heartbeatEvery(ctx, 5*time.Second)
+		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command)
+		stop()
+		if xerr != nil {
+			msg := xerr.Error()
+			evs = append(evs, a.event(in, "err", "session.sandbox.error", map[string]any{
+				"image": sb.Image, "sandbox_id": sb.ID, "phase": "exec", "detail": msg, "dispatch": "remote",
+			}))
+			response = map[string]any{"sandbox_id": sb.ID, "ok": false, "error": msg}
+			content = textContent("sandbox error: " + msg)
+		} else {
+			isErr = r.ExitCode != 0
+			response = map[string]any{"sandbox_id": sb.ID, "ok": !isErr, "result": r}
+			content = renderExec(r)
+		}
+	}
+	evs = append(evs,
+		a.event(in, "resp", "sandbox.response", response),
+		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "sandbox", "is_error": isErr, "content": content}),
+	)
+	_, err = a.Store.AppendEvents(ctx, in.SessionID, evs...)
+	return err
+}
+
+// RunSubagentTool dispatches launch_subagent-style tools and the status tool.
+func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallInput) error {
+	if done, err := a.recorded(ctx, in); err != nil || done {
+		return err
+	}
+	input, err := a.toolInput(ctx, in)
+	if err != nil {
+		return err
+	}
+	var content json.RawMessage
+	isErr := true
+	if a.Subagents == nil {
+		content = textContent("subagent error: remote subagents are not available on this server")
+	} else {
+		content, isErr, err = a.Subagents.Dispatch(ctx, in.TurnRef, in.Iteration, in.Call, input)
+		if err != nil {
+			return err
+		}
+	}
+	_, err = a.Store.AppendEvents(ctx, in.SessionID,
+		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
+	return err
+}

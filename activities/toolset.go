@@ -1,0 +1,133 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// toolDef is a tool as advertised to providers.
+type toolDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// mcpTool is a tool discovered on an MCP server at session open.
+type mcpTool struct {
+	Server      string          `json:"server"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// toolset is what one turn may use: the acting client's own declarations
+// plus the session-wide MCP tools. Other drivers' tools are never included.
+type toolset struct {
+	advertised []toolDef
+	client     map[string]bool
+	sandbox    map[string]bool
+	subagent   map[string]bool
+	mcpRoute   map[string]string
+}
+
+func defs(raw json.RawMessage) ([]toolDef, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var list []toolDef
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("decode tool declarations: %w", err)
+	}
+	for i := range list {
+		if len(list[i].InputSchema) == 0 || string(list[i].InputSchema) == "null" {
+			list[i].InputSchema = json.RawMessage(`{}`)
+		}
+	}
+	return list, nil
+}
+
+// RemoteStatusTool is the server-synthesized status tool for remote subagents.
+const RemoteStatusTool = "remote_subagent_status"
+
+func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string) (toolset, error) {
+	ts := toolset{client: map[string]bool{}, sandbox: map[string]bool{}, subagent: map[string]bool{}, mcpRoute: map[string]string{}}
+	decl, err := a.Store.Client(ctx, sessionID, clientKeyID)
+	if err != nil {
+		return ts, fmt.Errorf("load client declarations: %w", err)
+	}
+	sess, err := a.Store.GetSession(ctx, sessionID)
+	if err != nil {
+		return ts, err
+	}
+	for _, part := range []struct {
+		raw  json.RawMessage
+		mark map[string]bool
+	}{{decl.Tools, ts.client}, {decl.SandboxTools, ts.sandbox}, {decl.SubagentTools, ts.subagent}} {
+		list, err := defs(part.raw)
+		if err != nil {
+			return ts, err
+		}
+		for _, d := range list {
+			part.mark[d.Name] = true
+			ts.advertised = append(ts.advertised, d)
+		}
+	}
+	var mcp []mcpTool
+	if len(sess.MCPTools) > 0 {
+		if err := json.Unmarshal(sess.MCPTools, &mcp); err != nil {
+			return ts, fmt.Errorf("decode mcp tools: %w", err)
+		}
+	}
+	for _, t := range mcp {
+		if _, dup := ts.mcpRoute[t.Name]; dup {
+			continue // the first server to offer a name owns it
+		}
+		ts.mcpRoute[t.Name] = t.Server
+		schema := t.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		ts.advertised = append(ts.advertised, toolDef{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	if a.Subagents != nil {
+		tracked, err := a.Subagents.HasTracked(ctx, sessionID)
+		if err != nil {
+			return ts, err
+		}
+		if tracked {
+			ts.subagent[RemoteStatusTool] = true
+			ts.advertised = append(ts.advertised, statusToolDef())
+		}
+	}
+	return ts, nil
+}
+
+func statusToolDef() toolDef {
+	desc := "Report the status and captured output of remote subagents launched in this session. Terminal entries are acknowledged and removed once reported."
+	return toolDef{Name: RemoteStatusTool, Description: &desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"subagent_id":{"type":"string","description":"Optional: report only this subagent."}}}`)}
+}
+
+// classify decides who executes a tool_use block.
+func (ts toolset) classify(name string) (dispatch, server string) {
+	switch {
+	case ts.client[name]:
+		return workflows.DispatchClient, ""
+	case ts.sandbox[name]:
+		return workflows.DispatchSandbox, ""
+	case ts.subagent[name] || name == RemoteStatusTool:
+		return workflows.DispatchSubagent, ""
+	default:
+		return workflows.DispatchMCP, ts.mcpRoute[name]
+	}
+}
+
+func (ts toolset) json() json.RawMessage {
+	if len(ts.advertised) == 0 {
+		return json.RawMessage(`[]`)
+	}
+	b, _ := json.Marshal(ts.advertised)
+	return b
+}

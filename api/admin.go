@@ -1,0 +1,355 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// AdminAuth verifies admin bearer tokens.
+type AdminAuth interface {
+	Verify(r *http.Request, token string) bool
+}
+
+// SandboxStatus reports per-profile image provisioning status.
+type SandboxStatus interface {
+	Status() []map[string]any
+}
+
+type adminAPI struct {
+	*Deps
+	auth   AdminAuth // nil disables authentication
+	status SandboxStatus
+}
+
+// AdminRouter builds the admin-port handler. A nil auth serves without
+// authentication (--dangerously-disable-admin-auth).
+func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
+	a := &adminAPI{Deps: d, auth: auth, status: status}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Use(requestLog(d.log()))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Route("/admin/v1", func(r chi.Router) {
+		r.Use(a.requireAdmin)
+		r.Post("/profiles", a.h(a.createProfile))
+		r.Get("/profiles", a.h(a.listProfiles))
+		r.Get("/profiles/{id}", a.h(a.getProfile))
+		r.Put("/profiles/{id}", a.h(a.replaceProfile))
+		r.Delete("/profiles/{id}", a.h(a.deleteProfile))
+		r.Post("/keys", a.h(a.createKey))
+		r.Get("/keys", a.h(a.listKeys))
+		r.Delete("/keys/{id}", a.h(a.revokeKey))
+		r.Get("/sessions", a.h(a.listSessions))
+		r.Get("/sessions/{id}/events", a.h(a.sessionEvents))
+		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
+		})
+		r.Get("/providers", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.ProvidersView()})
+		})
+		r.Get("/config", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, d.Config.ConfigView())
+		})
+		r.Get("/sandbox-status", func(w http.ResponseWriter, _ *http.Request) {
+			items := []map[string]any{}
+			if a.status != nil {
+				items = a.status.Status()
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"items": items})
+		})
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+func (a *adminAPI) h(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p := fn(w, r); p != nil {
+			writeProblem(w, p)
+		}
+	}
+}
+
+func (a *adminAPI) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.auth != nil {
+			token, p := bearer(r)
+			if p != nil {
+				writeProblem(w, unauthorized("missing or malformed admin bearer token"))
+				return
+			}
+			if !a.auth.Verify(r, token) {
+				writeProblem(w, unauthorized("invalid admin key"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// profileBody is the body of profile create and replace. Lists are decoded
+// loosely first so a non-string element gets a clear 400.
+type profileBody struct {
+	Name               *string         `json:"name"`
+	PrimaryProvider    *string         `json:"primary_provider"`
+	FallbackProviders  json.RawMessage `json:"fallback_providers"`
+	MCPServers         json.RawMessage `json:"mcp_servers"`
+	AllowedTools       json.RawMessage `json:"allowed_tools"`
+	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
+}
+
+func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return []string{}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest(field + " must be an array of strings")
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		var s string
+		if err := json.Unmarshal(it, &s); err != nil {
+			return nil, badRequest(field + " must contain only strings")
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.ProfileInput, *Problem) {
+	var b profileBody
+	c := &clientAPI{a.Deps}
+	if p := c.decodeBody(w, r, &b); p != nil {
+		return store.ProfileInput{}, p
+	}
+	if b.Name == nil || strings.TrimSpace(*b.Name) == "" {
+		return store.ProfileInput{}, badRequest("name must be a non-blank string")
+	}
+	if b.PrimaryProvider == nil || strings.TrimSpace(*b.PrimaryProvider) == "" {
+		return store.ProfileInput{}, badRequest("primary_provider must be a non-blank string")
+	}
+	in := store.ProfileInput{Name: *b.Name, PrimaryProvider: *b.PrimaryProvider}
+	var p *Problem
+	if in.FallbackProviders, p = stringList("fallback_providers", b.FallbackProviders); p != nil {
+		return in, p
+	}
+	if in.MCPServers, p = stringList("mcp_servers", b.MCPServers); p != nil {
+		return in, p
+	}
+	if in.AllowedTools, p = stringList("allowed_tools", b.AllowedTools); p != nil {
+		return in, p
+	}
+	if in.AvailableSandboxes, p = stringList("available_sandboxes", b.AvailableSandboxes); p != nil {
+		return in, p
+	}
+	return in, nil
+}
+
+func profileView(p store.Profile) map[string]any {
+	return map[string]any{
+		"id": p.ID, "name": p.Name, "primary_provider": p.PrimaryProvider, "fallback_providers": p.FallbackProviders,
+		"mcp_servers": p.MCPServers, "allowed_tools": p.AllowedTools, "available_sandboxes": p.AvailableSandboxes,
+		"created_at": store.FormatTime(p.CreatedAt), "updated_at": store.FormatTime(p.UpdatedAt),
+	}
+}
+
+func (a *adminAPI) createProfile(w http.ResponseWriter, r *http.Request) *Problem {
+	in, p := a.profileInput(w, r)
+	if p != nil {
+		return p
+	}
+	prof, err := a.Store.CreateProfile(r.Context(), in)
+	if errors.Is(err, store.ErrDuplicateName) {
+		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
+	}
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	if a.OnProfileWritten != nil {
+		a.OnProfileWritten(prof)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": prof.ID, "name": prof.Name, "created_at": store.FormatTime(prof.CreatedAt)})
+	return nil
+}
+
+func (a *adminAPI) listProfiles(w http.ResponseWriter, r *http.Request) *Problem {
+	after, limit, p := pageParams(r)
+	if p != nil {
+		return p
+	}
+	page, err := a.Store.ListProfiles(r.Context(), after, limit)
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	items := make([]map[string]any, 0, len(page.Items))
+	for _, pr := range page.Items {
+		items = append(items, profileView(pr))
+	}
+	writeJSON(w, http.StatusOK, pageBody[map[string]any]{Items: items, NextCursor: page.NextCursor})
+	return nil
+}
+
+func (a *adminAPI) getProfile(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	prof, err := a.Store.GetProfile(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no profile with id " + id)
+	}
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	writeJSON(w, http.StatusOK, profileView(prof))
+	return nil
+}
+
+func (a *adminAPI) replaceProfile(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	if _, err := a.Store.GetProfile(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+		return notFound("no profile with id " + id)
+	}
+	in, p := a.profileInput(w, r)
+	if p != nil {
+		return p
+	}
+	prof, err := a.Store.ReplaceProfile(r.Context(), id, in)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("no profile with id " + id)
+	case errors.Is(err, store.ErrDuplicateName):
+		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
+	case err != nil:
+		return internalError(a.log(), err)
+	}
+	if a.OnProfileWritten != nil {
+		a.OnProfileWritten(prof)
+	}
+	writeJSON(w, http.StatusOK, profileView(prof))
+	return nil
+}
+
+func (a *adminAPI) deleteProfile(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	err := a.Store.DeleteProfile(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("no profile with id " + id)
+	case errors.Is(err, store.ErrProfileInUse):
+		return conflict("profile_in_use", "the profile still has active client keys; revoke them first")
+	case err != nil:
+		return internalError(a.log(), err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func keyView(k store.Key) map[string]any {
+	var last any
+	if k.LastUsedAt != nil {
+		last = store.FormatTime(*k.LastUsedAt)
+	}
+	return map[string]any{"id": k.ID, "name": k.Name, "prefix": k.Prefix, "profile_id": k.ProfileID, "created_at": store.FormatTime(k.CreatedAt), "last_used_at": last}
+}
+
+func (a *adminAPI) createKey(w http.ResponseWriter, r *http.Request) *Problem {
+	var b struct {
+		Name      *string `json:"name"`
+		ProfileID *string `json:"profile_id"`
+	}
+	c := &clientAPI{a.Deps}
+	if p := c.decodeBody(w, r, &b); p != nil {
+		return p
+	}
+	if b.Name == nil || strings.TrimSpace(*b.Name) == "" {
+		return badRequest("name must be a non-blank string")
+	}
+	if b.ProfileID == nil || strings.TrimSpace(*b.ProfileID) == "" {
+		return badRequest("profile_id is required")
+	}
+	k, secret, err := a.Store.NewClientKey(r.Context(), *b.Name, *b.ProfileID)
+	if errors.Is(err, store.ErrNotFound) {
+		return unprocessable("profile_unavailable", "profile "+*b.ProfileID+" does not exist or has been deleted")
+	}
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": k.ID, "name": k.Name, "key": secret, "prefix": k.Prefix, "profile_id": k.ProfileID, "created_at": store.FormatTime(k.CreatedAt)})
+	return nil
+}
+
+func (a *adminAPI) listKeys(w http.ResponseWriter, r *http.Request) *Problem {
+	after, limit, p := pageParams(r)
+	if p != nil {
+		return p
+	}
+	page, err := a.Store.ListClientKeys(r.Context(), after, limit)
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	items := make([]map[string]any, 0, len(page.Items))
+	for _, k := range page.Items {
+		items = append(items, keyView(k))
+	}
+	writeJSON(w, http.StatusOK, pageBody[map[string]any]{Items: items, NextCursor: page.NextCursor})
+	return nil
+}
+
+func (a *adminAPI) revokeKey(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	closed, err := a.Store.RevokeClientKey(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no client key with id " + id)
+	}
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	for _, sid := range closed {
+		if err := a.Engine.CloseSession(r.Context(), sid, workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: id}); err != nil {
+			a.log().Warn("close revoked session workflow", "session_id", sid, "err", err)
+		}
+		_ = live.Publish(r.Context(), a.Store.Pool, "closed:"+sid)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *adminAPI) listSessions(w http.ResponseWriter, r *http.Request) *Problem {
+	state := r.URL.Query().Get("state")
+	switch state {
+	case "", store.StateOpen, store.StateClosed, store.StateError:
+	default:
+		return badRequest("state must be one of open, closed, error")
+	}
+	after, limit, p := pageParams(r)
+	if p != nil {
+		return p
+	}
+	page, err := a.Store.ListSessions(r.Context(), state, after, limit)
+	if err != nil {
+		return internalError(a.log(), err)
+	}
+	writeJSON(w, http.StatusOK, pageBody[store.Session]{Items: page.Items, NextCursor: page.NextCursor})
+	return nil
+}
+
+func (a *adminAPI) sessionEvents(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	if _, err := a.Store.GetSession(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+		return notFound("no session " + id)
+	} else if err != nil {
+		return internalError(a.log(), err)
+	}
+	return writeEventsPage(w, r, a.Deps, id)
+}

@@ -1,0 +1,449 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// clientAPI serves the client port.
+type clientAPI struct{ *Deps }
+
+// ClientRouter builds the client-port handler.
+func ClientRouter(d *Deps) http.Handler {
+	c := &clientAPI{d}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Use(requestLog(d.log()))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"version": d.Version, "api_versions": []string{"v1"}})
+	})
+	r.Post("/api/v1/sessions", c.handle(c.createSession))
+	r.Route("/api/v1/sessions/{id}", func(r chi.Router) {
+		r.Post("/join", c.handle(c.joinSession))
+		r.Get("/participants", c.handle(c.participants))
+		r.Get("/events", c.handle(c.events))
+		r.Delete("/", c.handle(c.closeSession))
+		r.Post("/rpc", c.rpc)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+// handle adapts a handler returning a problem.
+func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p := fn(w, r); p != nil {
+			writeProblem(w, p)
+		}
+	}
+}
+
+// clientToolDef is a declared client-side (or Auto-mode sandbox) tool.
+type clientToolDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+type subagentDef struct {
+	Harness         string `json:"harness"`
+	CommandTemplate string `json:"command_template"`
+	PromptVia       string `json:"prompt_via"`
+	TimeoutSecs     *int64 `json:"timeout_secs,omitempty"`
+}
+
+type subagentToolDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Image       string          `json:"image"`
+	Subagents   []subagentDef   `json:"subagents"`
+}
+
+// openBody is the body of POST /sessions and POST /sessions/{id}/join.
+type openBody struct {
+	ClientVersion *string           `json:"client_version"`
+	Tools         []clientToolDef   `json:"tools"`
+	SandboxTools  []clientToolDef   `json:"sandbox_tools"`
+	SubagentTools []subagentToolDef `json:"subagent_tools"`
+}
+
+func (b openBody) names() (tools, sandbox, subagent []string) {
+	tools, sandbox, subagent = []string{}, []string{}, []string{}
+	for _, t := range b.Tools {
+		tools = append(tools, t.Name)
+	}
+	for _, t := range b.SandboxTools {
+		sandbox = append(sandbox, t.Name)
+	}
+	for _, t := range b.SubagentTools {
+		subagent = append(subagent, t.Name)
+	}
+	return
+}
+
+func (b openBody) payload() map[string]any {
+	tools, sandbox, subagent := b.names()
+	return map[string]any{"client_version": b.ClientVersion, "tools": tools, "sandbox_tools": sandbox, "subagent_tools": subagent}
+}
+
+func (b openBody) decl(clientKeyID string) store.ClientDecl {
+	m := func(v any) json.RawMessage { r, _ := json.Marshal(v); return r }
+	tools := b.Tools
+	if tools == nil {
+		tools = []clientToolDef{}
+	}
+	sb := b.SandboxTools
+	if sb == nil {
+		sb = []clientToolDef{}
+	}
+	sub := b.SubagentTools
+	if sub == nil {
+		sub = []subagentToolDef{}
+	}
+	return store.ClientDecl{ClientKeyID: clientKeyID, ClientVersion: b.ClientVersion, Tools: m(tools), SandboxTools: m(sb), SubagentTools: m(sub)}
+}
+
+// decodeBody reads a JSON object body bounded by the size limit. An empty
+// body decodes as {}.
+func (c *clientAPI) decodeBody(w http.ResponseWriter, r *http.Request, into any) *Problem {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody()))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+		}
+		return badRequest("could not read request body")
+	}
+	if strings.TrimSpace(string(body)) == "" {
+		body = []byte("{}")
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return badRequest("invalid JSON body: " + err.Error())
+	}
+	return nil
+}
+
+func (c *clientAPI) authClient(r *http.Request) (store.Key, *Problem) {
+	token, p := bearer(r)
+	if p != nil {
+		return store.Key{}, p
+	}
+	k, err := c.Store.Authenticate(r.Context(), store.RoleClient, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Key{}, unauthorized("invalid or revoked client key")
+	}
+	if err != nil {
+		return store.Key{}, internalError(c.log(), err)
+	}
+	return k, nil
+}
+
+// authSession authenticates the session key bound to the path's session.
+func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Problem) {
+	token, p := bearer(r)
+	if p != nil {
+		return store.Session{}, store.Key{}, p
+	}
+	id := chi.URLParam(r, "id")
+	k, err := c.Store.AuthenticateSessionKey(r.Context(), token, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, store.Key{}, unauthorized("invalid or revoked session key")
+	}
+	if err != nil {
+		return store.Session{}, store.Key{}, internalError(c.log(), err)
+	}
+	sess, err := c.Store.GetSession(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Session{}, store.Key{}, notFound("no session " + id)
+	}
+	if err != nil {
+		return store.Session{}, store.Key{}, internalError(c.log(), err)
+	}
+	return sess, k, nil
+}
+
+const reservedStatusTool = "remote_subagent_status"
+
+// validateDecl runs the declaration checks shared by open and join, in the
+// order the contract gives: reserved names, the allowlist, subagent tools.
+func validateDecl(b openBody, profile store.Profile) *Problem {
+	for _, t := range append(append([]clientToolDef{}, b.Tools...), b.SandboxTools...) {
+		if t.Name == reservedStatusTool {
+			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
+		}
+	}
+	allowed := map[string]bool{}
+	for _, n := range profile.AllowedTools {
+		allowed[n] = true
+	}
+	for _, t := range b.Tools {
+		if !allowed[t.Name] {
+			return forbidden("tool_not_allowed", fmt.Sprintf("tool %q is not in the profile's allowlist", t.Name))
+		}
+	}
+	return validateSubagentTools(b.SubagentTools)
+}
+
+func validateSubagentTools(tools []subagentToolDef) *Problem {
+	bad := func(d string) *Problem { return unprocessable("invalid_subagent_tools", d) }
+	for _, t := range tools {
+		if strings.TrimSpace(t.Name) == "" {
+			return bad("tool name must be a non-empty string")
+		}
+		if t.Name == reservedStatusTool {
+			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
+		}
+		if strings.TrimSpace(t.Image) == "" || len(t.Subagents) == 0 {
+			return bad("image and non-empty subagents are required")
+		}
+		seen := map[string]bool{}
+		for _, s := range t.Subagents {
+			if strings.TrimSpace(s.Harness) == "" || seen[s.Harness] {
+				return bad("harness must be non-empty and unique")
+			}
+			seen[s.Harness] = true
+			if strings.TrimSpace(s.CommandTemplate) == "" || !validTemplate(s.CommandTemplate, s.PromptVia) {
+				if s.PromptVia != "stdin" && s.PromptVia != "arg" {
+					return bad(`prompt_via must be "stdin" or "arg"`)
+				}
+				return bad("invalid command_template placeholders")
+			}
+			if s.TimeoutSecs != nil && *s.TimeoutSecs <= 0 {
+				return bad("timeout_secs must be a positive integer")
+			}
+		}
+	}
+	return nil
+}
+
+// validTemplate accepts only {model} and {prompt} placeholders, with exactly
+// one {prompt} when the prompt is passed as an argument and none for stdin.
+func validTemplate(tpl, promptVia string) bool {
+	prompts := 0
+	rest := tpl
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			break
+		}
+		if strings.ContainsRune(rest[:open], '}') {
+			return false
+		}
+		end := strings.IndexByte(rest[open+1:], '}')
+		if end < 0 {
+			return false
+		}
+		switch rest[open+1 : open+1+end] {
+		case "prompt":
+			prompts++
+		case "model":
+		default:
+			return false
+		}
+		rest = rest[open+2+end:]
+	}
+	if strings.ContainsRune(rest, '}') {
+		return false
+	}
+	switch promptVia {
+	case "arg":
+		return prompts == 1
+	case "stdin":
+		return prompts == 0
+	}
+	return false
+}
+
+// publicProfile is the sanitized profile returned to clients.
+func (c *clientAPI) publicProfile(p store.Profile) map[string]any {
+	prov := map[string]any{"provider": nil, "model": nil}
+	if e, ok := c.Config.Provider(p.PrimaryProvider); ok {
+		prov = map[string]any{"provider": e.Kind, "model": e.Model}
+	}
+	return map[string]any{"id": p.ID, "name": p.Name, "allowed_tools": p.AllowedTools, "mcp_servers": p.MCPServers, "provider": prov}
+}
+
+// profileChecks resolves the profile and its primary provider for open and
+// join, recording the documented audit session on failure.
+func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID string, b openBody) (store.Profile, *Problem) {
+	ctx := r.Context()
+	profile, err := c.Store.GetProfile(ctx, profileID)
+	if errors.Is(err, store.ErrNotFound) {
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, map[string]any{"reason": "profile_unavailable", "profile_id": profileID}); aerr != nil {
+			c.log().Error("record profile_unavailable audit session", "err", aerr)
+		}
+		return store.Profile{}, unprocessable("profile_unavailable", "the profile bound to this client key is no longer available")
+	}
+	if err != nil {
+		return store.Profile{}, internalError(c.log(), err)
+	}
+	if _, ok := c.Config.Provider(profile.PrimaryProvider); !ok {
+		c.log().Error("profile's primary provider not found in bae-config.toml; refusing to open a session",
+			"profile_id", profile.ID, "profile_name", profile.Name, "primary_provider", profile.PrimaryProvider)
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, map[string]any{
+			"reason": "primary_provider_unavailable", "profile_id": profile.ID, "primary_provider": profile.PrimaryProvider,
+		}); aerr != nil {
+			c.log().Error("record primary_provider_unavailable audit session", "err", aerr)
+		}
+		return store.Profile{}, unprocessable("primary_provider_unavailable",
+			fmt.Sprintf("the profile's primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider))
+	}
+	return profile, nil
+}
+
+func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Problem {
+	key, p := c.authClient(r)
+	if p != nil {
+		return p
+	}
+	var body openBody
+	if p := c.decodeBody(w, r, &body); p != nil {
+		return p
+	}
+	profile, p := c.profileChecks(r, key, key.ProfileID, body)
+	if p != nil {
+		return p
+	}
+	if p := validateDecl(body, profile); p != nil {
+		return p
+	}
+	ctx := r.Context()
+	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
+	if err != nil {
+		return internalError(c.log(), err)
+	}
+	if c.MCP != nil && len(profile.MCPServers) > 0 {
+		tools, derr := c.MCP.DiscoverTools(ctx, sess.ID, profile.MCPServers)
+		if derr != nil {
+			c.log().Error("mcp tool discovery failed", "session_id", sess.ID, "err", derr)
+		} else if err := c.Store.SetMCPTools(ctx, sess.ID, tools); err != nil {
+			return internalError(c.log(), err)
+		}
+	}
+	if err := c.Engine.StartSession(ctx, sess.ID, profile.ID, body.ClientVersion); err != nil {
+		_, _, _ = c.Store.EndSession(ctx, sess.ID, store.StateError)
+		return internalError(c.log(), fmt.Errorf("start session workflow: %w", err))
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"session_id": sess.ID, "session_key": secret, "profile": c.publicProfile(profile)})
+	return nil
+}
+
+func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem {
+	key, p := c.authClient(r)
+	if p != nil {
+		return p
+	}
+	ctx := r.Context()
+	id := chi.URLParam(r, "id")
+	sess, err := c.Store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no session " + id)
+	}
+	if err != nil {
+		return internalError(c.log(), err)
+	}
+	if sess.State != store.StateOpen {
+		return conflict("session_closed", "session is already "+sess.State)
+	}
+	if key.ProfileID != sess.ProfileID {
+		return forbidden("profile_mismatch", "the client key's profile does not match this session's profile")
+	}
+	var body openBody
+	if p := c.decodeBody(w, r, &body); p != nil {
+		return p
+	}
+	profile, p := c.profileChecks(r, key, sess.ProfileID, body)
+	if p != nil {
+		return p
+	}
+	if p := validateDecl(body, profile); p != nil {
+		return p
+	}
+	secret, err := c.Store.JoinSession(ctx, sess.ID, profile.ID, body.decl(key.ID), body.payload())
+	var notOpen *store.NotOpenError
+	if errors.As(err, &notOpen) {
+		return conflict("session_closed", "session is already "+notOpen.State)
+	}
+	if err != nil {
+		return internalError(c.log(), err)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"session_id": sess.ID, "session_key": secret, "profile": c.publicProfile(profile)})
+	return nil
+}
+
+func (c *clientAPI) participants(w http.ResponseWriter, r *http.Request) *Problem {
+	sess, _, p := c.authSession(r)
+	if p != nil {
+		return p
+	}
+	drivers, err := c.Store.Drivers(r.Context(), sess.ID)
+	if err != nil {
+		return internalError(c.log(), err)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"drivers": drivers})
+	return nil
+}
+
+func (c *clientAPI) events(w http.ResponseWriter, r *http.Request) *Problem {
+	sess, _, p := c.authSession(r)
+	if p != nil {
+		return p
+	}
+	return writeEventsPage(w, r, c.Deps, sess.ID)
+}
+
+func writeEventsPage(w http.ResponseWriter, r *http.Request, d *Deps, sessionID string) *Problem {
+	after, limit, p := pageParams(r)
+	if p != nil {
+		return p
+	}
+	page, err := d.Store.ListEvents(r.Context(), sessionID, after, limit)
+	if err != nil {
+		return internalError(d.log(), err)
+	}
+	writeJSON(w, http.StatusOK, pageBody[store.Event]{Items: page.Items, NextCursor: page.NextCursor})
+	return nil
+}
+
+func (c *clientAPI) closeSession(w http.ResponseWriter, r *http.Request) *Problem {
+	sess, _, p := c.authSession(r)
+	if p != nil {
+		return p
+	}
+	ctx := r.Context()
+	ended, _, err := c.Store.EndSession(ctx, sess.ID, store.StateClosed, store.NewEvent{
+		ClientKeyID: sess.ClientKeyID, Type: "session.close", Payload: map[string]any{"reason": "client_close"},
+	})
+	if err != nil {
+		return internalError(c.log(), err)
+	}
+	// Release server resources even for an already terminal session; the
+	// workflow's cleanup is idempotent.
+	if cerr := c.Engine.CloseSession(ctx, sess.ID, workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: sess.ClientKeyID}); cerr != nil {
+		c.log().Warn("close session workflow", "session_id", sess.ID, "err", cerr)
+	}
+	if !ended {
+		current, err := c.Store.GetSession(ctx, sess.ID)
+		if err != nil {
+			return internalError(c.log(), err)
+		}
+		return conflict("session_closed", "session is already "+current.State)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.ID, "state": store.StateClosed})
+	return nil
+}

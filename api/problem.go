@@ -1,0 +1,55 @@
+// Package api serves the two HTTP surfaces: the client port (REST plus the
+// JSON-RPC /rpc stream) and the loopback-only admin port.
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+)
+
+// Problem is an RFC 7807 error body.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
+
+func problem(status int, slug, detail string) *Problem {
+	return &Problem{Type: slug, Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+func badRequest(detail string) *Problem { return problem(http.StatusBadRequest, "bad_request", detail) }
+func unauthorized(detail string) *Problem {
+	return problem(http.StatusUnauthorized, "unauthorized", detail)
+}
+func notFound(detail string) *Problem        { return problem(http.StatusNotFound, "not_found", detail) }
+func conflict(slug, detail string) *Problem  { return problem(http.StatusConflict, slug, detail) }
+func forbidden(slug, detail string) *Problem { return problem(http.StatusForbidden, slug, detail) }
+func unprocessable(slug, detail string) *Problem {
+	return problem(http.StatusUnprocessableEntity, slug, detail)
+}
+func tooLarge(detail string) *Problem {
+	return problem(http.StatusRequestEntityTooLarge, "payload_too_large", detail)
+}
+
+// internalError logs the cause and returns a body that reveals nothing.
+func internalError(log *slog.Logger, err error) *Problem {
+	log.Error("internal error", "err", err)
+	return problem(http.StatusInternalServerError, "internal", "an internal error occurred")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}

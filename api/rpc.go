@@ -1,0 +1,286 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/bae-go/bae-go/store"
+)
+
+// RPCError is a JSON-RPC error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
+
+// NewRPCError builds an *RPCError.
+func NewRPCError(code int, format string, args ...any) *RPCError {
+	return &RPCError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ndjson writes newline-delimited JSON-RPC objects, flushing each.
+type ndjson struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	err error
+}
+
+func (s *ndjson) write(v any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+		return err
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+type rpcCall struct {
+	id       json.RawMessage // nil for a notification
+	method   string
+	params   json.RawMessage
+	sess     store.Session
+	clientID string // the acting client key behind the session key
+	out      *ndjson
+	r        *http.Request
+}
+
+func (c *rpcCall) notify() bool { return c.id == nil }
+
+func (c *rpcCall) result(v any) {
+	if c.notify() {
+		return
+	}
+	_ = c.out.write(map[string]any{"jsonrpc": "2.0", "id": c.id, "result": v})
+}
+
+func (c *rpcCall) fail(e *RPCError) {
+	if c.notify() {
+		return
+	}
+	_ = c.out.write(map[string]any{"jsonrpc": "2.0", "id": c.id, "error": e})
+}
+
+func (c *rpcCall) event(e store.Event) error {
+	return c.out.write(map[string]any{"jsonrpc": "2.0", "method": "session.event", "params": e})
+}
+
+func envelopeError(out *ndjson, id json.RawMessage, code int, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	_ = out.write(map[string]any{"jsonrpc": "2.0", "id": id, "error": RPCError{Code: code, Message: msg}})
+}
+
+// rpc is POST /api/v1/sessions/{id}/rpc. Authentication is the only check
+// answered as HTTP (a 401 problem); everything after it is NDJSON.
+func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
+	sess, key, p := c.authSession(r)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody()))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, tooLarge(fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)))
+			return
+		}
+		writeProblem(w, badRequest("could not read request body"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	out := &ndjson{w: w}
+
+	trimmed := bytes.TrimSpace(body)
+	var raw any
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		envelopeError(out, nil, -32700, "Parse error")
+		return
+	}
+	if _, isArray := raw.([]any); isArray {
+		envelopeError(out, nil, -32600, "Invalid Request: batch requests are not supported")
+		return
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		envelopeError(out, nil, -32600, "Invalid Request")
+		return
+	}
+	id, hasID := obj["id"]
+	if hasID && !validID(id) {
+		envelopeError(out, nil, -32600, "Invalid Request: id must be a string, number or null")
+		return
+	}
+	if !hasID {
+		id = nil
+	}
+	reject := func(msg string) {
+		if hasID {
+			envelopeError(out, id, -32600, msg)
+		}
+	}
+	var version string
+	if err := json.Unmarshal(obj["jsonrpc"], &version); err != nil || version != "2.0" {
+		reject(`Invalid Request: missing or wrong "jsonrpc" version`)
+		return
+	}
+	var method string
+	if err := json.Unmarshal(obj["method"], &method); err != nil || method == "" {
+		reject(`Invalid Request: missing "method"`)
+		return
+	}
+	params := obj["params"]
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	call := &rpcCall{id: id, method: method, params: params, sess: sess, clientID: key.ClientKeyID, out: out, r: r}
+	if !isObject(params) {
+		call.fail(NewRPCError(-32602, "Invalid params: params must be an object"))
+		return
+	}
+	c.dispatch(call)
+}
+
+func validID(id json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case nil, string, float64:
+		return true
+	}
+	return false
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+func (c *clientAPI) dispatch(call *rpcCall) {
+	switch call.method {
+	case "session.registerDriver":
+		c.registerDriver(call)
+	case "session.sendMessage":
+		c.sendMessage(call)
+	case "session.subscribe":
+		c.subscribe(call)
+	case "session.unsubscribe":
+		c.unsubscribe(call)
+	case "session.reportLocalSandbox":
+		c.reportLocalSandbox(call)
+	case "session.reportLocalSubagent":
+		c.reportLocalSubagent(call)
+	case "session.updateClientTools":
+		c.updateClientTools(call)
+	case "session.startRemoteSandbox", "session.stopRemoteSandbox", "session.execRemoteSandbox", "session.cancelSubagent":
+		c.sessionTool(call)
+	default:
+		call.fail(NewRPCError(-32601, "Method not found: %s", call.method))
+	}
+}
+
+// requireDriver is the -32001 gate, checked before anything else.
+func (c *clientAPI) requireDriver(call *rpcCall) (store.ClientDecl, bool) {
+	decl, err := c.Store.Client(call.r.Context(), call.sess.ID, call.clientID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log().Error("driver lookup", "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return decl, false
+	}
+	if !decl.Registered {
+		call.fail(NewRPCError(-32001, "call session.registerDriver before %s", call.method))
+		return decl, false
+	}
+	return decl, true
+}
+
+func (c *clientAPI) requireOpen(call *rpcCall) bool {
+	sess, err := c.Store.GetSession(call.r.Context(), call.sess.ID)
+	if err != nil {
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return false
+	}
+	call.sess = sess
+	if sess.State != store.StateOpen {
+		call.fail(NewRPCError(-32000, "session is %s, not open", sess.State))
+		return false
+	}
+	return true
+}
+
+func (c *clientAPI) registerDriver(call *rpcCall) {
+	ctx := call.r.Context()
+	var events func() []store.NewEvent = func() []store.NewEvent {
+		evs := []store.NewEvent{{ClientKeyID: call.clientID, Type: "session.driver.register", Payload: map[string]any{}}}
+		if c.Tools == nil {
+			return evs
+		}
+		profile, err := c.Store.GetProfile(ctx, call.sess.ProfileID)
+		if err != nil {
+			return evs // a deleted profile surfaces at sendMessage
+		}
+		if images := c.Tools.SandboxAvailability(ctx, profile); len(images) > 0 {
+			evs = append(evs, store.NewEvent{ClientKeyID: call.clientID, Type: "session.sandbox.available", Payload: map[string]any{"images": images}})
+		}
+		return evs
+	}
+	_, err := c.Store.RegisterDriver(ctx, call.sess.ID, call.clientID, events)
+	var notOpen *store.NotOpenError
+	switch {
+	case errors.As(err, &notOpen):
+		call.fail(NewRPCError(-32000, "session is %s, not open", notOpen.State))
+	case err != nil:
+		c.log().Error("register driver", "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+	default:
+		call.result(map[string]any{"registered": true})
+	}
+}
+
+func (c *clientAPI) sessionTool(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	if c.Tools == nil {
+		call.fail(NewRPCError(-32603, "Internal error: %s is not available on this server", call.method))
+		return
+	}
+	res, err := c.Tools.Call(call.r.Context(), call.sess, call.clientID, call.method, call.params)
+	var re *RPCError
+	switch {
+	case errors.As(err, &re):
+		call.fail(re)
+	case err != nil:
+		c.log().Error("session tool call", "method", call.method, "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+	default:
+		call.result(res)
+	}
+}

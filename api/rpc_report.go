@@ -1,0 +1,166 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/bae-go/bae-go/store"
+)
+
+func (c *clientAPI) appendOne(call *rpcCall, typ string, payload any) bool {
+	if _, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Type: typ, Payload: payload}); err != nil {
+		c.log().Error("append event", "type", typ, "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return false
+	}
+	return true
+}
+
+func optionalString(params map[string]any, name string) (any, bool) {
+	v, present := params[name]
+	if !present || v == nil {
+		return nil, true
+	}
+	s, ok := v.(string)
+	return s, ok
+}
+
+// reportLocalSandbox logs a harness's own local-sandbox lifecycle report.
+func (c *clientAPI) reportLocalSandbox(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	var params map[string]any
+	_ = json.Unmarshal(call.params, &params)
+	types := map[string]string{"running": "session.sandbox.running", "stopped": "session.sandbox.stopped", "error": "session.sandbox.error"}
+	state, _ := params["state"].(string)
+	typ, ok := types[state]
+	if !ok {
+		call.fail(NewRPCError(-32602, `Invalid params: "state" must be "running", "stopped", or "error"`))
+		return
+	}
+	image, ok := params["image"].(string)
+	if !ok {
+		call.fail(NewRPCError(-32602, `Invalid params: missing "image"`))
+		return
+	}
+	containerID, ok1 := optionalString(params, "container_id")
+	detail, ok2 := optionalString(params, "detail")
+	if !ok1 || !ok2 {
+		call.fail(NewRPCError(-32602, `Invalid params: "container_id" and "detail" must be strings or null`))
+		return
+	}
+	if c.appendOne(call, typ, map[string]any{"dispatch": "local", "image": image, "container_id": containerID, "detail": detail}) {
+		call.result(map[string]any{"reported": true})
+	}
+}
+
+// reportLocalSubagent logs a harness's own local-subagent lifecycle report.
+func (c *clientAPI) reportLocalSubagent(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	var params map[string]any
+	_ = json.Unmarshal(call.params, &params)
+	types := map[string]string{"start": "session.subagent.start", "running": "session.subagent.running", "completed": "session.subagent.completed", "failed": "session.subagent.failed", "cancelled": "session.subagent.cancelled"}
+	state, _ := params["state"].(string)
+	typ, ok := types[state]
+	if !ok {
+		call.fail(NewRPCError(-32602, `Invalid params: "state" must be "start", "running", "completed", "failed", or "cancelled"`))
+		return
+	}
+	req := func(n string) (string, bool) {
+		s, ok := params[n].(string)
+		return s, ok && strings.TrimSpace(s) != ""
+	}
+	sid, ok1 := req("subagent_id")
+	harness, ok2 := req("harness")
+	model, ok3 := req("model")
+	if !ok1 || !ok2 || !ok3 {
+		call.fail(NewRPCError(-32602, `Invalid params: "subagent_id", "harness", and "model" must be non-empty strings`))
+		return
+	}
+	for _, n := range []string{"detail", "reason"} {
+		if _, ok := optionalString(params, n); !ok {
+			call.fail(NewRPCError(-32602, "Invalid params: %q must be a string or null", n))
+			return
+		}
+	}
+	exit := params["exit_code"]
+	if exit != nil {
+		f, ok := exit.(float64)
+		if !ok || f != float64(int64(f)) {
+			call.fail(NewRPCError(-32602, `Invalid params: "exit_code" must be an integer`))
+			return
+		}
+		exit = int64(f)
+	}
+	detail, _ := optionalString(params, "detail")
+	reason, _ := optionalString(params, "reason")
+	payload := map[string]any{"dispatch": "local", "subagent_id": sid, "harness": harness, "model": model, "detail": detail}
+	switch state {
+	case "completed":
+		payload["exit_code"] = exit
+	case "failed":
+		payload["reason"], payload["exit_code"] = reason, exit
+	case "cancelled":
+		payload["reason"] = reason
+	}
+	if c.appendOne(call, typ, payload) {
+		call.result(map[string]any{"reported": true})
+	}
+}
+
+// updateClientTools replaces the caller's client tool declarations.
+func (c *clientAPI) updateClientTools(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	if !c.requireOpen(call) {
+		return
+	}
+	var params struct {
+		Tools *json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(call.params, &params); err != nil || params.Tools == nil {
+		call.fail(NewRPCError(-32602, `Invalid params: missing "tools"`))
+		return
+	}
+	var tools []clientToolDef
+	if err := json.Unmarshal(*params.Tools, &tools); err != nil || tools == nil && string(*params.Tools) != "[]" {
+		call.fail(NewRPCError(-32602, "Invalid params: tools must be an array of tool definitions"))
+		return
+	}
+	for _, t := range tools {
+		if strings.TrimSpace(t.Name) == "" {
+			call.fail(NewRPCError(-32602, `Invalid params: every tool requires a non-empty "name"`))
+			return
+		}
+	}
+	profile, err := c.Store.GetProfile(call.r.Context(), call.sess.ProfileID)
+	if err != nil {
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	allowed := map[string]bool{}
+	for _, n := range profile.AllowedTools {
+		allowed[n] = true
+	}
+	for _, t := range tools {
+		if t.Name == reservedStatusTool || !allowed[t.Name] {
+			call.fail(NewRPCError(-32015, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name))
+			return
+		}
+	}
+	if tools == nil {
+		tools = []clientToolDef{}
+	}
+	raw, _ := json.Marshal(tools)
+	if err := c.Store.SetClientTools(call.r.Context(), call.sess.ID, call.clientID, raw); err != nil {
+		c.log().Error("update client tools", "err", fmt.Errorf("session %s: %w", call.sess.ID, err))
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	call.result(map[string]any{"updated": true})
+}

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// providerUnavailable is the assistant turn returned when no provider answered.
+var providerUnavailable = json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"The provider is currently unavailable."}]}`)
+
+// sendMessage validates the request, stores the message under a new turn
+// id, submits the SendMessage update and relays the turn's events from the
+// log until the update returns. While the turn is queued nothing is
+// written: the first event tagged with this turn id marks its start.
+func (c *clientAPI) sendMessage(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	if !c.requireOpen(call) {
+		return
+	}
+	var params struct {
+		Message *json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal(call.params, &params); err != nil || params.Message == nil || string(*params.Message) == "null" {
+		call.fail(NewRPCError(-32602, `Invalid params: missing "message"`))
+		return
+	}
+	var msg struct {
+		Role    *string          `json:"role"`
+		Content *json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(*params.Message, &msg); err != nil {
+		call.fail(NewRPCError(-32602, "Invalid params: message must be an object with string role and content"))
+		return
+	}
+	if msg.Content == nil || !(isJSONString(*msg.Content) || isJSONArray(*msg.Content)) {
+		call.fail(NewRPCError(-32602, `Invalid params: message.content must be a string or an array of content blocks`))
+		return
+	}
+	role := "user"
+	if msg.Role != nil {
+		role = *msg.Role
+	}
+	stored, _ := json.Marshal(map[string]any{"role": role, "content": *msg.Content})
+
+	ctx := call.r.Context()
+	turnID := ids.New(ids.TurnPrefix)
+	if err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored); err != nil {
+		c.log().Error("store turn input", "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	waiter := c.Hub.Watch(call.sess.ID)
+	defer waiter.Close()
+
+	type outcome struct {
+		res workflows.TurnResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	// The turn belongs to the workflow once submitted: a client that goes
+	// away does not cancel it, and its result stays in the event log.
+	go func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
+		defer cancel()
+		res, err := c.Engine.SendMessage(uctx, call.sess.ID, workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID})
+		done <- outcome{res, err}
+	}()
+
+	relay := &turnRelay{c: c, call: call, turnID: turnID}
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-done:
+			c.finishTurn(call, relay, o.res, o.err)
+			return
+		case <-waiter.Wake():
+		case <-poll.C:
+		}
+		if err := relay.pump(ctx); err != nil {
+			return
+		}
+	}
+}
+
+func isJSONString(r json.RawMessage) bool { var s string; return json.Unmarshal(r, &s) == nil }
+func isJSONArray(r json.RawMessage) bool {
+	var a []json.RawMessage
+	return json.Unmarshal(r, &a) == nil && a != nil
+}
+
+// turnRelay forwards a turn's events as notifications, oldest first.
+type turnRelay struct {
+	c       *clientAPI
+	call    *rpcCall
+	turnID  string
+	started bool
+	last    int64
+}
+
+// selfEvent reports events the caller itself sent in this request, which
+// are not echoed back to it (observers still see them).
+func (t *turnRelay) selfEvent(e store.Event) bool {
+	if e.TurnID != t.turnID || e.ClientKeyID != t.call.clientID {
+		return false
+	}
+	if e.Type == "client.message.send" {
+		return true
+	}
+	if e.Type == "tool.result" {
+		var p struct {
+			Dispatch string `json:"dispatch"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		return p.Dispatch == "client"
+	}
+	return false
+}
+
+// pump writes every event appended since the turn started.
+func (t *turnRelay) pump(ctx context.Context) error {
+	if !t.started {
+		first, err := t.c.Store.FirstTurnEventSeq(ctx, t.call.sess.ID, t.turnID)
+		if err != nil || first == 0 {
+			return nil
+		}
+		t.started, t.last = true, first-1
+	}
+	for {
+		evs, err := t.c.Store.EventsAfter(ctx, t.call.sess.ID, t.last, 256)
+		if err != nil {
+			return nil
+		}
+		for _, e := range evs {
+			t.last = e.Seq
+			if t.selfEvent(e) {
+				continue
+			}
+			if err := t.call.event(e); err != nil {
+				return err
+			}
+		}
+		if len(evs) < 256 {
+			return nil
+		}
+	}
+}
+
+// finishTurn relays the turn's remaining events, then the terminal response.
+func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.TurnResult, err error) {
+	ctx := call.r.Context()
+	if err != nil {
+		if rpcErr := c.engineError(ctx, call.sess.ID, err); rpcErr != nil {
+			call.fail(rpcErr)
+			return
+		}
+	}
+	events, lerr := c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
+	if lerr != nil {
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	if len(events) > 0 {
+		if !relay.started {
+			relay.started, relay.last = true, events[0].Seq-1
+		}
+		// Relay up to the turn's last event.
+		endSeq := events[len(events)-1].Seq
+		for relay.last < endSeq {
+			before := relay.last
+			if err := relay.pump(ctx); err != nil {
+				return
+			}
+			if relay.last == before {
+				break
+			}
+		}
+	}
+	if res.Outcome == workflows.OutcomeRejected {
+		call.fail(&RPCError{Code: res.ErrorCode, Message: res.ErrorMessage})
+		return
+	}
+	message := providerUnavailable
+	if res.Outcome != workflows.OutcomeProvidersFailed {
+		for i := len(events) - 1; i >= 0; i-- {
+			if events[i].Type == "server.message.send" {
+				message = events[i].Payload
+				break
+			}
+		}
+	}
+	if events == nil {
+		events = []store.Event{}
+	}
+	call.result(map[string]any{"message": message, "events": events})
+}
+
+// engineError maps a failed update call: a finished workflow means the
+// session is no longer open.
+func (c *clientAPI) engineError(ctx context.Context, sessionID string, err error) *RPCError {
+	sess, serr := c.Store.GetSession(ctx, sessionID)
+	if serr == nil && sess.State != store.StateOpen {
+		return NewRPCError(-32000, "session is %s, not open", sess.State)
+	}
+	c.log().Error("send message update failed", "session_id", sessionID, "err", err)
+	return NewRPCError(-32000, "session loop failed")
+}

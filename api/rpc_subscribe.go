@@ -1,0 +1,103 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/store"
+)
+
+// lagLimit is how far (in events) a live subscriber may fall behind the log
+// before it is told to reconnect with since_event_id.
+const lagLimit = 256
+
+func (c *clientAPI) subscribe(call *rpcCall) {
+	ctx := call.r.Context()
+	var params struct {
+		Since *string `json:"since_event_id"`
+	}
+	if err := json.Unmarshal(call.params, &params); err != nil {
+		call.fail(NewRPCError(-32602, "Invalid params: since_event_id must be a string"))
+		return
+	}
+	waiter := c.Hub.Watch(call.sess.ID)
+	defer waiter.Close()
+
+	var cursor int64
+	if params.Since != nil {
+		seq, err := c.Store.SeqOfEvent(ctx, call.sess.ID, *params.Since)
+		switch {
+		case err == nil:
+			cursor = seq
+		case errors.Is(err, store.ErrNotFound):
+			cursor = 0 // unknown id: replay everything
+		default:
+			_ = call.out.write(map[string]any{"jsonrpc": "2.0", "error": RPCError{Code: -32000, Message: "replay failed"}})
+			return
+		}
+		// Replay the backlog without the lag rule.
+		for {
+			evs, err := c.Store.EventsAfter(ctx, call.sess.ID, cursor, 200)
+			if err != nil {
+				return
+			}
+			for _, e := range evs {
+				if call.event(e) != nil {
+					return
+				}
+				cursor = e.Seq
+			}
+			if len(evs) < 200 {
+				break
+			}
+		}
+	} else {
+		head, err := c.Store.LastEventSeq(ctx, call.sess.ID)
+		if err != nil {
+			return
+		}
+		cursor = head
+	}
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		evs, err := c.Store.EventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)
+		if err != nil {
+			return
+		}
+		if len(evs) > lagLimit {
+			_ = call.out.write(map[string]any{"jsonrpc": "2.0", "error": RPCError{Code: -32000, Message: "lagged; reconnect with since_event_id"}})
+			return
+		}
+		for _, e := range evs {
+			if call.event(e) != nil {
+				return
+			}
+			cursor = e.Seq
+		}
+		if len(evs) == 0 {
+			sess, err := c.Store.GetSession(ctx, call.sess.ID)
+			if err != nil || sess.State != store.StateOpen {
+				return // the session ended: its stream ends too
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-waiter.Unsubscribed():
+			return
+		case <-waiter.Wake():
+		case <-poll.C:
+		}
+	}
+}
+
+func (c *clientAPI) unsubscribe(call *rpcCall) {
+	if err := live.Publish(call.r.Context(), c.Store.Pool, "unsubscribe:"+call.sess.ID); err != nil {
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	call.result(map[string]any{"unsubscribed": true})
+}

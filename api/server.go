@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// Engine is the API's view of the session workflows.
+type Engine interface {
+	StartSession(ctx context.Context, sessionID, profileID string, clientVersion *string) error
+	SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error)
+	CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error
+}
+
+// ToolDiscoverer connects a new session's MCP servers and lists their tools,
+// each tagged with its server name. Unknown or failing servers are skipped.
+type ToolDiscoverer interface {
+	DiscoverTools(ctx context.Context, sessionID string, serverNames []string) (json.RawMessage, error)
+}
+
+// SessionTools serves the RPC methods that act on server-side session
+// resources (remote sandbox and subagents). A nil SessionTools answers those
+// methods with an internal error.
+type SessionTools interface {
+	// Call handles method for a registered driver; it returns the JSON-RPC
+	// result or an *RPCError.
+	Call(ctx context.Context, sess store.Session, clientKeyID, method string, params json.RawMessage) (any, error)
+	// SandboxAvailability lists a profile's images and their status for
+	// session.sandbox.available; nil when the profile declares none.
+	SandboxAvailability(ctx context.Context, profile store.Profile) []map[string]any
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Store   *store.Store
+	Config  *config.File
+	Engine  Engine
+	Hub     *live.Hub
+	Log     *slog.Logger
+	Version string
+
+	MCP   ToolDiscoverer
+	Tools SessionTools
+	// OnProfileWritten runs after a profile is created or replaced
+	// (background sandbox image provisioning).
+	OnProfileWritten func(store.Profile)
+	// MaxBodyBytes bounds request bodies (default 4 MiB).
+	MaxBodyBytes int64
+}
+
+func (d *Deps) maxBody() int64 {
+	if d.MaxBodyBytes > 0 {
+		return d.MaxBodyBytes
+	}
+	return 4 << 20
+}
+
+func (d *Deps) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.Default()
+	}
+	return d.Log
+}

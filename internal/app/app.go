@@ -1,0 +1,191 @@
+// Package app wires the server together: store, Temporal client and worker,
+// the live event hub and the two HTTP listeners, with graceful shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/bae-go/bae-go/activities"
+	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/engine"
+	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/store"
+)
+
+// Version is the server version reported by /api/v1/meta.
+const Version = "0.1.0"
+
+// Options are the command-line choices.
+type Options struct {
+	Server config.Server
+	File   *config.File
+	Admin  adminkey.Options
+	// Temporal is an already dialed client; when nil, Run dials
+	// Server.TemporalAddr.
+	Temporal client.Client
+	Log      *slog.Logger
+	// Ready, when set, receives the bound addresses once serving.
+	Ready func(clientAddr, adminAddr string)
+	// Extra lets callers (issue 4 services) add collaborators.
+	Extend func(*Parts) error
+}
+
+// Parts are the assembled collaborators, exposed so tests and extensions
+// can reach them.
+type Parts struct {
+	Store      *store.Store
+	Temporal   client.Client
+	Engine     *engine.Engine
+	Hub        *live.Hub
+	Deps       *api.Deps
+	Activities *activities.Activities
+	Worker     worker.Worker
+	AdminAuth  api.AdminAuth
+	Sandbox    api.SandboxStatus
+}
+
+// Run serves until ctx is cancelled, then shuts down within
+// Server.ShutdownTimeout.
+func Run(ctx context.Context, opts Options) error {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := opts.Server
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := adminkey.Bootstrap(ctx, st, opts.Admin, log); err != nil {
+		return err
+	}
+
+	tc := opts.Temporal
+	if tc == nil {
+		tc, err = client.Dial(client.Options{HostPort: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace, Logger: newTemporalLogger(log)})
+		if err != nil {
+			return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddr, err)
+		}
+		defer tc.Close()
+	}
+	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, Log: log}
+	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
+
+	hub := live.New(st.Pool, log)
+	acts := &activities.Activities{Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log}
+	deps := &api.Deps{Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version}
+	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts}
+	if !opts.Admin.Disabled {
+		parts.AdminAuth = &adminkey.Verifier{Store: st}
+	}
+	if opts.Extend != nil {
+		if err := opts.Extend(parts); err != nil {
+			return err
+		}
+	}
+
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{})
+	acts.Register(w)
+	parts.Worker = w
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start temporal worker: %w", err)
+	}
+	defer w.Stop()
+
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHub()
+	go hub.Run(hubCtx)
+	select {
+	case <-hub.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+
+	clientLn, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on BAE_ADDR %s: %w", cfg.Addr, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		clientLn.Close()
+		return fmt.Errorf("listen on BAE_ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+	}
+	clientSrv := &http.Server{Handler: api.ClientRouter(deps), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	adminSrv := &http.Server{Handler: api.AdminRouter(deps, parts.AdminAuth, parts.Sandbox), ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for _, s := range []struct {
+		srv *http.Server
+		ln  net.Listener
+	}{{clientSrv, clientLn}, {adminSrv, adminLn}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	}
+	log.Info("baesrv serving", "client_addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "temporal", cfg.TemporalAddr, "task_queue", cfg.TaskQueue)
+	if opts.Ready != nil {
+		opts.Ready(clientLn.Addr().String(), adminLn.Addr().String())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	_ = adminSrv.Shutdown(sctx)
+	if err := clientSrv.Shutdown(sctx); err != nil {
+		// Streams still open past the budget are cut; their turns continue
+		// in the workflow and remain readable from the event log.
+		_ = clientSrv.Close()
+	}
+	wg.Wait()
+	return runErr
+}
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// ExitCode maps an error from Run or option loading to a process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ue *adminkey.UsageError
+	var ve *config.ValidationError
+	if errors.As(err, &ue) || errors.As(err, &ve) {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// Fatal prints err and exits with its code.
+func Fatal(err error) {
+	fmt.Fprintln(os.Stderr, "baesrv:", err)
+	os.Exit(ExitCode(err))
+}

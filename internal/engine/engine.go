@@ -1,0 +1,140 @@
+// Package engine is the API's handle on Session workflows: it starts them,
+// submits SendMessage updates and closes them, over a Temporal client.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// Engine implements api.Engine.
+type Engine struct {
+	Client      client.Client
+	TaskQueue   string
+	TurnTimeout time.Duration
+	Log         *slog.Logger
+	// UseSearchAttributes is set by EnsureSearchAttributes when the
+	// namespace has (or accepted) the custom attributes.
+	UseSearchAttributes bool
+}
+
+// SearchAttributes are the custom attributes sessions carry.
+var SearchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.SearchAttrProfileID: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SearchAttrState:     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+}
+
+// EnsureSearchAttributes registers the custom search attributes on the
+// namespace. Clusters that refuse (for example without operator access)
+// still work; sessions then carry only a memo.
+func (e *Engine) EnsureSearchAttributes(ctx context.Context, namespace string) {
+	_, err := e.Client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: SearchAttributes,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err == nil || errors.As(err, &exists) {
+		e.UseSearchAttributes = true
+		return
+	}
+	resp, lerr := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if lerr == nil {
+		all := true
+		for name := range SearchAttributes {
+			if _, ok := resp.GetCustomAttributes()[name]; !ok {
+				all = false
+			}
+		}
+		if all {
+			e.UseSearchAttributes = true
+			return
+		}
+	}
+	e.log().Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+// StartSession starts the session's workflow (id = session id).
+func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, clientVersion *string) error {
+	memo := map[string]any{"profile_id": profileID}
+	if clientVersion != nil {
+		memo["client_version"] = *clientVersion
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       sessionID,
+		TaskQueue:                e.TaskQueue,
+		Memo:                     memo,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+	if e.UseSearchAttributes {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProfileID).ValueSet(profileID),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet("open"),
+		)
+	}
+	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
+		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes,
+	})
+	if err != nil {
+		return fmt.Errorf("start session workflow: %w", err)
+	}
+	return nil
+}
+
+// SendMessage submits a SendMessage update and waits for the turn result.
+// The update id is the turn id, so a repeated submission is deduplicated.
+func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error) {
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateID:     in.TurnID,
+		UpdateName:   workflows.UpdateSendMessage,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return workflows.TurnResult{}, fmt.Errorf("send message update: %w", err)
+	}
+	var res workflows.TurnResult
+	if err := h.Get(ctx, &res); err != nil {
+		return workflows.TurnResult{}, fmt.Errorf("send message result: %w", err)
+	}
+	return res, nil
+}
+
+// CloseSession tells the workflow its session ended and waits for cleanup.
+// A workflow that already finished is not an error.
+func (e *Engine) CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateName:   workflows.UpdateClose,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("close session update: %w", err)
+	}
+	return h.Get(ctx, nil)
+}

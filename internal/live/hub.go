@@ -1,0 +1,208 @@
+// Package live wakes local listeners when a session's event log grows, on
+// any replica. Appends NOTIFY a PostgreSQL channel with the session id; each
+// process keeps one LISTEN connection and fans wake-ups out to its local
+// waiters, which then read new rows by sequence. Wake-ups carry no data, so
+// a missed or coalesced one loses nothing: readers always catch up from the
+// table.
+package live
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bae-go/bae-go/store"
+)
+
+// ControlChannel carries cross-replica control messages: "unsubscribe:<sid>"
+// ends every subscribe stream of a session; "closed:<sid>" announces a
+// session ended so replicas drop its live resources.
+const ControlChannel = "bae_control"
+
+// Waiter is one local listener on one session.
+type Waiter struct {
+	hub       *Hub
+	sessionID string
+	wake      chan struct{}
+	unsub     chan struct{}
+	once      sync.Once
+}
+
+// Wake fires (coalesced) whenever new events may exist.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Unsubscribed closes when session.unsubscribe was called for the session.
+func (w *Waiter) Unsubscribed() <-chan struct{} { return w.unsub }
+
+// Close detaches the waiter.
+func (w *Waiter) Close() {
+	w.once.Do(func() {
+		w.hub.mu.Lock()
+		defer w.hub.mu.Unlock()
+		set := w.hub.waiters[w.sessionID]
+		delete(set, w)
+		if len(set) == 0 {
+			delete(w.hub.waiters, w.sessionID)
+		}
+	})
+}
+
+// Hub is the per-process fan-out.
+type Hub struct {
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	mu      sync.Mutex
+	waiters map[string]map[*Waiter]struct{}
+	onClose []func(sessionID string)
+	ready   chan struct{}
+	readyMu sync.Once
+}
+
+// New creates a hub; call Run to start listening.
+func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
+	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, ready: make(chan struct{})}
+}
+
+// Ready closes once the first LISTEN is established.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+// OnSessionClosed registers a callback run (on every replica) when a session
+// is announced closed.
+func (h *Hub) OnSessionClosed(fn func(sessionID string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onClose = append(h.onClose, fn)
+}
+
+// Watch attaches a waiter to sessionID. Callers must Close it.
+func (h *Hub) Watch(sessionID string) *Waiter {
+	w := &Waiter{hub: h, sessionID: sessionID, wake: make(chan struct{}, 1), unsub: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.waiters[sessionID]
+	if set == nil {
+		set = map[*Waiter]struct{}{}
+		h.waiters[sessionID] = set
+	}
+	set[w] = struct{}{}
+	return w
+}
+
+func (h *Hub) wake(sessionID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[sessionID] {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.waiters))
+	for id := range h.waiters {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.wake(id)
+	}
+}
+
+func (h *Hub) unsubscribe(sessionID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[sessionID] {
+		select {
+		case <-w.unsub:
+		default:
+			close(w.unsub)
+		}
+	}
+}
+
+// Publish sends a control message to every replica.
+func Publish(ctx context.Context, pool *pgxpool.Pool, msg string) error {
+	_, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, ControlChannel, msg)
+	return err
+}
+
+// Run listens until ctx ends, reconnecting after failures. After each
+// (re)connect every waiter is woken, since notifications may have been
+// missed while disconnected.
+func (h *Hub) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("event listener disconnected; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection is left in LISTEN state, so never return it to the pool.
+	defer conn.Hijack().Close(context.WithoutCancel(ctx)) //nolint:errcheck
+	for _, ch := range []string{store.EventsChannel, ControlChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	h.readyMu.Do(func() { close(h.ready) })
+	h.wakeAll()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		switch n.Channel {
+		case store.EventsChannel:
+			h.wake(n.Payload)
+		case ControlChannel:
+			h.control(n.Payload)
+		}
+	}
+}
+
+func (h *Hub) control(msg string) {
+	kind, sid, ok := strings.Cut(msg, ":")
+	if !ok {
+		return
+	}
+	switch kind {
+	case "unsubscribe":
+		h.unsubscribe(sid)
+	case "closed":
+		h.mu.Lock()
+		fns := append([]func(string){}, h.onClose...)
+		h.mu.Unlock()
+		for _, fn := range fns {
+			fn(sid)
+		}
+		h.wake(sid)
+	}
+}

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/internal/ids"
+)
+
+// Key roles.
+const (
+	RoleAdmin   = "admin"
+	RoleClient  = "client"
+	RoleSession = "session"
+)
+
+// Key is a stored key row (never the plaintext).
+type Key struct {
+	Seq         int64
+	ID          string
+	Role        string
+	Name        string
+	Prefix      string
+	Hash        string
+	ProfileID   string
+	SessionID   string
+	ClientKeyID string
+	CreatedAt   time.Time
+	LastUsedAt  *time.Time
+}
+
+const keyCols = `seq, id, role, name, prefix, key_hash, coalesce(profile_id, ''), coalesce(session_id, ''), coalesce(client_key_id, ''), created_at, last_used_at`
+
+func scanKey(row pgx.Row) (Key, error) {
+	var k Key
+	err := row.Scan(&k.Seq, &k.ID, &k.Role, &k.Name, &k.Prefix, &k.Hash, &k.ProfileID, &k.SessionID, &k.ClientKeyID, &k.CreatedAt, &k.LastUsedAt)
+	return k, err
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// NewClientKey mints a client key for a live profile. The plaintext is
+// returned once and never stored.
+func (s *Store) NewClientKey(ctx context.Context, name, profileID string) (Key, string, error) {
+	secret := ids.NewSecret(ids.ClientKeyPrefix)
+	var k Key
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM profiles WHERE id = $1 AND deleted_at IS NULL FOR SHARE`, profileID).Scan(&ok); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrNotFound
+			}
+			return fmt.Errorf("check profile: %w", err)
+		}
+		var err error
+		k, err = insertKey(ctx, tx, RoleClient, name, secret, ids.DisplayPrefix(secret, ids.ClientKeyPrefix), profileID, "", "")
+		return err
+	})
+	if err != nil {
+		return Key{}, "", err
+	}
+	return k, secret, nil
+}
+
+func insertKey(ctx context.Context, q dbtx, role, name, secret, prefix, profileID, sessionID, clientKeyID string) (Key, error) {
+	return insertKeyHash(ctx, q, role, name, ids.HashSecret(secret), prefix, profileID, sessionID, clientKeyID)
+}
+
+func insertKeyHash(ctx context.Context, q dbtx, role, name, hash, prefix, profileID, sessionID, clientKeyID string) (Key, error) {
+	k, err := scanKey(q.QueryRow(ctx, `INSERT INTO keys (id, role, name, prefix, key_hash, profile_id, session_id, client_key_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+keyCols,
+		ids.New(ids.KeyIDPrefix), role, name, prefix, hash, nullable(profileID), nullable(sessionID), nullable(clientKeyID)))
+	if err != nil {
+		return Key{}, fmt.Errorf("insert %s key: %w", role, err)
+	}
+	return k, nil
+}
+
+// ListClientKeys pages active client keys.
+func (s *Store) ListClientKeys(ctx context.Context, after int64, limit int) (Page[Key], error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE role = 'client' AND deleted_at IS NULL AND seq > $1 ORDER BY seq LIMIT $2`, after, limit+1)
+	if err != nil {
+		return Page[Key]{}, fmt.Errorf("list keys: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+	if err != nil {
+		return Page[Key]{}, fmt.Errorf("list keys: %w", err)
+	}
+	return pageOf(list, limit, func(k Key) int64 { return k.Seq }), nil
+}
+
+// Authenticate finds the active key of role whose hash matches secret and
+// stamps last_used_at. The lookup is by hash, so timing reveals nothing about
+// the stored secret; the final comparison is constant-time regardless.
+func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, error) {
+	h := ids.HashSecret(secret)
+	k, err := scanKey(s.Pool.QueryRow(ctx, `UPDATE keys SET last_used_at = now()
+		WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL RETURNING `+keyCols, h, role))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrNotFound
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("authenticate key: %w", err)
+	}
+	if !ids.EqualHash(k.Hash, h) {
+		return Key{}, ErrNotFound
+	}
+	return k, nil
+}
+
+// ActiveAdminKeys returns every active admin key row.
+func (s *Store) ActiveAdminKeys(ctx context.Context) ([]Key, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE role = 'admin' AND deleted_at IS NULL ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list admin keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+}
+
+// InsertAdminKeyHash stores an admin key given only its hash.
+func (s *Store) InsertAdminKeyHash(ctx context.Context, name, hash, prefix string) (Key, error) {
+	return insertKeyHash(ctx, s.Pool, RoleAdmin, name, hash, prefix, "", "", "")
+}
+
+// RevokeAdminKeys soft-deletes every active admin key.
+func (s *Store) RevokeAdminKeys(ctx context.Context) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE keys SET deleted_at = now() WHERE role = 'admin' AND deleted_at IS NULL`)
+	if err != nil {
+		return fmt.Errorf("revoke admin keys: %w", err)
+	}
+	return nil
+}
+
+// RevokeClientKey revokes a client key and cascades: its session keys are
+// revoked, and every open session left with no valid session key is closed
+// with a session.close (client_key_revoked) event. It returns the ids of the
+// sessions it closed.
+func (s *Store) RevokeClientKey(ctx context.Context, id string) ([]string, error) {
+	var closed []string
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE keys SET deleted_at = now() WHERE id = $1 AND role = 'client' AND deleted_at IS NULL`, id)
+		if err != nil {
+			return fmt.Errorf("revoke client key: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, `UPDATE keys SET deleted_at = now() WHERE role = 'session' AND client_key_id = $1 AND deleted_at IS NULL`, id); err != nil {
+			return fmt.Errorf("revoke session keys: %w", err)
+		}
+		rows, err := tx.Query(ctx, `UPDATE sessions SET state = 'closed', closed_at = now()
+			WHERE state = 'open'
+			  AND id IN (SELECT session_id FROM keys WHERE role = 'session' AND client_key_id = $1)
+			  AND NOT EXISTS (SELECT 1 FROM keys k WHERE k.role = 'session' AND k.session_id = sessions.id AND k.deleted_at IS NULL)
+			RETURNING id`, id)
+		if err != nil {
+			return fmt.Errorf("close orphaned sessions: %w", err)
+		}
+		closed, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("close orphaned sessions: %w", err)
+		}
+		for _, sid := range closed {
+			if _, err := appendEvents(ctx, tx, sid, []NewEvent{{ClientKeyID: id, Type: "session.close", Payload: map[string]any{"reason": "client_key_revoked"}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return closed, nil
+}

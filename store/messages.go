@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Message is one entry of the conversation sent upstream.
+type Message struct {
+	Seq     int64           `json:"-"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// Tx runs fn in a transaction.
+func (s *Store) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, fn)
+}
+
+// AppendMessageTx appends a conversation message unless one with idemKey is
+// already stored, in which case the stored one is returned.
+func AppendMessageTx(ctx context.Context, tx pgx.Tx, sessionID, idemKey, role string, content json.RawMessage) (Message, error) {
+	var m Message
+	var c []byte
+	err := tx.QueryRow(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).Scan(&m.Seq, &m.Role, &c)
+	if err == nil {
+		m.Content = c
+		return m, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, fmt.Errorf("check message: %w", err)
+	}
+	var seq int64
+	if err := tx.QueryRow(ctx, `UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 RETURNING last_message_seq`, sessionID).Scan(&seq); err != nil {
+		return Message{}, fmt.Errorf("allocate message seq: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO session_messages (session_id, seq, idem_key, role, content) VALUES ($1, $2, $3, $4, $5)`,
+		sessionID, seq, idemKey, role, string(content)); err != nil {
+		return Message{}, fmt.Errorf("insert message: %w", err)
+	}
+	return Message{Seq: seq, Role: role, Content: content}, nil
+}
+
+// MessageByIdem returns a stored message by idempotency key.
+func (s *Store) MessageByIdem(ctx context.Context, sessionID, idemKey string) (Message, error) {
+	var m Message
+	var c []byte
+	err := s.Pool.QueryRow(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).Scan(&m.Seq, &m.Role, &c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, ErrNotFound
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("get message: %w", err)
+	}
+	m.Content = c
+	return m, nil
+}
+
+// History returns the whole conversation in order.
+func (s *Store) History(ctx context.Context, sessionID string) ([]Message, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
+		var c []byte
+		err := r.Scan(&m.Seq, &m.Role, &c)
+		m.Content = c
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	return list, nil
+}
+
+// PendingTurn is the server-side half of a paused turn.
+type PendingTurn struct {
+	TurnID        string            `json:"turn_id"`
+	Owner         string            `json:"owner"`
+	ToolUses      []json.RawMessage `json:"tool_uses"`
+	ServerResults []json.RawMessage `json:"server_results"`
+}
+
+// SetPendingTurnTx records (or with nil clears) the paused turn.
+func SetPendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string, p *PendingTurn) error {
+	var v any
+	if p != nil {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("marshal pending turn: %w", err)
+		}
+		v = string(b)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET pending_turn = $2 WHERE id = $1`, sessionID, v); err != nil {
+		return fmt.Errorf("store pending turn: %w", err)
+	}
+	return nil
+}
+
+// PendingTurnTx reads the paused turn, nil when none, locking the session row.
+func PendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string) (*PendingTurn, string, error) {
+	var raw []byte
+	var state string
+	if err := tx.QueryRow(ctx, `SELECT pending_turn, state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&raw, &state); err != nil {
+		return nil, "", fmt.Errorf("read pending turn: %w", err)
+	}
+	if len(raw) == 0 {
+		return nil, state, nil
+	}
+	var p PendingTurn
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, state, fmt.Errorf("decode pending turn: %w", err)
+	}
+	return &p, state, nil
+}
+
+// EndSessionTx is EndSession within a caller's transaction.
+func EndSessionTx(ctx context.Context, tx pgx.Tx, sessionID, state string) (bool, error) {
+	tag, err := tx.Exec(ctx, `UPDATE sessions SET state = $2, closed_at = now() WHERE id = $1 AND state = 'open'`, sessionID, state)
+	if err != nil {
+		return false, fmt.Errorf("end session: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// SandboxState is the session's one running remote sandbox.
+type SandboxState struct {
+	ID    string `json:"id"`
+	Image string `json:"image"`
+}
+
+// Sandbox returns the running sandbox, nil when none.
+func (s *Store) Sandbox(ctx context.Context, sessionID string) (*SandboxState, error) {
+	var raw []byte
+	if err := s.Pool.QueryRow(ctx, `SELECT sandbox FROM sessions WHERE id = $1`, sessionID).Scan(&raw); err != nil {
+		return nil, fmt.Errorf("read sandbox: %w", err)
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var sb SandboxState
+	if err := json.Unmarshal(raw, &sb); err != nil {
+		return nil, fmt.Errorf("decode sandbox: %w", err)
+	}
+	return &sb, nil
+}
+
+// ClaimSandboxSlot atomically reserves the session's sandbox slot with a
+// placeholder, failing with ErrSandboxBusy when one is present.
+var ErrSandboxBusy = errors.New("a remote sandbox is already running for this session")
+
+// SetSandbox records or (nil) clears the running sandbox. With
+// onlyIfEmpty it refuses to overwrite an existing one.
+func (s *Store) SetSandbox(ctx context.Context, sessionID string, sb *SandboxState, onlyIfEmpty bool) error {
+	var v any
+	if sb != nil {
+		b, _ := json.Marshal(sb)
+		v = string(b)
+	}
+	q := `UPDATE sessions SET sandbox = $2 WHERE id = $1`
+	if onlyIfEmpty {
+		q += ` AND sandbox IS NULL`
+	}
+	tag, err := s.Pool.Exec(ctx, q, sessionID, v)
+	if err != nil {
+		return fmt.Errorf("store sandbox: %w", err)
+	}
+	if onlyIfEmpty && tag.RowsAffected() == 0 {
+		return ErrSandboxBusy
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/internal/ids"
+)
+
+// Session states.
+const (
+	StateOpen   = "open"
+	StateClosed = "closed"
+	StateError  = "error"
+)
+
+// Session is a stored session.
+type Session struct {
+	Seq           int64
+	ID            string
+	ProfileID     string
+	ClientKeyID   string
+	State         string
+	ClientVersion *string
+	MCPTools      json.RawMessage
+	CreatedAt     time.Time
+	ClosedAt      *time.Time
+}
+
+// MarshalJSON renders the admin list shape.
+func (s Session) MarshalJSON() ([]byte, error) {
+	var closed any
+	if s.ClosedAt != nil {
+		closed = FormatTime(*s.ClosedAt)
+	}
+	return json.Marshal(struct {
+		ID            string  `json:"id"`
+		ProfileID     string  `json:"profile_id"`
+		State         string  `json:"state"`
+		ClientVersion *string `json:"client_version"`
+		CreatedAt     string  `json:"created_at"`
+		ClosedAt      any     `json:"closed_at"`
+	}{s.ID, s.ProfileID, s.State, s.ClientVersion, FormatTime(s.CreatedAt), closed})
+}
+
+const sessionCols = `seq, id, profile_id, client_key_id, state, client_version, mcp_tools, created_at, closed_at`
+
+func scanSession(row pgx.Row) (Session, error) {
+	var s Session
+	var mcp []byte
+	err := row.Scan(&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt)
+	s.MCPTools = mcp
+	return s, err
+}
+
+// ClientDecl is what one client key declared when it opened or joined.
+type ClientDecl struct {
+	ClientKeyID   string
+	ClientVersion *string
+	Tools         json.RawMessage
+	SandboxTools  json.RawMessage
+	SubagentTools json.RawMessage
+	Registered    bool
+}
+
+func rawOrEmptyArray(r json.RawMessage) string {
+	if len(r) == 0 || string(r) == "null" {
+		return "[]"
+	}
+	return string(r)
+}
+
+// CreateSession creates an open session with its creator's declarations,
+// mints the creator's session key and appends session.open, atomically.
+// It returns the session and the session key plaintext.
+func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload any) (Session, string, error) {
+	secret := ids.NewSecret(ids.SessionKeyPrefix)
+	var sess Session
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var err error
+		sess, err = insertSession(ctx, tx, profileID, decl.ClientKeyID, StateOpen, decl.ClientVersion)
+		if err != nil {
+			return err
+		}
+		if err := upsertClient(ctx, tx, sess.ID, decl); err != nil {
+			return err
+		}
+		if _, err := insertKey(ctx, tx, RoleSession, sess.ID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sess.ID, decl.ClientKeyID); err != nil {
+			return err
+		}
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.open", Payload: openPayload}})
+		return err
+	})
+	if err != nil {
+		return Session{}, "", err
+	}
+	return sess, secret, nil
+}
+
+// CreateAuditErrorSession records a refused open/join as a separate session
+// row in state error carrying one session.error event.
+func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKeyID string, clientVersion *string, payload any) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		sess, err := insertSession(ctx, tx, profileID, clientKeyID, StateError, clientVersion)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET closed_at = now() WHERE id = $1`, sess.ID); err != nil {
+			return fmt.Errorf("stamp audit session: %w", err)
+		}
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Type: "session.error", Payload: payload}})
+		return err
+	})
+}
+
+func insertSession(ctx context.Context, tx dbtx, profileID, clientKeyID, state string, clientVersion *string) (Session, error) {
+	sess, err := scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (id, profile_id, client_key_id, state, client_version)
+		VALUES ($1, $2, $3, $4, $5) RETURNING `+sessionCols, ids.New(ids.SessionPrefix), profileID, clientKeyID, state, clientVersion))
+	if err != nil {
+		return Session{}, fmt.Errorf("insert session: %w", err)
+	}
+	return sess, nil
+}
+
+func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) error {
+	_, err := tx.Exec(ctx, `INSERT INTO session_clients (session_id, client_key_id, client_version, tools, sandbox_tools, subagent_tools)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (session_id, client_key_id) DO UPDATE SET client_version = EXCLUDED.client_version,
+			tools = EXCLUDED.tools, sandbox_tools = EXCLUDED.sandbox_tools, subagent_tools = EXCLUDED.subagent_tools`,
+		sessionID, d.ClientKeyID, d.ClientVersion, rawOrEmptyArray(d.Tools), rawOrEmptyArray(d.SandboxTools), rawOrEmptyArray(d.SubagentTools))
+	if err != nil {
+		return fmt.Errorf("store client declarations: %w", err)
+	}
+	return nil
+}
+
+// JoinSession attaches another client key to an open session: stores its own
+// declarations, mints its session key and appends session.join. It fails with
+// ErrSessionNotOpen if the session left the open state meanwhile.
+func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload any) (string, error) {
+	secret := ids.NewSecret(ids.SessionKeyPrefix)
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&state); err != nil {
+			return fmt.Errorf("lock session: %w", err)
+		}
+		if state != StateOpen {
+			return &NotOpenError{State: state}
+		}
+		if err := upsertClient(ctx, tx, sessionID, decl); err != nil {
+			return err
+		}
+		if _, err := insertKey(ctx, tx, RoleSession, sessionID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sessionID, decl.ClientKeyID); err != nil {
+			return err
+		}
+		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.join", Payload: joinPayload}})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// NotOpenError reports a session that is not in the open state.
+type NotOpenError struct{ State string }
+
+func (e *NotOpenError) Error() string { return "session is " + e.State + ", not open" }
+
+// GetSession returns a session by id.
+func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
+	sess, err := scanSession(s.Pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, ErrNotFound
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("get session: %w", err)
+	}
+	return sess, nil
+}
+
+// ListSessions pages sessions, optionally filtered by state.
+func (s *Store) ListSessions(ctx context.Context, state string, after int64, limit int) (Page[Session], error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE ($1 = '' OR state = $1) AND seq > $2 ORDER BY seq LIMIT $3`, state, after, limit+1)
+	if err != nil {
+		return Page[Session]{}, fmt.Errorf("list sessions: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+	if err != nil {
+		return Page[Session]{}, fmt.Errorf("list sessions: %w", err)
+	}
+	return pageOf(list, limit, func(s Session) int64 { return s.Seq }), nil
+}
+
+// EndSession moves an open session to state (closed or error) and appends
+// the given events in the same transaction. It reports false, appending
+// nothing, when the session was not open.
+func (s *Store) EndSession(ctx context.Context, sessionID, state string, evs ...NewEvent) (bool, []Event, error) {
+	var ended bool
+	var out []Event
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET state = $2, closed_at = now() WHERE id = $1 AND state = 'open'`, sessionID, state)
+		if err != nil {
+			return fmt.Errorf("end session: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		ended = true
+		if len(evs) > 0 {
+			out, err = appendEvents(ctx, tx, sessionID, evs)
+		}
+		return err
+	})
+	return ended, out, err
+}
+
+// AuthenticateSessionKey resolves a session key bound to sessionID.
+func (s *Store) AuthenticateSessionKey(ctx context.Context, secret, sessionID string) (Key, error) {
+	k, err := s.Authenticate(ctx, RoleSession, secret)
+	if err != nil {
+		return Key{}, err
+	}
+	if k.SessionID != sessionID {
+		return Key{}, ErrNotFound
+	}
+	return k, nil
+}
+
+// Client returns one client's declarations on a session.
+func (s *Store) Client(ctx context.Context, sessionID, clientKeyID string) (ClientDecl, error) {
+	var d ClientDecl
+	var tools, sb, sub []byte
+	var reg *time.Time
+	err := s.Pool.QueryRow(ctx, `SELECT client_key_id, client_version, tools, sandbox_tools, subagent_tools, registered_at
+		FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sessionID, clientKeyID).
+		Scan(&d.ClientKeyID, &d.ClientVersion, &tools, &sb, &sub, &reg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ClientDecl{}, ErrNotFound
+	}
+	if err != nil {
+		return ClientDecl{}, fmt.Errorf("get client declarations: %w", err)
+	}
+	d.Tools, d.SandboxTools, d.SubagentTools, d.Registered = tools, sb, sub, reg != nil
+	return d, nil
+}
+
+// RegisterDriver marks clientKeyID a driver of the session. The first
+// registration appends the given events (session.driver.register and, when
+// applicable, session.sandbox.available) in the same transaction; a repeat
+// registration appends nothing. It fails with *NotOpenError on a terminal
+// session.
+func (s *Store) RegisterDriver(ctx context.Context, sessionID, clientKeyID string, evs func() []NewEvent) (bool, error) {
+	var first bool
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1`, sessionID).Scan(&state); err != nil {
+			return fmt.Errorf("read session state: %w", err)
+		}
+		if state != StateOpen {
+			return &NotOpenError{State: state}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE session_clients SET registered_at = now() WHERE session_id = $1 AND client_key_id = $2 AND registered_at IS NULL`, sessionID, clientKeyID)
+		if err != nil {
+			return fmt.Errorf("register driver: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		first = true
+		_, err = appendEvents(ctx, tx, sessionID, evs())
+		return err
+	})
+	return first, err
+}
+
+// Drivers lists the registered driver client-key ids, sorted.
+func (s *Store) Drivers(ctx context.Context, sessionID string) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT client_key_id FROM session_clients WHERE session_id = $1 AND registered_at IS NOT NULL ORDER BY client_key_id`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list drivers: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list drivers: %w", err)
+	}
+	if list == nil {
+		list = []string{}
+	}
+	return list, nil
+}
+
+// SetClientTools replaces one client's client-side tool declarations.
+func (s *Store) SetClientTools(ctx context.Context, sessionID, clientKeyID string, tools json.RawMessage) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE session_clients SET tools = $3 WHERE session_id = $1 AND client_key_id = $2`, sessionID, clientKeyID, rawOrEmptyArray(tools))
+	if err != nil {
+		return fmt.Errorf("update client tools: %w", err)
+	}
+	return nil
+}
+
+// SetMCPTools stores the tool definitions discovered at open.
+func (s *Store) SetMCPTools(ctx context.Context, sessionID string, tools json.RawMessage) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE sessions SET mcp_tools = $2 WHERE id = $1`, sessionID, rawOrEmptyArray(tools))
+	if err != nil {
+		return fmt.Errorf("store mcp tools: %w", err)
+	}
+	return nil
+}
+
+// OpenSessionIDs lists every open session.
+func (s *Store) OpenSessionIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id FROM sessions WHERE state = 'open' ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list open sessions: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

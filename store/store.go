@@ -1,0 +1,103 @@
+// Package store is the PostgreSQL persistence layer: profiles, keys, sessions,
+// the append-only event log and the conversation sent to providers.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when a looked-up row does not exist (or is deleted).
+var ErrNotFound = errors.New("not found")
+
+// Store wraps a pgx pool.
+type Store struct {
+	Pool *pgxpool.Pool
+	url  string
+}
+
+// Options tune the pool.
+type Options struct {
+	MaxConns int32
+}
+
+// Open connects to databaseURL, creating the database first when it does not
+// exist (so a fresh machine needs only a running server), and applies
+// migrations.
+func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
+	if err := ensureDatabase(ctx, databaseURL); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	} else if cfg.MaxConns < 20 {
+		cfg.MaxConns = 20
+	}
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	s := &Store{Pool: pool, url: databaseURL}
+	if err := s.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// URL is the connection string the store was opened with.
+func (s *Store) URL() string { return s.url }
+
+// Close releases the pool.
+func (s *Store) Close() { s.Pool.Close() }
+
+// ensureDatabase creates the target database via the maintenance database
+// "postgres" when connecting reports it missing.
+func ensureDatabase(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return fmt.Errorf("connect to database: %w", err)
+	}
+	u, perr := url.Parse(databaseURL)
+	if perr != nil {
+		return fmt.Errorf("parse database url: %w", perr)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, aerr := pgx.Connect(ctx, u.String())
+	if aerr != nil {
+		return fmt.Errorf("connect to maintenance database to create %q: %w", name, aerr)
+	}
+	defer admin.Close(ctx)
+	_, cerr := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if cerr != nil && !(errors.As(cerr, &pgErr) && pgErr.Code == "42P04") { // duplicate_database
+		return fmt.Errorf("create database %q: %w", name, cerr)
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

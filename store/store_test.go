@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/testdb"
+	"github.com/bae-go/bae-go/store"
+)
+
+func open(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), testdb.New(t), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st
+}
+
+func TestMigrationsRunTwice(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "main", PrimaryProvider: "x"})
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	require.NoError(t, st.Migrate(ctx))
+	got, err := st.GetProfile(ctx, p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "main", got.Name)
+	var n int
+	require.NoError(t, st.Pool.QueryRow(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n))
+	assert.Equal(t, 1, n)
+}
+
+func newSession(t *testing.T, st *store.Store) (store.Session, string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "p-" + t.Name(), PrimaryProvider: "x"})
+	require.NoError(t, err)
+	k, _, err := st.NewClientKey(ctx, "k", p.ID)
+	require.NoError(t, err)
+	sess, secret, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, map[string]any{"client_version": nil})
+	require.NoError(t, err)
+	return sess, secret
+}
+
+func TestAppendIsIdempotentAndGapless(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	first, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: "t/1", Type: "provider.request", Payload: map[string]any{"a": 1}})
+	require.NoError(t, err)
+	again, err := st.AppendEvents(ctx, sess.ID,
+		store.NewEvent{IdemKey: "t/1", Type: "provider.request", Payload: map[string]any{"a": 2}},
+		store.NewEvent{IdemKey: "t/2", Type: "provider.response"})
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	assert.Equal(t, first[0].ID, again[0].ID, "retried append returns the stored event")
+	assert.JSONEq(t, `{"a":1}`, string(again[0].Payload))
+	evs, err := st.EventsAfter(ctx, sess.ID, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 3) // session.open + 2
+	for i, e := range evs {
+		assert.Equal(t, int64(i+1), e.Seq)
+	}
+}
+
+func TestConcurrentAppendsKeepOrder(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{Type: "x"}, store.NewEvent{Type: "y"})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	evs, err := st.EventsAfter(ctx, sess.ID, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, 41)
+	for i := 1; i < len(evs); i += 2 {
+		// Each call's pair is contiguous: appends never interleave.
+		assert.Equal(t, "x", evs[i].Type)
+		assert.Equal(t, "y", evs[i+1].Type)
+		assert.Equal(t, evs[i].Seq+1, evs[i+1].Seq)
+	}
+}
+
+func TestRevokeCascade(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "p", PrimaryProvider: "x"})
+	require.NoError(t, err)
+	a, _, err := st.NewClientKey(ctx, "a", p.ID)
+	require.NoError(t, err)
+	b, _, err := st.NewClientKey(ctx, "b", p.ID)
+	require.NoError(t, err)
+	solo, soloKey, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, nil)
+	require.NoError(t, err)
+	shared, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, nil)
+	require.NoError(t, err)
+	_, err = st.JoinSession(ctx, shared.ID, p.ID, store.ClientDecl{ClientKeyID: b.ID}, nil)
+	require.NoError(t, err)
+
+	closed, err := st.RevokeClientKey(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{solo.ID}, closed, "a session another key still holds stays open")
+	_, err = st.AuthenticateSessionKey(ctx, soloKey, solo.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	evs, err := st.EventsAfter(ctx, solo.ID, 0, 10)
+	require.NoError(t, err)
+	last := evs[len(evs)-1]
+	assert.Equal(t, "session.close", last.Type)
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(last.Payload, &payload))
+	assert.Equal(t, "client_key_revoked", payload["reason"])
+	s2, err := st.GetSession(ctx, shared.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.StateOpen, s2.State)
+	_, err = st.RevokeClientKey(ctx, a.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}

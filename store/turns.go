@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PutTurnInput stores a driver's message under its turn id.
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage) error {
+	_, err := s.Pool.Exec(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (turn_id) DO NOTHING`, turnID, sessionID, clientKeyID, string(message))
+	if err != nil {
+		return fmt.Errorf("store turn input: %w", err)
+	}
+	return nil
+}
+
+// TurnInput is a stored driver message and, once the turn began, the
+// recorded outcome of BeginTurn.
+type TurnInput struct {
+	SessionID   string
+	ClientKeyID string
+	Message     json.RawMessage
+	BeginResult json.RawMessage
+}
+
+// TurnInputTx reads and locks a turn input.
+func TurnInputTx(ctx context.Context, tx pgx.Tx, turnID string) (TurnInput, error) {
+	var ti TurnInput
+	var msg, begin []byte
+	err := tx.QueryRow(ctx, `SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID).
+		Scan(&ti.SessionID, &ti.ClientKeyID, &msg, &begin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnInput{}, ErrNotFound
+	}
+	if err != nil {
+		return TurnInput{}, fmt.Errorf("read turn input: %w", err)
+	}
+	ti.Message, ti.BeginResult = msg, begin
+	return ti, nil
+}
+
+// SetBeginResultTx records BeginTurn's outcome for idempotent re-runs.
+func SetBeginResultTx(ctx context.Context, tx pgx.Tx, turnID string, result any) error {
+	b, err := json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("marshal begin result: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE turn_inputs SET begin_result = $2 WHERE turn_id = $1`, turnID, string(b)); err != nil {
+		return fmt.Errorf("store begin result: %w", err)
+	}
+	return nil
+}
+
+// EventByIdem returns a stored event by its idempotency key.
+func (s *Store) EventByIdem(ctx context.Context, sessionID, idemKey string) (Event, error) {
+	e, err := scanEvent(s.Pool.QueryRow(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Event{}, ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("get event: %w", err)
+	}
+	return e, nil
+}
+
+// EventsByIdemPrefix returns a turn's events whose idempotency key starts
+// with prefix, in order.
+func (s *Store) EventsByIdemPrefix(ctx context.Context, sessionID, prefix string) ([]Event, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key LIKE $2 ORDER BY seq`, sessionID, likePrefix(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+}
+
+func likePrefix(p string) string {
+	out := make([]byte, 0, len(p)+1)
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' || p[i] == '_' || p[i] == '\\' {
+			out = append(out, '\\')
+		}
+		out = append(out, p[i])
+	}
+	return string(out) + "%"
+}

@@ -1,0 +1,112 @@
+package workflows
+
+// Activity names and their argument/result types. The implementations live
+// in package activities; the workflow refers to them by name so it does not
+// depend on I/O code.
+const (
+	ActBeginTurn       = "BeginTurn"
+	ActCallProvider    = "CallProvider"
+	ActCallMCPTool     = "CallMCPTool"
+	ActExecSandbox     = "ExecSandbox"
+	ActRunSubagentTool = "RunSubagentTool"
+	ActFinishIteration = "FinishIteration"
+	ActFailTurn        = "FailTurn"
+	ActCleanupSession  = "CleanupSession"
+)
+
+// Dispatch kinds of a tool_use block.
+const (
+	DispatchClient   = "client"
+	DispatchMCP      = "mcp"
+	DispatchSandbox  = "sandbox"
+	DispatchSubagent = "subagent"
+)
+
+// TurnRef identifies a turn and its acting client.
+type TurnRef struct {
+	SessionID   string
+	TurnID      string
+	ClientKeyID string
+}
+
+// BeginTurnInput records the client's message and opens the turn.
+type BeginTurnInput struct {
+	TurnRef
+	// Resume is true when a paused turn exists; Abandon when it belongs to
+	// another driver whose time ran out.
+	Resume  bool
+	Abandon bool
+	// AbandonedOwner is the paused turn's owner when Abandon is set.
+	AbandonedOwner string
+}
+
+// BeginTurnResult tells the workflow how to proceed.
+type BeginTurnResult struct {
+	// Outcome is empty to continue with the provider walk, or a terminal
+	// outcome (rejected or providers_failed).
+	Outcome      string
+	ErrorCode    int
+	ErrorMessage string
+	// SessionEnded is set when the activity moved the session to error.
+	SessionEnded bool
+	// Providers are the registry names to try in order (primary first).
+	Providers []string
+}
+
+// CallProviderInput is one attempt of the fallback walk.
+type CallProviderInput struct {
+	TurnRef
+	Iteration int
+	Attempt   int
+	Provider  string
+}
+
+// ToolCall is a tool_use block classified for dispatch.
+type ToolCall struct {
+	ID       string
+	Name     string
+	Dispatch string
+	Server   string `json:",omitempty"`
+}
+
+// CallProviderResult is the attempt's outcome.
+type CallProviderResult struct {
+	OK bool
+	// Final: a tool-free answer was recorded (server.message.send).
+	Final bool
+	// ToolCalls lists the assistant's tool_use blocks in order.
+	ToolCalls []ToolCall
+}
+
+// ToolCallInput dispatches one server-side tool call.
+type ToolCallInput struct {
+	TurnRef
+	Iteration int
+	Call      ToolCall
+}
+
+// FinishIterationInput closes an iteration that had tool calls.
+type FinishIterationInput struct {
+	TurnRef
+	Iteration int
+	Calls     []ToolCall
+}
+
+// FinishIterationResult reports whether the turn paused for client tools.
+type FinishIterationResult struct {
+	Paused bool
+}
+
+// FailTurnInput ends a turn and the session in error.
+type FailTurnInput struct {
+	TurnRef
+	Reason   string
+	Attempts int
+}
+
+// CleanupInput releases a session's server-side resources at its end.
+type CleanupInput struct {
+	SessionID   string
+	ClientKeyID string
+	Reason      string
+}

@@ -1,0 +1,214 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// turnsPerRun bounds history growth; the workflow continues as new after
+// this many turns (well under Temporal's per-run update limit).
+const turnsPerRun = 200
+
+// session is the workflow's control state. All fields are mutated only by
+// workflow code, so they replay deterministically.
+type session struct {
+	p          SessionParams
+	closed     bool
+	endState   string
+	cleaned    bool
+	busy       bool
+	nextTicket int64
+	queue      []int64
+	paused     *PausedTurn
+	cancelTimr workflow.CancelFunc
+	turns      int
+	runTurns   int
+}
+
+// Session is the workflow function registered as "Session".
+func Session(ctx workflow.Context, p SessionParams) error {
+	s := &session{p: p}
+	if p.Carry != nil {
+		s.turns = p.Carry.Turns
+		if p.Carry.Paused != nil {
+			s.pause(ctx, *p.Carry.Paused)
+		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryControl, s.view); err != nil {
+		return fmt.Errorf("register query: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage, s.sendMessage, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in SendMessageInput) error {
+			if in.TurnID == "" || in.ClientKeyID == "" {
+				return errors.New("turn id and client key id are required")
+			}
+			return nil
+		},
+	}); err != nil {
+		return fmt.Errorf("register send update: %w", err)
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.close); err != nil {
+		return fmt.Errorf("register close update: %w", err)
+	}
+
+	err := workflow.Await(ctx, func() bool {
+		if s.closed && s.cleaned {
+			return workflow.AllHandlersFinished(ctx)
+		}
+		return s.runTurns >= turnsPerRun && !s.busy && len(s.queue) == 0 && workflow.AllHandlersFinished(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	if s.closed {
+		return nil
+	}
+	next := p
+	next.Carry = &Carry{Paused: s.paused, Turns: s.turns}
+	return workflow.NewContinueAsNewError(ctx, Session, next)
+}
+
+func (s *session) view() (ControlView, error) {
+	return ControlView{Busy: s.busy, Queued: len(s.queue), Paused: s.paused, Closed: s.closed, Turns: s.turns}, nil
+}
+
+// sendMessage is the SendMessage update handler. Updates are accepted in
+// arrival order and each takes a ticket, so the queue is FIFO. The owner of
+// a paused turn bypasses the queue (the gate is still theirs); everyone else
+// waits for the head of the queue, a free gate and no live pause.
+func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
+	ticket := s.nextTicket
+	s.nextTicket++
+	s.queue = append(s.queue, ticket)
+	defer s.dequeue(ticket)
+
+	if err := workflow.Await(ctx, func() bool {
+		if s.closed {
+			return true
+		}
+		if s.busy {
+			return false
+		}
+		if s.paused != nil {
+			if s.paused.Owner == in.ClientKeyID {
+				return true
+			}
+			if !s.paused.Expired {
+				return false
+			}
+		}
+		return s.queue[0] == ticket
+	}); err != nil {
+		return TurnResult{}, err
+	}
+	if s.closed {
+		return TurnResult{Outcome: OutcomeRejected, ErrorCode: -32000, ErrorMessage: fmt.Sprintf("session is %s, not open", s.endState)}, nil
+	}
+	s.dequeue(ticket)
+	s.busy = true
+	defer func() { s.busy = false }()
+
+	begin := BeginTurnInput{TurnRef: TurnRef{SessionID: s.p.SessionID, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}}
+	if s.paused != nil {
+		begin.Resume = true
+		if s.paused.Owner != in.ClientKeyID {
+			begin.Abandon = true
+			begin.AbandonedOwner = s.paused.Owner
+		}
+		s.unpause()
+	}
+	s.turns++
+	s.runTurns++
+	res, err := runTurn(ctx, begin)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	switch {
+	case res.Outcome == OutcomePaused:
+		s.pause(ctx, PausedTurn{Owner: in.ClientKeyID, TurnID: in.TurnID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout)})
+	case res.sessionEnded:
+		s.markClosed(ctx, "error")
+		s.cleanup(ctx, CleanupInput{SessionID: s.p.SessionID, ClientKeyID: in.ClientKeyID, Reason: "session_error"})
+	}
+	return res.TurnResult, nil
+}
+
+func (s *session) dequeue(ticket int64) {
+	for i, t := range s.queue {
+		if t == ticket {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// pause parks the gate with its owner and arms the abandonment timer.
+func (s *session) pause(ctx workflow.Context, p PausedTurn) {
+	pt := &p
+	s.paused = pt
+	remaining := p.Deadline.Sub(workflow.Now(ctx))
+	if remaining <= 0 {
+		pt.Expired = true
+		return
+	}
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	s.cancelTimr = cancel
+	workflow.Go(timerCtx, func(ctx workflow.Context) {
+		if err := workflow.NewTimer(ctx, remaining).Get(ctx, nil); err != nil {
+			return // cancelled: the turn was resumed
+		}
+		if s.paused == pt {
+			pt.Expired = true
+		}
+	})
+}
+
+func (s *session) unpause() {
+	if s.cancelTimr != nil {
+		s.cancelTimr()
+		s.cancelTimr = nil
+	}
+	s.paused = nil
+}
+
+// close is the Close update handler: the API has already moved the session
+// out of open in PostgreSQL; this releases waiters and server resources.
+func (s *session) close(ctx workflow.Context, in CloseInput) error {
+	state := in.State
+	if state == "" {
+		state = "closed"
+	}
+	s.markClosed(ctx, state)
+	s.unpause()
+	s.cleanup(ctx, CleanupInput{SessionID: s.p.SessionID, ClientKeyID: in.ClientKeyID, Reason: in.Reason})
+	return nil
+}
+
+func (s *session) markClosed(ctx workflow.Context, state string) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.endState = state
+	if s.p.UseSearchAttributes {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword(SearchAttrState).ValueSet(state))
+	}
+}
+
+func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
+	if s.cleaned {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	if err := workflow.ExecuteActivity(actx, ActCleanupSession, in).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("session cleanup failed", "error", err)
+	}
+	s.cleaned = true
+}

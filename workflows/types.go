@@ -1,0 +1,90 @@
+// Package workflows holds the Session workflow: one long-running execution per
+// agent session that owns the FIFO turn gate and orchestrates each turn's
+// activities. It holds control state only; conversation bodies, provider
+// payloads and events live in PostgreSQL and are written by activities.
+package workflows
+
+import "time"
+
+// Names visible in the Temporal UI and used by clients of the workflow.
+const (
+	SessionWorkflow   = "Session"
+	UpdateSendMessage = "SendMessage"
+	UpdateClose       = "Close"
+	QueryControl      = "Control"
+
+	// Search attributes (Keyword) that make sessions findable in the UI.
+	SearchAttrProfileID = "BaeProfileId"
+	SearchAttrState     = "BaeSessionState"
+)
+
+// MaxIterations caps provider round-trips within one turn.
+const MaxIterations = 8
+
+// Turn outcomes.
+const (
+	OutcomeCompleted       = "completed"
+	OutcomePaused          = "paused"
+	OutcomeProvidersFailed = "providers_failed"
+	OutcomeRejected        = "rejected"
+)
+
+// SessionParams starts (or continues) a Session workflow.
+type SessionParams struct {
+	SessionID   string
+	ProfileID   string
+	TurnTimeout time.Duration
+	// UseSearchAttributes is false when the cluster lacks the custom
+	// attributes (upserting unknown attributes fails the workflow task).
+	UseSearchAttributes bool
+	// Carry is the control state handed over by continue-as-new.
+	Carry *Carry
+}
+
+// Carry is the control state that survives continue-as-new.
+type Carry struct {
+	Paused *PausedTurn
+	Turns  int
+}
+
+// PausedTurn is a turn waiting for its owner's client tool results.
+type PausedTurn struct {
+	Owner    string
+	TurnID   string
+	Deadline time.Time
+	Expired  bool
+}
+
+// SendMessageInput is the SendMessage update argument. The message body is
+// stored in PostgreSQL under TurnID before the update is sent, so it never
+// enters workflow history.
+type SendMessageInput struct {
+	TurnID      string
+	ClientKeyID string
+}
+
+// TurnResult is the SendMessage update result. The assistant message and the
+// events are read from the event log by TurnID.
+type TurnResult struct {
+	Outcome      string
+	ErrorCode    int    `json:",omitempty"`
+	ErrorMessage string `json:",omitempty"`
+}
+
+// CloseInput is the Close update argument.
+type CloseInput struct {
+	// State is the state the session was moved to (closed or error).
+	State  string
+	Reason string
+	// ClientKeyID attributes cleanup events.
+	ClientKeyID string
+}
+
+// ControlView is what the Control query reports, for operators and tests.
+type ControlView struct {
+	Busy   bool
+	Queued int
+	Paused *PausedTurn
+	Closed bool
+	Turns  int
+}
