@@ -1,0 +1,193 @@
+package workflows_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// fakeActivities scripts the turn activities and records what the workflow
+// asked for, in order.
+type fakeActivities struct {
+	mu     sync.Mutex
+	begins []workflows.BeginTurnInput
+	at     []time.Duration
+	// pauseFor makes the named client's turns pause for a client tool.
+	pauseFor map[string]bool
+	start    time.Time
+	now      func() time.Time
+}
+
+func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.begins = append(f.begins, in)
+	f.at = append(f.at, f.now().Sub(f.start))
+	return workflows.BeginTurnResult{Providers: []string{"primary"}}, nil
+}
+
+func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pauseFor[in.ClientKeyID] && !resumed(f.begins, in.TurnID) {
+		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: workflows.DispatchClient}}}, nil
+	}
+	return workflows.CallProviderResult{OK: true, Final: true}, nil
+}
+
+func resumed(begins []workflows.BeginTurnInput, turn string) bool {
+	for _, b := range begins {
+		if b.TurnID == turn {
+			return b.Resume
+		}
+	}
+	return false
+}
+
+func (f *fakeActivities) FinishIteration(ctx context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
+	for _, c := range in.Calls {
+		if c.Dispatch == workflows.DispatchClient {
+			return workflows.FinishIterationResult{Paused: true}, nil
+		}
+	}
+	return workflows.FinishIterationResult{}, nil
+}
+
+func (f *fakeActivities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error { return nil }
+func (f *fakeActivities) Cleanup(ctx context.Context, in workflows.CleanupInput) error  { return nil }
+
+type sessionSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env  *testsuite.TestWorkflowEnvironment
+	acts *fakeActivities
+}
+
+func TestSessionWorkflow(t *testing.T) { suite.Run(t, new(sessionSuite)) }
+
+func (s *sessionSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.acts = &fakeActivities{pauseFor: map[string]bool{}, now: s.env.Now}
+	s.acts.start = s.env.Now()
+	s.env.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflow})
+	reg := func(fn any, name string) { s.env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(s.acts.BeginTurn, workflows.ActBeginTurn)
+	reg(s.acts.CallProvider, workflows.ActCallProvider)
+	reg(s.acts.FinishIteration, workflows.ActFinishIteration)
+	reg(s.acts.FailTurn, workflows.ActFailTurn)
+	reg(s.acts.Cleanup, workflows.ActCleanupSession)
+}
+
+type outcome struct {
+	res workflows.TurnResult
+	err error
+}
+
+// send schedules a SendMessage update after delay and records its outcome.
+func (s *sessionSuite) send(delay time.Duration, client, turn string, out map[string]outcome, mu *sync.Mutex) {
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(workflows.UpdateSendMessage, turn, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { mu.Lock(); out[turn] = outcome{err: err}; mu.Unlock() },
+			OnComplete: func(v any, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				r, _ := v.(workflows.TurnResult)
+				out[turn] = outcome{res: r, err: err}
+			},
+		}, workflows.SendMessageInput{TurnID: turn, ClientKeyID: client})
+	}, delay)
+}
+
+func (s *sessionSuite) closeAt(delay time.Duration) {
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(workflows.UpdateClose, "close", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {},
+		}, workflows.CloseInput{State: "closed"})
+	}, delay)
+}
+
+func (s *sessionSuite) run() {
+	s.env.ExecuteWorkflow(workflows.SessionWorkflow, workflows.SessionParams{SessionID: "ses_1", TurnTimeout: time.Minute})
+	s.True(s.env.IsWorkflowCompleted())
+	s.NoError(s.env.GetWorkflowError())
+}
+
+func (s *sessionSuite) turnOrder() []string {
+	var out []string
+	for _, b := range s.acts.begins {
+		out = append(out, b.TurnID)
+	}
+	return out
+}
+
+func (s *sessionSuite) TestTurnsRunInArrivalOrder() {
+	out, mu := map[string]outcome{}, &sync.Mutex{}
+	s.send(time.Second, "key_a", "t1", out, mu)
+	s.send(time.Second, "key_b", "t2", out, mu)
+	s.send(time.Second, "key_a", "t3", out, mu)
+	s.closeAt(time.Hour)
+	s.run()
+	s.Equal([]string{"t1", "t2", "t3"}, s.turnOrder())
+	for _, t := range []string{"t1", "t2", "t3"} {
+		s.NoError(out[t].err)
+		s.Equal(workflows.OutcomeCompleted, out[t].res.Outcome)
+	}
+}
+
+func (s *sessionSuite) TestPausedTurnKeepsGateUntilTimeout() {
+	s.acts.pauseFor["key_a"] = true
+	out, mu := map[string]outcome{}, &sync.Mutex{}
+	s.send(time.Second, "key_a", "a1", out, mu)
+	s.send(2*time.Second, "key_b", "b1", out, mu) // queued behind A's pause
+	s.closeAt(time.Hour)
+	s.run()
+	require.Len(s.T(), s.acts.begins, 2)
+	s.Equal(workflows.OutcomePaused, out["a1"].res.Outcome)
+	b := s.acts.begins[1]
+	s.Equal("b1", b.TurnID)
+	s.True(b.Resume)
+	s.True(b.Abandon, "B reclaims the gate only by abandoning A's turn")
+	s.Equal("key_a", b.AbandonedOwner)
+	s.GreaterOrEqual(s.acts.at[1], time.Minute+time.Second, "B waited for the turn timeout")
+	s.Equal(workflows.OutcomeCompleted, out["b1"].res.Outcome)
+}
+
+func (s *sessionSuite) TestOwnerResumesAheadOfQueue() {
+	s.acts.pauseFor["key_a"] = true
+	out, mu := map[string]outcome{}, &sync.Mutex{}
+	s.send(time.Second, "key_a", "a1", out, mu)
+	s.send(2*time.Second, "key_b", "b1", out, mu)
+	s.send(3*time.Second, "key_a", "a2", out, mu) // the continuation
+	s.closeAt(time.Hour)
+	s.run()
+	s.Equal([]string{"a1", "a2", "b1"}, s.turnOrder())
+	a2 := s.acts.begins[1]
+	s.True(a2.Resume)
+	s.False(a2.Abandon)
+	s.Less(s.acts.at[1], time.Minute, "the owner did not wait for the timeout")
+	s.Less(s.acts.at[2], time.Minute, "B ran as soon as A's turn completed")
+}
+
+func (s *sessionSuite) TestCloseRejectsQueuedTurns() {
+	s.acts.pauseFor["key_a"] = true
+	out, mu := map[string]outcome{}, &sync.Mutex{}
+	s.send(time.Second, "key_a", "a1", out, mu)
+	s.send(2*time.Second, "key_b", "b1", out, mu)
+	s.closeAt(10 * time.Second)
+	s.run()
+	s.Equal([]string{"a1"}, s.turnOrder())
+	s.Equal(workflows.OutcomeRejected, out["b1"].res.Outcome)
+	s.Equal(-32000, out["b1"].res.ErrorCode)
+	assert.Contains(s.T(), out["b1"].res.ErrorMessage, "closed")
+}
