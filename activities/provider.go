@@ -77,11 +77,16 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	stop()
 	token = ""
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled (worker shutdown or timeout): not the provider's
+			// failure. Temporal retries the attempt; nothing is logged.
+			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %w", in.Provider, ctx.Err())
+		}
 		var ce *provider.CallError
 		if !errors.As(err, &ce) {
 			ce = &provider.CallError{Detail: err.Error(), Retryable: true}
 		}
-		if ce.Retryable && ctx.Err() == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
+		if ce.Retryable && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %s", in.Provider, ce.Detail)
 		}
 		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)

@@ -123,7 +123,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	}
 	s.turns++
 	s.runTurns++
-	res, err := runTurn(ctx, begin)
+	res, err := runTurn(ctx, begin, s.p.HeartbeatTimeout)
 	if err != nil {
 		return TurnResult{}, err
 	}

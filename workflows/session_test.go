@@ -64,7 +64,7 @@ func (f *fakeActivities) FinishIteration(ctx context.Context, in workflows.Finis
 }
 
 func (f *fakeActivities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error { return nil }
-func (f *fakeActivities) Cleanup(ctx context.Context, in workflows.CleanupInput) error  { return nil }
+func (f *fakeActivities) Cleanup(ctx context.Context, in workflows.CleanupInput) error   { return nil }
 
 type sessionSuite struct {
 	suite.Suite

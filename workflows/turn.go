@@ -29,10 +29,10 @@ func dbCtx(ctx workflow.Context) workflow.Context {
 // transport failures before it counts as failed.
 const ProviderAttempts = 3
 
-func providerCtx(ctx workflow.Context) workflow.Context {
+func providerCtx(ctx workflow.Context, hb time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
+		HeartbeatTimeout:    hb,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    250 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -42,14 +42,14 @@ func providerCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
-func toolCtx(ctx workflow.Context, call ToolCall) workflow.Context {
+func toolCtx(ctx workflow.Context, call ToolCall, hb time.Duration) workflow.Context {
 	timeout := 5 * time.Minute
 	if call.Dispatch == DispatchSubagent {
 		timeout = 2 * time.Minute
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    30 * time.Second,
+		HeartbeatTimeout:    3 * hb,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -62,7 +62,10 @@ func toolCtx(ctx workflow.Context, call ToolCall) workflow.Context {
 // runTurn orchestrates one turn: record the client's message, walk the
 // providers, dispatch server-side tools, and loop until a final answer, a
 // pause for client tools, a provider failure, or the iteration cap.
-func runTurn(ctx workflow.Context, in BeginTurnInput) (turnResult, error) {
+func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration) (turnResult, error) {
+	if hb <= 0 {
+		hb = 10 * time.Second
+	}
 	ref := in.TurnRef
 	var begin BeginTurnResult
 	if err := workflow.ExecuteLocalActivity(dbCtx(ctx), ActBeginTurn, in).Get(ctx, &begin); err != nil {
@@ -75,7 +78,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput) (turnResult, error) {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
 			res = CallProviderResult{}
-			if err := workflow.ExecuteActivity(providerCtx(ctx), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
+			if err := workflow.ExecuteActivity(providerCtx(ctx, hb), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
 				return turnResult{}, err
 			}
 			if res.OK {
@@ -100,7 +103,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput) (turnResult, error) {
 			default:
 				continue // client tools run in the harness
 			}
-			if err := workflow.ExecuteActivity(toolCtx(ctx, call), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(toolCtx(ctx, call, hb), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, nil); err != nil {
 				return turnResult{}, err
 			}
 		}

@@ -37,6 +37,9 @@ type SessionParams struct {
 	// UseSearchAttributes is false when the cluster lacks the custom
 	// attributes (upserting unknown attributes fails the workflow task).
 	UseSearchAttributes bool
+	// HeartbeatTimeout bounds how long a lost worker holds a provider or
+	// tool activity before Temporal retries it elsewhere (0 = 10s).
+	HeartbeatTimeout time.Duration
 	// Carry is the control state handed over by continue-as-new.
 	Carry *Carry
 }

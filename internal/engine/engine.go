@@ -23,7 +23,9 @@ type Engine struct {
 	Client      client.Client
 	TaskQueue   string
 	TurnTimeout time.Duration
-	Log         *slog.Logger
+	// HeartbeatTimeout is passed to new sessions (0 = workflow default).
+	HeartbeatTimeout time.Duration
+	Log              *slog.Logger
 	// UseSearchAttributes is set by EnsureSearchAttributes when the
 	// namespace has (or accepted) the custom attributes.
 	UseSearchAttributes bool
@@ -90,7 +92,7 @@ func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, 
 		)
 	}
 	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
-		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes,
+		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("start session workflow: %w", err)
