@@ -158,12 +158,13 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 func (h *Hub) listen(ctx context.Context) error {
-	conn, err := h.pool.Acquire(ctx)
+	pooled, err := h.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection is left in LISTEN state, so never return it to the pool.
-	defer conn.Hijack().Close(context.WithoutCancel(ctx)) //nolint:errcheck
+	// The connection stays in LISTEN state, so it never returns to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck
 	for _, ch := range []string{store.EventsChannel, ControlChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
@@ -172,7 +173,7 @@ func (h *Hub) listen(ctx context.Context) error {
 	h.readyMu.Do(func() { close(h.ready) })
 	h.wakeAll()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +27,9 @@ import (
 // Temporal starts an embedded Temporal server for t.
 func Temporal(t testing.TB) *temporaltest.TestServer {
 	t.Helper()
-	return temporaltest.NewServer(temporaltest.WithT(t))
+	ts := temporaltest.NewServer()
+	t.Cleanup(ts.Stop)
+	return ts
 }
 
 // Server is a running baesrv.

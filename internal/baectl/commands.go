@@ -1,0 +1,548 @@
+package baectl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+)
+
+// Wire shapes of the admin API, decoded only for human output; --json
+// always prints the server's bytes.
+type (
+	profile struct {
+		ID                 string   `json:"id"`
+		Name               string   `json:"name"`
+		PrimaryProvider    string   `json:"primary_provider"`
+		FallbackProviders  []string `json:"fallback_providers"`
+		MCPServers         []string `json:"mcp_servers"`
+		AllowedTools       []string `json:"allowed_tools"`
+		AvailableSandboxes []string `json:"available_sandboxes"`
+		CreatedAt          string   `json:"created_at"`
+		UpdatedAt          string   `json:"updated_at"`
+	}
+	clientKey struct {
+		ID         string  `json:"id"`
+		Name       string  `json:"name"`
+		Key        string  `json:"key"`
+		Prefix     string  `json:"prefix"`
+		ProfileID  string  `json:"profile_id"`
+		CreatedAt  string  `json:"created_at"`
+		LastUsedAt *string `json:"last_used_at"`
+	}
+	session struct {
+		ID            string  `json:"id"`
+		ProfileID     string  `json:"profile_id"`
+		State         string  `json:"state"`
+		ClientVersion *string `json:"client_version"`
+		CreatedAt     string  `json:"created_at"`
+		ClosedAt      *string `json:"closed_at"`
+	}
+	event struct {
+		ID          string          `json:"id"`
+		ClientKeyID *string         `json:"client_key_id"`
+		EventType   string          `json:"event_type"`
+		Payload     json.RawMessage `json:"payload"`
+		CreatedAt   string          `json:"created_at"`
+	}
+	providerEntry struct {
+		Name     string `json:"name"`
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		BaseURL  string `json:"base_url"`
+	}
+	mcpServer struct {
+		Name      string `json:"name"`
+		Transport string `json:"transport"`
+	}
+	sandboxProfile struct {
+		ProfileID string `json:"profile_id"`
+		Images    []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+			Detail string `json:"detail"`
+		} `json:"images"`
+	}
+	// itemsDoc is the shape of the non-paginated registry listings.
+	itemsDoc struct {
+		Items *[]json.RawMessage `json:"items"`
+	}
+)
+
+// commands is the full command tree.
+func commands() []command {
+	return []command{
+		{path: "create profile", args: []string{"name", "primary_provider"}, setup: createProfileCmd,
+			summary: "Create a profile. primary_provider is the name of a [[providers.entries]] entry in bae-config.toml."},
+		{path: "list profiles", setup: listProfilesCmd,
+			summary: "List profiles (every page unless --limit or --cursor is given)."},
+		{path: "get profile", args: []string{"id"}, setup: getProfileCmd,
+			summary: "Show every field of one profile."},
+		{path: "update profile", args: []string{"id", "primary_provider"}, setup: updateProfileCmd,
+			summary: "Replace a profile (PUT): list flags left unset are cleared. Keeps the name unless --name is given."},
+		{path: "delete profile", args: []string{"id"}, setup: deleteProfileCmd,
+			summary: "Soft-delete a profile (it must have no active client keys)."},
+		{path: "create key", args: []string{"name", "profile_id"}, setup: createKeyCmd,
+			summary: "Create a client key bound to a profile. The plaintext key is shown once."},
+		{path: "list keys", setup: listKeysCmd,
+			summary: "List active client keys."},
+		{path: "delete key", args: []string{"id"}, setup: deleteKeyCmd,
+			summary: "Revoke a client key, its session keys and its open sessions."},
+		{path: "revoke key", args: []string{"id"}, setup: deleteKeyCmd,
+			summary: "Alias of `delete key`."},
+		{path: "list sessions", setup: listSessionsCmd,
+			summary: "List sessions, optionally filtered by --state open|closed|error."},
+		{path: "list events", args: []string{"session_id"}, setup: listEventsCmd,
+			summary: "Show a session's event history (works for closed sessions too)."},
+		{path: "list providers", setup: listProvidersCmd,
+			summary: "List the LLM providers the server loaded from bae-config.toml."},
+		{path: "list mcp-servers", setup: listMCPServersCmd,
+			summary: "List the MCP servers the server loaded from bae-config.toml."},
+		{path: "get config", setup: getConfigCmd,
+			summary: "Show the loaded configuration (MCP servers, providers, telemetry), secrets redacted."},
+		{path: "get sandbox-status", setup: sandboxStatusCmd,
+			summary: "Show per-profile sandbox image provisioning status."},
+		{path: "list sandbox-status", setup: sandboxStatusCmd,
+			summary: "Alias of `get sandbox-status`."},
+		{path: "auth create key", setup: authCreateKeyCmd,
+			summary: "Generate an admin key pair locally (no server call): admin-key.pem and admin-key-hash.pem."},
+		{path: "quickstart", setup: quickstartCmd,
+			summary: "Create (or reuse) a profile and a client key in one step, and print how to use them."},
+	}
+}
+
+// profileFlags are the body fields shared by create and update.
+type profileFlags struct {
+	fallbacks, mcpServers, allowedTools, sandboxes stringList
+}
+
+func (p *profileFlags) register(fs *flag.FlagSet) {
+	fs.Var(&p.fallbacks, "fallback", "fallback provider registry `NAME`, repeatable, tried in order")
+	fs.Var(&p.mcpServers, "mcp-server", "MCP server `NAME` to enable, repeatable")
+	fs.Var(&p.allowedTools, "allowed-tool", "client-side tool `NAME` to allow, repeatable (none: no client tools)")
+	fs.Var(&p.sandboxes, "sandbox", "sandbox `IMAGE` the profile may use, repeatable")
+}
+
+// body always carries every list, so a PUT clears what was not re-specified.
+func (p *profileFlags) body(name, primary string) map[string]any {
+	nonNil := func(s stringList) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return map[string]any{
+		"name": name, "primary_provider": primary,
+		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
+		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
+	}
+}
+
+func createProfileCmd(fs *flag.FlagSet) runFunc {
+	var pf profileFlags
+	pf.register(fs)
+	asJSON := fs.Bool("json", false, "print the raw JSON response")
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		var created profile
+		raw, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", pf.body(args[0], args[1]), &created)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		fmt.Fprintln(e.stdout, "created profile")
+		return fields(e.stdout, "  ", [][2]string{{"id", created.ID}, {"name", created.Name}, {"created_at", created.CreatedAt}})
+	}
+}
+
+func printProfile(e *invocation, p profile) error {
+	return fields(e.stdout, "", [][2]string{
+		{"id", p.ID}, {"name", p.Name}, {"primary_provider", p.PrimaryProvider},
+		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
+		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
+		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
+	})
+}
+
+func profilePath(id string) string { return "/admin/v1/profiles/" + url.PathEscape(id) }
+
+func getProfileCmd(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		var p profile
+		raw, err := c.getInto(ctx, profilePath(args[0]), nil, &p)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		return printProfile(e, p)
+	}
+}
+
+func updateProfileCmd(fs *flag.FlagSet) runFunc {
+	var pf profileFlags
+	pf.register(fs)
+	name := fs.String("name", "", "new profile `NAME` (default: keep the current name)")
+	asJSON := fs.Bool("json", false, "print the raw JSON response")
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		newName := *name
+		if !wasSet(fs, "name") {
+			// PUT needs a name but the positional signature has none: keep
+			// the current one.
+			var cur profile
+			if _, err := c.getInto(ctx, profilePath(args[0]), nil, &cur); err != nil {
+				return err
+			}
+			newName = cur.Name
+		}
+		var p profile
+		raw, err := c.send(ctx, http.MethodPut, profilePath(args[0]), pf.body(newName, args[1]), &p)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		return printProfile(e, p)
+	}
+}
+
+func deleteProfileCmd(_ *flag.FlagSet) runFunc {
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		if _, err := c.send(ctx, http.MethodDelete, profilePath(args[0]), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted profile %s\n", args[0])
+		return nil
+	}
+}
+
+func createKeyCmd(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the raw JSON response")
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		var k clientKey
+		raw, err := c.send(ctx, http.MethodPost, "/admin/v1/keys", map[string]any{"name": args[0], "profile_id": args[1]}, &k)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			err = printJSON(e.stdout, raw)
+		} else {
+			fmt.Fprintln(e.stdout, "created key")
+			err = fields(e.stdout, "  ", [][2]string{
+				{"id", k.ID}, {"name", k.Name}, {"key", k.Key}, {"prefix", k.Prefix},
+				{"profile_id", k.ProfileID}, {"created_at", k.CreatedAt},
+			})
+		}
+		fmt.Fprintln(e.stderr, "baectl: copy the key now — it cannot be retrieved again")
+		return err
+	}
+}
+
+func deleteKeyCmd(_ *flag.FlagSet) runFunc {
+	return func(ctx context.Context, e *invocation, args []string) error {
+		c, err := e.admin()
+		if err != nil {
+			return err
+		}
+		if _, err := c.send(ctx, http.MethodDelete, "/admin/v1/keys/"+url.PathEscape(args[0]), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "revoked key %s\n", args[0])
+		return nil
+	}
+}
+
+// listFlags select between auto-pagination and one raw page.
+type listFlags struct {
+	limit  int
+	cursor string
+	json   bool
+}
+
+func (l *listFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.limit, "limit", 0, "fetch one page of at most `N` items (disables auto-pagination)")
+	fs.StringVar(&l.cursor, "cursor", "", "fetch one page starting at this opaque `CURSOR` (disables auto-pagination)")
+	fs.BoolVar(&l.json, "json", false, "print raw JSON: a flat array, or the page document with --limit/--cursor")
+}
+
+// runList fetches a cursor-paginated list and prints it with render, or as
+// JSON. With neither --limit nor --cursor every page is fetched.
+func runList(ctx context.Context, e *invocation, fs *flag.FlagSet, lf *listFlags, path string, query url.Values,
+	render func(items []json.RawMessage) error) error {
+	singlePage := wasSet(fs, "limit") || wasSet(fs, "cursor")
+	if wasSet(fs, "limit") && lf.limit <= 0 {
+		return usagef("--limit must be a positive integer")
+	}
+	c, err := e.admin()
+	if err != nil {
+		return err
+	}
+	if !singlePage {
+		items, err := c.listAll(ctx, path, query)
+		if err != nil {
+			return err
+		}
+		if lf.json {
+			return printItemsJSON(e.stdout, items)
+		}
+		return render(items)
+	}
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	if wasSet(fs, "limit") {
+		q.Set("limit", fmt.Sprint(lf.limit))
+	}
+	if lf.cursor != "" {
+		q.Set("cursor", lf.cursor)
+	}
+	p, raw, err := c.listPage(ctx, path, q)
+	if err != nil {
+		return err
+	}
+	if lf.json {
+		return printJSON(e.stdout, raw)
+	}
+	if err := render(*p.Items); err != nil {
+		return err
+	}
+	if p.NextCursor != nil && *p.NextCursor != "" {
+		// stderr, so the table on stdout stays machine-readable.
+		fmt.Fprintf(e.stderr, "baectl: more results: rerun with --cursor %s\n", *p.NextCursor)
+	}
+	return nil
+}
+
+func listProfilesCmd(fs *flag.FlagSet) runFunc {
+	var lf listFlags
+	lf.register(fs)
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		return runList(ctx, e, fs, &lf, "/admin/v1/profiles", nil, func(items []json.RawMessage) error {
+			ps, err := decodeItems[profile](items)
+			if err != nil {
+				return err
+			}
+			if len(ps) == 0 {
+				fmt.Fprintln(e.stdout, "no profiles found")
+				return nil
+			}
+			rows := make([][]string, 0, len(ps))
+			for _, p := range ps {
+				rows = append(rows, []string{p.ID, p.Name, p.PrimaryProvider})
+			}
+			return table(e.stdout, []string{"ID", "NAME", "PRIMARY_PROVIDER"}, rows)
+		})
+	}
+}
+
+func listKeysCmd(fs *flag.FlagSet) runFunc {
+	var lf listFlags
+	lf.register(fs)
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		return runList(ctx, e, fs, &lf, "/admin/v1/keys", nil, func(items []json.RawMessage) error {
+			ks, err := decodeItems[clientKey](items)
+			if err != nil {
+				return err
+			}
+			if len(ks) == 0 {
+				fmt.Fprintln(e.stdout, "no keys found")
+				return nil
+			}
+			rows := make([][]string, 0, len(ks))
+			for _, k := range ks {
+				rows = append(rows, []string{k.ID, k.Name, k.Prefix, k.ProfileID})
+			}
+			return table(e.stdout, []string{"ID", "NAME", "PREFIX", "PROFILE_ID"}, rows)
+		})
+	}
+}
+
+func listSessionsCmd(fs *flag.FlagSet) runFunc {
+	var lf listFlags
+	lf.register(fs)
+	state := fs.String("state", "", "only sessions in this `STATE`: open, closed or error")
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		var q url.Values
+		switch *state {
+		case "":
+		case "open", "closed", "error":
+			q = url.Values{"state": {*state}}
+		default:
+			return usagef("--state must be one of open, closed, error (got %q)", *state)
+		}
+		return runList(ctx, e, fs, &lf, "/admin/v1/sessions", q, func(items []json.RawMessage) error {
+			ss, err := decodeItems[session](items)
+			if err != nil {
+				return err
+			}
+			if len(ss) == 0 {
+				fmt.Fprintln(e.stdout, "no sessions found")
+				return nil
+			}
+			rows := make([][]string, 0, len(ss))
+			for _, s := range ss {
+				rows = append(rows, []string{s.ID, s.ProfileID, s.State, strOr(s.ClientVersion, "-"), s.CreatedAt, strOr(s.ClosedAt, "-")})
+			}
+			return table(e.stdout, []string{"ID", "PROFILE_ID", "STATE", "CLIENT_VERSION", "CREATED_AT", "CLOSED_AT"}, rows)
+		})
+	}
+}
+
+// payloadWidth keeps an event row on one terminal line; --json has it all.
+const payloadWidth = 80
+
+func listEventsCmd(fs *flag.FlagSet) runFunc {
+	var lf listFlags
+	lf.register(fs)
+	return func(ctx context.Context, e *invocation, args []string) error {
+		path := "/admin/v1/sessions/" + url.PathEscape(args[0]) + "/events"
+		return runList(ctx, e, fs, &lf, path, nil, func(items []json.RawMessage) error {
+			evs, err := decodeItems[event](items)
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				fmt.Fprintln(e.stdout, "no events found")
+				return nil
+			}
+			rows := make([][]string, 0, len(evs))
+			for _, ev := range evs {
+				rows = append(rows, []string{ev.ID, ev.CreatedAt, ev.EventType, truncate(compactJSON(ev.Payload), payloadWidth)})
+			}
+			return table(e.stdout, []string{"ID", "CREATED_AT", "EVENT_TYPE", "PAYLOAD"}, rows)
+		})
+	}
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// getItems fetches a non-paginated {"items": [...]} registry listing.
+func getItems(ctx context.Context, e *invocation, path string) ([]json.RawMessage, []byte, error) {
+	c, err := e.admin()
+	if err != nil {
+		return nil, nil, err
+	}
+	var doc itemsDoc
+	raw, err := c.getInto(ctx, path, nil, &doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if doc.Items == nil {
+		return nil, nil, fmt.Errorf("%w: %s has no items", errVersionSkew, path)
+	}
+	return *doc.Items, raw, nil
+}
+
+func listProvidersCmd(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		items, raw, err := getItems(ctx, e, "/admin/v1/providers")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		ps, err := decodeItems[providerEntry](items)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			fmt.Fprintln(e.stdout, "no providers configured")
+			return nil
+		}
+		rows := make([][]string, 0, len(ps))
+		for _, p := range ps {
+			rows = append(rows, []string{p.Name, p.Provider, p.Model, p.BaseURL})
+		}
+		return table(e.stdout, []string{"NAME", "PROVIDER", "MODEL", "BASE_URL"}, rows)
+	}
+}
+
+func listMCPServersCmd(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		items, raw, err := getItems(ctx, e, "/admin/v1/mcp-servers")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		ms, err := decodeItems[mcpServer](items)
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			fmt.Fprintln(e.stdout, "no MCP servers configured")
+			return nil
+		}
+		rows := make([][]string, 0, len(ms))
+		for _, m := range ms {
+			rows = append(rows, []string{m.Name, m.Transport})
+		}
+		return table(e.stdout, []string{"NAME", "TRANSPORT"}, rows)
+	}
+}
+
+func sandboxStatusCmd(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	return func(ctx context.Context, e *invocation, _ []string) error {
+		items, raw, err := getItems(ctx, e, "/admin/v1/sandbox-status")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.stdout, raw)
+		}
+		ps, err := decodeItems[sandboxProfile](items)
+		if err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, p := range ps {
+			for _, img := range p.Images {
+				rows = append(rows, []string{p.ProfileID, img.Name, img.Status, img.Detail})
+			}
+		}
+		if len(rows) == 0 {
+			fmt.Fprintln(e.stdout, "no sandbox images declared by any profile")
+			return nil
+		}
+		return table(e.stdout, []string{"PROFILE_ID", "IMAGE", "STATUS", "DETAIL"}, rows)
+	}
+}

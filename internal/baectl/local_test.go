@@ -1,0 +1,239 @@
+package baectl
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv ...string) LookupEnv {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestResolveAddr(t *testing.T) {
+	cases := []struct {
+		name, flag       string
+		env              LookupEnv
+		wantURL, wantArg string
+	}{
+		{"default", "", env(), "http://127.0.0.1:8081", "127.0.0.1:8081"},
+		{"env", "", env("BAE_ADMIN_ADDR", "10.0.0.1:9"), "http://10.0.0.1:9", "10.0.0.1:9"},
+		{"flag beats env", "127.0.0.1:7", env("BAE_ADMIN_ADDR", "10.0.0.1:9"), "http://127.0.0.1:7", "127.0.0.1:7"},
+		{"empty env ignored", "", env("BAE_ADMIN_ADDR", " "), "http://127.0.0.1:8081", "127.0.0.1:8081"},
+		{"scheme kept verbatim", "https://tunnel.example/", env(), "https://tunnel.example", "https://tunnel.example/"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			u, d := resolveAddr(c.flag, c.env)
+			assert.Equal(t, c.wantURL, u)
+			assert.Equal(t, c.wantArg, d)
+		})
+	}
+}
+
+func TestResolveToken(t *testing.T) {
+	flagFile := writeFile(t, "flag.pem", "from-flag-file\n")
+	envFile := writeFile(t, "env.pem", "  from-env-file \n")
+	dataDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dataDir, "admin-key.pem"), []byte("from-default\n"), 0o600))
+	missing := filepath.Join(t.TempDir(), "nope.pem")
+
+	cases := []struct {
+		name    string
+		g       globalOpts
+		env     LookupEnv
+		want    string
+		wantErr string
+	}{
+		{"flag token beats all", globalOpts{adminToken: "tok-flag", adminKeyFile: flagFile},
+			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "tok-flag", ""},
+		{"env token beats key files", globalOpts{adminKeyFile: flagFile},
+			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile), "tok-env", ""},
+		{"flag file beats env file", globalOpts{adminKeyFile: flagFile},
+			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-flag-file", ""},
+		{"env file beats default, trimmed", globalOpts{},
+			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-env-file", ""},
+		{"default under BAE_DATA_DIR", globalOpts{}, env("BAE_DATA_DIR", dataDir), "from-default", ""},
+		{"missing default is no token", globalOpts{}, env("BAE_DATA_DIR", t.TempDir()), "", ""},
+		{"empty env token falls through", globalOpts{}, env("BAE_ADMIN_TOKEN", "", "BAE_DATA_DIR", dataDir), "from-default", ""},
+		{"missing explicit flag file is an error", globalOpts{adminKeyFile: missing},
+			env("BAE_DATA_DIR", dataDir), "", "--admin-key-file"},
+		{"missing explicit env file is an error", globalOpts{},
+			env("BAE_ADMIN_KEY_FILE", missing, "BAE_DATA_DIR", dataDir), "", "BAE_ADMIN_KEY_FILE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := resolveToken(c.g, c.env)
+			if c.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.wantErr)
+				assert.Contains(t, err.Error(), missing)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+func TestDefaultKeyFileFollowsDataDir(t *testing.T) {
+	assert.Equal(t, filepath.Join("bae-data", "admin-key.pem"), defaultKeyFile(env()))
+	assert.Equal(t, filepath.Join("/srv/bae", "admin-key.pem"), defaultKeyFile(env("BAE_DATA_DIR", "/srv/bae")))
+}
+
+func TestResolveClientURL(t *testing.T) {
+	assert.Equal(t, "http://127.0.0.1:8080", resolveClientURL("", env()))
+	assert.Equal(t, "http://127.0.0.1:9090", resolveClientURL("", env("BAE_ADDR", "0.0.0.0:9090")))
+	assert.Equal(t, "http://10.1.2.3:80", resolveClientURL("", env("BAE_ADDR", "10.1.2.3:80")))
+	assert.Equal(t, "https://bae.example", resolveClientURL("https://bae.example/", env("BAE_ADDR", "0.0.0.0:9090")))
+}
+
+func TestParseInterleaved(t *testing.T) {
+	fs := newFlagSet("t")
+	j := fs.Bool("json", false, "")
+	var names stringList
+	fs.Var(&names, "n", "")
+	pos, err := parseInterleaved(fs, []string{"a", "--json", "b", "-n", "x", "-n=y", "--", "--not-a-flag"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "--not-a-flag"}, pos)
+	assert.True(t, *j)
+	assert.Equal(t, stringList{"x", "y"}, names)
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	cases := map[string][]string{
+		"no command":       {},
+		"unknown verb":     {"frobnicate"},
+		"unknown resource": {"list", "widgets"},
+		"missing arg":      {"create", "profile", "only-name"},
+		"extra arg":        {"get", "profile", "a", "b"},
+		"unknown flag":     {"list", "profiles", "--bogus"},
+		"bad limit":        {"list", "profiles", "--limit", "zero"},
+		"bad state":        {"list", "sessions", "--state", "weird"},
+		"blank key name":   {"auth", "create", "key", "--name", " "},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			// An unreachable address proves no request is needed to fail.
+			r := runCLI(t, map[string]string{"BAE_ADMIN_ADDR": "127.0.0.1:1"}, args...)
+			assert.Equal(t, ExitUsage, r.code, r.stderr)
+			assert.True(t, strings.HasPrefix(r.stderr, "baectl: "), r.stderr)
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestHelpExitsZeroOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"create", "--help"}, {"create", "profile", "--help"}, {"auth", "create", "key", "-h"}} {
+		r := runCLI(t, nil, args...)
+		assert.Equal(t, ExitOK, r.code, args)
+		assert.Contains(t, r.stdout, "usage: baectl", args)
+		assert.Empty(t, r.stderr, args)
+	}
+	r := runCLI(t, nil, "create", "profile", "--help")
+	assert.Contains(t, r.stdout, "--allowed-tool NAME")
+	assert.Contains(t, r.stdout, "--admin-addr HOST:PORT")
+}
+
+func TestUnreachableServer(t *testing.T) {
+	r := runCLI(t, map[string]string{"BAE_ADMIN_ADDR": "127.0.0.1:1"}, "list", "profiles")
+	assert.Equal(t, ExitRuntime, r.code)
+	assert.Contains(t, r.stderr, "baectl: could not connect to admin API at 127.0.0.1:1 — is baesrv running")
+}
+
+func TestExplicitKeyFileUnreadableIsRuntimeError(t *testing.T) {
+	r := runCLI(t, map[string]string{"BAE_ADMIN_ADDR": "127.0.0.1:1"},
+		"list", "profiles", "--admin-key-file", filepath.Join(t.TempDir(), "absent.pem"))
+	assert.Equal(t, ExitRuntime, r.code)
+	assert.Contains(t, r.stderr, "read admin key file")
+	assert.NotContains(t, r.stderr, "could not connect", "the key file is resolved before any request")
+}
+
+var (
+	adminKeyRe = regexp.MustCompile(`^bae_admin_[0-9a-f]{48}$`)
+	hashRe     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// checkKeyPair asserts the files of `auth create key` and returns the key.
+func checkKeyPair(t *testing.T, dir, name string) string {
+	t.Helper()
+	keyPath, hashPath := filepath.Join(dir, "admin-key.pem"), filepath.Join(dir, "admin-key-hash.pem")
+	for _, p := range []string{keyPath, hashPath} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), p)
+	}
+	raw, err := os.ReadFile(keyPath)
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(string(raw), "\n"), "key file ends in a newline")
+	key := strings.TrimSpace(string(raw))
+	require.Regexp(t, adminKeyRe, key)
+
+	var doc map[string]string
+	hraw, err := os.ReadFile(hashPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(hraw, &doc))
+	sum := sha256.Sum256([]byte(key))
+	assert.Equal(t, map[string]string{
+		"key_hash": "sha256:" + hex.EncodeToString(sum[:]),
+		"prefix":   key[:len("bae_admin_")+4],
+		"name":     name,
+	}, doc)
+	assert.Regexp(t, hashRe, doc["key_hash"])
+	return key
+}
+
+func TestAuthCreateKeyWritesPair(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, nil, "auth", "create", "key", "--name", "shared-admin", "--out-dir", dir)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	key := checkKeyPair(t, dir, "shared-admin")
+	assert.Equal(t, filepath.Join(dir, "admin-key.pem")+"\n"+filepath.Join(dir, "admin-key-hash.pem")+"\n", r.stdout)
+	assert.NotContains(t, r.stdout+r.stderr, key, "the plaintext is only ever in the file")
+
+	// Every run mints fresh material.
+	r = runCLI(t, nil, "auth", "create", "key", "--out-dir", dir)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.NotEqual(t, key, checkKeyPair(t, dir, "provisioned-admin"))
+}
+
+func TestAuthCreateKeyMissingDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent")
+	r := runCLI(t, nil, "auth", "create", "key", "--out-dir", missing)
+	assert.Equal(t, ExitRuntime, r.code)
+	assert.Contains(t, r.stderr, missing)
+	_, err := os.Stat(missing)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the directory is not created")
+}
+
+func TestAPIErrorMessages(t *testing.T) {
+	conn := connection{defaultKeyPath: "bae-data/admin-key.pem"}
+	cases := []struct {
+		err  apiError
+		want []string
+	}{
+		{apiError{Status: 404, Type: "not_found", Detail: "no profile with id pro_x"}, []string{"no profile with id pro_x (404 not_found)"}},
+		{apiError{Status: 409, Type: "profile_in_use", Detail: "in use"}, []string{"in use (409 profile_in_use)", "baectl list keys", "baectl delete key <id>"}},
+		{apiError{Status: 422, Type: "profile_unavailable", Detail: "gone"}, []string{"gone (the referenced profile does not exist or was deleted)"}},
+		{apiError{Status: 401, Type: "unauthorized", Detail: "invalid admin key", conn: conn}, []string{"invalid admin key (401 unauthorized)", "--admin-token", "--admin-key-file", "bae-data/admin-key.pem"}},
+		{apiError{Status: 502, rawBody: "<html>bad gateway</html>"}, []string{"502 Bad Gateway", "<html>bad gateway</html>"}},
+	}
+	for _, c := range cases {
+		msg := c.err.Error()
+		for _, w := range c.want {
+			assert.Contains(t, msg, w)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for the BAE_* environment variables.
+const (
+	DefaultAddr              = "0.0.0.0:8080"
+	DefaultAdminAddr         = "127.0.0.1:8081"
+	DefaultDatabaseURL       = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultTurnTimeout       = 120 * time.Second
+	DefaultDataDir           = "./bae-data"
+	DefaultSandboxDriver     = "docker"
+	DefaultTemporalAddr      = "127.0.0.1:7233"
+	DefaultTemporalNamespace = "default"
+	DefaultTaskQueue         = "bae-sessions"
+	DefaultTemporalUIPort    = 8233
+	DefaultTemporalPort      = 7233
+)
+
+// Sandbox drivers accepted in BAE_SANDBOX_DRIVER.
+const (
+	SandboxDocker         = "docker"
+	SandboxAppleContainer = "apple-container"
+)
+
+// Server holds the server's runtime settings from BAE_* variables.
+type Server struct {
+	Addr              string // BAE_ADDR, client-facing listener
+	AdminAddr         string // BAE_ADMIN_ADDR, always loopback
+	DatabaseURL       string // BAE_DATABASE_URL
+	ShutdownTimeout   time.Duration
+	TurnTimeout       time.Duration
+	ConfigPath        string // BAE_CONFIG; "" means no config file
+	AdminKeyFile      string
+	AdminKeyHashFile  string
+	DisableAdminAuth  bool
+	SandboxDriver     string
+	TemporalAddr      string
+	TemporalNamespace string
+	TaskQueue         string
+	DataDir           string
+	TemporalUIPort    int
+	TemporalPort      int
+}
+
+// ServerFromEnv reads the BAE_* variables through lookup (os.LookupEnv in
+// production; a map in tests, so they never touch the process env). A
+// variable set to an empty or blank value counts as unset. Every bad value is
+// a *ValidationError naming the variable.
+func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok {
+			if v = strings.TrimSpace(v); v != "" {
+				return v
+			}
+		}
+		return def
+	}
+	var err error
+	s := Server{
+		Addr:              get("BAE_ADDR", DefaultAddr),
+		AdminAddr:         get("BAE_ADMIN_ADDR", DefaultAdminAddr),
+		DatabaseURL:       get("BAE_DATABASE_URL", DefaultDatabaseURL),
+		ConfigPath:        get("BAE_CONFIG", ""),
+		DataDir:           get("BAE_DATA_DIR", DefaultDataDir),
+		SandboxDriver:     get("BAE_SANDBOX_DRIVER", DefaultSandboxDriver),
+		TemporalAddr:      get("BAE_TEMPORAL_ADDR", DefaultTemporalAddr),
+		TemporalNamespace: get("BAE_TEMPORAL_NAMESPACE", DefaultTemporalNamespace),
+		TaskQueue:         get("BAE_TASK_QUEUE", DefaultTaskQueue),
+	}
+	s.AdminKeyFile = get("BAE_ADMIN_KEY_FILE", filepath.Join(s.DataDir, "admin-key.pem"))
+	s.AdminKeyHashFile = get("BAE_ADMIN_KEY_HASH_FILE", filepath.Join(s.DataDir, "admin-key-hash.pem"))
+	s.DisableAdminAuth = truthy(get("BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH", ""))
+
+	if err = checkHostPort("BAE_ADDR", s.Addr); err != nil {
+		return Server{}, err
+	}
+	if err = checkHostPort("BAE_ADMIN_ADDR", s.AdminAddr); err != nil {
+		return Server{}, err
+	}
+	if !IsLoopbackAddr(s.AdminAddr) {
+		return Server{}, invalidf("BAE_ADMIN_ADDR: %q is not a loopback address; the admin port must bind to localhost only", s.AdminAddr)
+	}
+	if s.SandboxDriver != SandboxDocker && s.SandboxDriver != SandboxAppleContainer {
+		return Server{}, invalidf("BAE_SANDBOX_DRIVER: %q is not a supported sandbox driver (expected \"docker\" or \"apple-container\")", s.SandboxDriver)
+	}
+	if s.ShutdownTimeout, err = parseTimeout("BAE_SHUTDOWN_TIMEOUT", get("BAE_SHUTDOWN_TIMEOUT", ""), DefaultShutdownTimeout); err != nil {
+		return Server{}, err
+	}
+	if s.TurnTimeout, err = parseTimeout("BAE_TURN_TIMEOUT", get("BAE_TURN_TIMEOUT", ""), DefaultTurnTimeout); err != nil {
+		return Server{}, err
+	}
+	if s.TemporalUIPort, err = parsePort("BAE_TEMPORAL_UI_PORT", get("BAE_TEMPORAL_UI_PORT", ""), DefaultTemporalUIPort); err != nil {
+		return Server{}, err
+	}
+	if s.TemporalPort, err = parsePort("BAE_TEMPORAL_PORT", get("BAE_TEMPORAL_PORT", ""), DefaultTemporalPort); err != nil {
+		return Server{}, err
+	}
+	return s, nil
+}
+
+// IsLoopbackAddr reports whether host:port names a loopback host:
+// "localhost", 127.0.0.0/8 or ::1. An empty host binds every interface and
+// is therefore not loopback.
+func IsLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func checkHostPort(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &ValidationError{Msg: fmt.Sprintf("%s: %q is not a valid host:port address", name, addr), Err: err}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return invalidf("%s: %q has an invalid port", name, addr)
+	}
+	return nil
+}
+
+// parseTimeout accepts whole seconds ("30", the documented form) or a Go
+// duration ("500ms", so tests can use short timeouts).
+func parseTimeout(name, v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > int64(time.Duration(1<<63-1)/time.Second) {
+			return 0, invalidf("%s: %q is out of range", name, v)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, invalidf("%s: %q is not a whole number of seconds or a duration like \"500ms\"", name, v)
+	}
+	return d, nil
+}
+
+func parsePort(name, v string, def int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 65535 {
+		return 0, invalidf("%s: %q is not a valid port number", name, v)
+	}
+	return n, nil
+}
+
+func truthy(v string) bool {
+	return v == "1" || strings.EqualFold(v, "true")
+}

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestServerFromEnvDefaults(t *testing.T) {
+	s, err := ServerFromEnv(noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, Server{
+		Addr:              "0.0.0.0:8080",
+		AdminAddr:         "127.0.0.1:8081",
+		DatabaseURL:       "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable",
+		ShutdownTimeout:   30 * time.Second,
+		TurnTimeout:       120 * time.Second,
+		AdminKeyFile:      "bae-data/admin-key.pem",
+		AdminKeyHashFile:  "bae-data/admin-key-hash.pem",
+		SandboxDriver:     "docker",
+		TemporalAddr:      "127.0.0.1:7233",
+		TemporalNamespace: "default",
+		TaskQueue:         "bae-sessions",
+		DataDir:           "./bae-data",
+		TemporalUIPort:    8233,
+		TemporalPort:      7233,
+	}, s)
+}
+
+func TestServerFromEnvOverrides(t *testing.T) {
+	s, err := ServerFromEnv(envMap(map[string]string{
+		"BAE_ADDR":                           "127.0.0.1:9000",
+		"BAE_ADMIN_ADDR":                     "[::1]:9001",
+		"BAE_DATABASE_URL":                   "postgres://u@db/x",
+		"BAE_SHUTDOWN_TIMEOUT":               " 5 ",
+		"BAE_TURN_TIMEOUT":                   "500ms",
+		"BAE_CONFIG":                         "/etc/bae-config.toml",
+		"BAE_DATA_DIR":                       "/data",
+		"BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH": "TRUE",
+		"BAE_SANDBOX_DRIVER":                 "apple-container",
+		"BAE_TEMPORAL_ADDR":                  "temporal:7233",
+		"BAE_TEMPORAL_NAMESPACE":             "ns",
+		"BAE_TASK_QUEUE":                     "q",
+		"BAE_TEMPORAL_UI_PORT":               "18233",
+		"BAE_TEMPORAL_PORT":                  "17233",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, Server{
+		Addr: "127.0.0.1:9000", AdminAddr: "[::1]:9001", DatabaseURL: "postgres://u@db/x",
+		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond,
+		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
+		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
+		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
+	}, s)
+
+	s, err = ServerFromEnv(envMap(map[string]string{
+		"BAE_ADMIN_KEY_FILE": "/k/key.pem", "BAE_ADMIN_KEY_HASH_FILE": "/k/hash.pem", "BAE_DATA_DIR": "/data",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, "/k/key.pem", s.AdminKeyFile, "explicit file beats data dir")
+	assert.Equal(t, "/k/hash.pem", s.AdminKeyHashFile)
+}
+
+func TestServerFromEnvBlankIsUnset(t *testing.T) {
+	s, err := ServerFromEnv(envMap(map[string]string{"BAE_CONFIG": "", "BAE_TURN_TIMEOUT": "  ", "BAE_ADDR": ""}))
+	require.NoError(t, err)
+	assert.Equal(t, "", s.ConfigPath)
+	assert.Equal(t, DefaultTurnTimeout, s.TurnTimeout)
+	assert.Equal(t, DefaultAddr, s.Addr)
+}
+
+func TestDisableAdminAuthTruthiness(t *testing.T) {
+	for v, want := range map[string]bool{"1": true, "true": true, "True": true, "TRUE": true, "0": false, "false": false, "yes": false, "": false} {
+		s, err := ServerFromEnv(envMap(map[string]string{"BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH": v}))
+		require.NoError(t, err)
+		assert.Equal(t, want, s.DisableAdminAuth, v)
+	}
+}
+
+func TestAdminAddrMustBeLoopback(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8081", "127.1.2.3:1", "[::1]:8081", "localhost:8081", "LOCALHOST:1"} {
+		_, err := ServerFromEnv(envMap(map[string]string{"BAE_ADMIN_ADDR": ok}))
+		assert.NoError(t, err, ok)
+		assert.True(t, IsLoopbackAddr(ok), ok)
+	}
+	for _, bad := range []string{"0.0.0.0:8081", ":8081", "[::]:8081", "10.0.0.1:8081", "example.com:8081", "128.0.0.1:8081"} {
+		_, err := ServerFromEnv(envMap(map[string]string{"BAE_ADMIN_ADDR": bad}))
+		requireValidation(t, err, "BAE_ADMIN_ADDR")
+		assert.Contains(t, err.Error(), "loopback", bad)
+	}
+}
+
+func TestServerFromEnvInvalidValues(t *testing.T) {
+	cases := map[string]string{
+		"BAE_ADDR":             "not-an-addr",
+		"BAE_ADMIN_ADDR":       "127.0.0.1",
+		"BAE_SHUTDOWN_TIMEOUT": "soon",
+		"BAE_TURN_TIMEOUT":     "-5",
+		"BAE_SANDBOX_DRIVER":   "podman",
+		"BAE_TEMPORAL_UI_PORT": "eighty",
+		"BAE_TEMPORAL_PORT":    "70000",
+	}
+	for name, value := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ServerFromEnv(envMap(map[string]string{name: value}))
+			requireValidation(t, err, name)
+			assert.Contains(t, err.Error(), value)
+		})
+	}
+	_, err := ServerFromEnv(envMap(map[string]string{"BAE_TURN_TIMEOUT": "-1s"}))
+	requireValidation(t, err, "BAE_TURN_TIMEOUT")
+	_, err = ServerFromEnv(envMap(map[string]string{"BAE_ADDR": "127.0.0.1:http"}))
+	requireValidation(t, err, "BAE_ADDR")
+}

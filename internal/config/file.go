@@ -1,0 +1,532 @@
+// Package config holds the server's two configuration inputs: the BAE_*
+// environment variables (env.go) and the optional bae-config.toml file with
+// the MCP server registry, the LLM provider registry and the telemetry
+// section (this file). Both are read once at startup; problems an operator
+// must fix are reported as *ValidationError so the binary exits with code 2.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ValidationError is an operator authoring/usage error: a bad BAE_* value or
+// a config file that exists but is wrong. Callers map it to exit code 2.
+type ValidationError struct {
+	Msg string
+	Err error // optional underlying cause
+}
+
+func (e *ValidationError) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+func invalidf(format string, args ...any) *ValidationError {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// MCP transports accepted in [[mcp.servers]].transport.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// Provider wire formats accepted in [[providers.entries]].provider.
+const (
+	KindAnthropic = "anthropic"
+	KindOpenAI    = "openai"
+)
+
+// DefaultMaxTokens applies when a provider entry omits max_tokens.
+const DefaultMaxTokens = 4096
+
+// DefaultServiceName is the OTel service.name used when [telemetry] omits it.
+const DefaultServiceName = "baesrv"
+
+// File is the parsed, validated bae-config.toml. Build it with LoadFile or
+// Parse: those fill telemetry defaults, which a bare File{} lacks.
+type File struct {
+	MCP       MCPSection
+	Providers ProvidersSection
+	Telemetry Telemetry
+}
+
+// MCPSection is [mcp]. Servers keep file order.
+type MCPSection struct {
+	Servers []MCPServer
+}
+
+// MCPServer is one [[mcp.servers]] entry. Header values keep their raw
+// ${VAR} tokens; they are resolved only at connect time.
+type MCPServer struct {
+	Name      string
+	Transport string // "stdio" | "sse" | "http"
+	Command   string
+	Args      []string
+	URL       string
+	Headers   map[string]string
+}
+
+// ProvidersSection is [providers]. Entries keep file order.
+type ProvidersSection struct {
+	Entries []ProviderEntry
+}
+
+// ProviderEntry is one [[providers.entries]] entry. AuthToken is the raw
+// template (e.g. "${ANTHROPIC_API_KEY}"), resolved only at call time.
+type ProviderEntry struct {
+	Name      string
+	Kind      string // "anthropic" | "openai"
+	BaseURL   string // as written; may be empty
+	Model     string
+	AuthToken string
+	MaxTokens int
+}
+
+// EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.
+// Both defaults are bare hosts; callers append the versioned path.
+func (p ProviderEntry) EffectiveBaseURL() string {
+	if p.BaseURL != "" {
+		return p.BaseURL
+	}
+	switch p.Kind {
+	case KindOpenAI:
+		return "https://api.openai.com"
+	default:
+		return "https://api.anthropic.com"
+	}
+}
+
+// Telemetry is [telemetry]. Every field but Enabled is inert while Enabled
+// is false, and is then not validated either, so a parked config can stay.
+type Telemetry struct {
+	Enabled      bool
+	OTLPEndpoint string
+	OTLPHeaders  map[string]string // raw ${VAR} tokens
+	SampleRatio  float64
+	ServiceName  string // as written; see EffectiveServiceName
+	Traces       TracesSettings
+	Metrics      MetricsSettings
+}
+
+// TracesSettings is [telemetry.traces].
+type TracesSettings struct {
+	Enabled bool
+}
+
+// MetricsSettings is [telemetry.metrics].
+type MetricsSettings struct {
+	Enabled  bool
+	Disabled []string
+}
+
+// DefaultTelemetry is the configuration an absent [telemetry] table means.
+func DefaultTelemetry() Telemetry {
+	return Telemetry{
+		SampleRatio: 1.0,
+		Traces:      TracesSettings{Enabled: true},
+		Metrics:     MetricsSettings{Enabled: true},
+	}
+}
+
+// EffectiveServiceName is ServiceName, or "baesrv" when unset.
+func (t Telemetry) EffectiveServiceName() string {
+	if t.ServiceName == "" {
+		return DefaultServiceName
+	}
+	return t.ServiceName
+}
+
+// MetricNames returns the closed set of instrument names that
+// [telemetry.metrics].disabled may reference.
+func MetricNames() []string {
+	return []string{
+		"bae.sessions.open", "bae.sessions.total", "bae.events.total",
+		"bae.profiles.count", "bae.keys.count", "bae.mcp.sessions.live",
+		"bae.turns.pending", "bae.sandboxes.live", "bae.subagents.active",
+		"bae.drivers.registered", "bae.turns.completed", "bae.provider.requests",
+		"bae.provider.latency", "bae.tool.calls", "bae.tool.latency",
+	}
+}
+
+// LoadFile reads bae-config.toml at path, resolving telemetry header tokens
+// against the process environment. See LoadFileWithEnv.
+func LoadFile(path string) (*File, error) {
+	return LoadFileWithEnv(path, os.LookupEnv)
+}
+
+// LoadFileWithEnv reads and validates the file at path. An empty path or a
+// file that does not exist yields an empty File and no error (nothing is
+// available unless configured); any other read failure, and every parse or
+// validation failure, is a *ValidationError.
+func LoadFileWithEnv(path string, lookup func(string) (string, bool)) (*File, error) {
+	if path == "" {
+		return &File{Telemetry: DefaultTelemetry()}, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &File{Telemetry: DefaultTelemetry()}, nil
+	}
+	if err != nil {
+		return nil, &ValidationError{Msg: fmt.Sprintf("cannot read config file %q", path), Err: err}
+	}
+	f, err := Parse(data, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("config file %q: %w", path, err)
+	}
+	return f, nil
+}
+
+// The raw* types mirror the TOML shape with pointers where absence matters
+// (defaults, required fields); Parse converts them into the public types.
+type rawFile struct {
+	MCP       *rawMCP       `toml:"mcp"`
+	Providers *rawProviders `toml:"providers"`
+	Telemetry *rawTelemetry `toml:"telemetry"`
+}
+
+type rawMCP struct {
+	Servers []rawMCPServer `toml:"servers"`
+}
+
+type rawMCPServer struct {
+	Name      string            `toml:"name"`
+	Transport string            `toml:"transport"`
+	Command   string            `toml:"command"`
+	Args      []string          `toml:"args"`
+	URL       string            `toml:"url"`
+	Headers   map[string]string `toml:"headers"`
+}
+
+type rawProviders struct {
+	Entries []rawProvider `toml:"entries"`
+}
+
+type rawProvider struct {
+	Name      string  `toml:"name"`
+	Provider  string  `toml:"provider"`
+	BaseURL   string  `toml:"base_url"`
+	Model     *string `toml:"model"`
+	AuthToken *string `toml:"auth_token"`
+	MaxTokens *int64  `toml:"max_tokens"`
+}
+
+type rawTelemetry struct {
+	Enabled      bool              `toml:"enabled"`
+	OTLPEndpoint string            `toml:"otlp_endpoint"`
+	OTLPHeaders  map[string]string `toml:"otlp_headers"`
+	SampleRatio  *float64          `toml:"sample_ratio"`
+	ServiceName  string            `toml:"service_name"`
+	Traces       *struct {
+		Enabled *bool `toml:"enabled"`
+	} `toml:"traces"`
+	Metrics *struct {
+		Enabled  *bool    `toml:"enabled"`
+		Disabled []string `toml:"disabled"`
+	} `toml:"metrics"`
+}
+
+// Parse decodes and validates bae-config.toml contents. lookup resolves
+// ${VAR} tokens in telemetry otlp_headers, which must be resolvable at
+// startup when telemetry is enabled (MCP headers and provider tokens are
+// resolved later, at use).
+func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	var raw rawFile
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		return nil, &ValidationError{Msg: "invalid TOML", Err: err}
+	}
+	if err := checkUnknownKeys(md.Undecoded()); err != nil {
+		return nil, err
+	}
+	f := &File{}
+	if raw.MCP != nil {
+		if f.MCP, err = buildMCP(raw.MCP.Servers); err != nil {
+			return nil, err
+		}
+	}
+	if raw.Providers != nil {
+		if f.Providers, err = buildProviders(raw.Providers.Entries); err != nil {
+			return nil, err
+		}
+	}
+	if f.Telemetry, err = buildTelemetry(raw.Telemetry, lookup); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkUnknownKeys rejects typos inside the known sections while ignoring
+// unknown top-level keys (forward compatibility). Provider entries tolerate
+// extra keys, as the reference schema does.
+func checkUnknownKeys(keys []toml.Key) error {
+	for _, k := range keys {
+		if len(k) < 2 {
+			continue
+		}
+		switch k[0] {
+		case "mcp", "telemetry":
+		case "providers":
+			if k[1] == "entries" {
+				continue
+			}
+		default:
+			continue
+		}
+		return invalidf("unknown field %q in [%s]", k.String(), k[0])
+	}
+	return nil
+}
+
+func buildMCP(servers []rawMCPServer) (MCPSection, error) {
+	out := MCPSection{Servers: make([]MCPServer, 0, len(servers))}
+	seen := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		if strings.TrimSpace(s.Name) == "" {
+			return MCPSection{}, invalidf("an [[mcp.servers]] entry has an empty name")
+		}
+		switch s.Transport {
+		case TransportStdio:
+			if strings.TrimSpace(s.Command) == "" {
+				return MCPSection{}, invalidf("MCP server %q uses transport %q but is missing required field \"command\"", s.Name, s.Transport)
+			}
+		case TransportSSE, TransportHTTP:
+			if strings.TrimSpace(s.URL) == "" {
+				return MCPSection{}, invalidf("MCP server %q uses transport %q but is missing required field \"url\"", s.Name, s.Transport)
+			}
+		case "":
+			return MCPSection{}, invalidf("MCP server %q is missing required field \"transport\"", s.Name)
+		default:
+			return MCPSection{}, invalidf("MCP server %q has unsupported transport %q (expected \"stdio\", \"sse\" or \"http\")", s.Name, s.Transport)
+		}
+		if seen[s.Name] {
+			return MCPSection{}, invalidf("duplicate MCP server name %q in [mcp.servers]", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Args == nil {
+			s.Args = []string{}
+		}
+		if s.Headers == nil {
+			s.Headers = map[string]string{}
+		}
+		out.Servers = append(out.Servers, MCPServer(s))
+	}
+	return out, nil
+}
+
+func buildProviders(entries []rawProvider) (ProvidersSection, error) {
+	out := ProvidersSection{Entries: make([]ProviderEntry, 0, len(entries))}
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if strings.TrimSpace(e.Name) == "" {
+			return ProvidersSection{}, invalidf("a [[providers.entries]] entry has an empty name")
+		}
+		if e.Provider != KindAnthropic && e.Provider != KindOpenAI {
+			return ProvidersSection{}, invalidf("provider %q has unsupported provider kind %q (expected \"anthropic\" or \"openai\")", e.Name, e.Provider)
+		}
+		if e.Model == nil {
+			return ProvidersSection{}, invalidf("provider %q is missing required field \"model\"", e.Name)
+		}
+		if e.AuthToken == nil {
+			return ProvidersSection{}, invalidf("provider %q is missing required field \"auth_token\"", e.Name)
+		}
+		maxTokens := int64(DefaultMaxTokens)
+		if e.MaxTokens != nil {
+			maxTokens = *e.MaxTokens
+		}
+		if maxTokens < 0 || maxTokens > 1<<32-1 {
+			return ProvidersSection{}, invalidf("provider %q has out-of-range max_tokens %d", e.Name, maxTokens)
+		}
+		if seen[e.Name] {
+			return ProvidersSection{}, invalidf("duplicate provider name %q in [providers.entries]", e.Name)
+		}
+		seen[e.Name] = true
+		out.Entries = append(out.Entries, ProviderEntry{
+			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
+			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens),
+		})
+	}
+	return out, nil
+}
+
+func buildTelemetry(raw *rawTelemetry, lookup func(string) (string, bool)) (Telemetry, error) {
+	t := DefaultTelemetry()
+	if raw == nil {
+		return t, nil
+	}
+	t.Enabled = raw.Enabled
+	t.OTLPEndpoint = raw.OTLPEndpoint
+	t.OTLPHeaders = raw.OTLPHeaders
+	t.ServiceName = raw.ServiceName
+	if raw.SampleRatio != nil {
+		t.SampleRatio = *raw.SampleRatio
+	}
+	if raw.Traces != nil && raw.Traces.Enabled != nil {
+		t.Traces.Enabled = *raw.Traces.Enabled
+	}
+	if raw.Metrics != nil {
+		if raw.Metrics.Enabled != nil {
+			t.Metrics.Enabled = *raw.Metrics.Enabled
+		}
+		t.Metrics.Disabled = raw.Metrics.Disabled
+	}
+	if !t.Enabled {
+		return t, nil
+	}
+	if err := t.validate(lookup); err != nil {
+		return Telemetry{}, err
+	}
+	return t, nil
+}
+
+func (t Telemetry) validate(lookup func(string) (string, bool)) error {
+	if strings.TrimSpace(t.OTLPEndpoint) == "" {
+		return invalidf("[telemetry] enabled = true requires a non-empty otlp_endpoint")
+	}
+	u, err := url.Parse(t.OTLPEndpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalidf("[telemetry] otlp_endpoint %q must be a valid http:// or https:// URL", t.OTLPEndpoint)
+	}
+	// Written so NaN fails too.
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		return invalidf("[telemetry] sample_ratio %v must be between 0.0 and 1.0", t.SampleRatio)
+	}
+	known := MetricNames()
+	for _, name := range t.Metrics.Disabled {
+		if !slices.Contains(known, name) {
+			return invalidf("[telemetry.metrics] disabled contains unknown metric %q", name)
+		}
+	}
+	if _, err := t.ResolveOTLPHeaders(lookup); err != nil {
+		return &ValidationError{Msg: "[telemetry] otlp_headers", Err: err}
+	}
+	return nil
+}
+
+// ResolveOTLPHeaders returns otlp_headers with ${VAR} tokens resolved and
+// every name and value checked as a valid HTTP header. Errors name the
+// header but never include a value.
+func (t Telemetry) ResolveOTLPHeaders(lookup func(string) (string, bool)) (map[string]string, error) {
+	out := make(map[string]string, len(t.OTLPHeaders))
+	names := make([]string, 0, len(t.OTLPHeaders))
+	for name := range t.OTLPHeaders {
+		names = append(names, name)
+	}
+	slices.Sort(names) // deterministic error reporting
+	for _, name := range names {
+		if !validHeaderName(name) {
+			return nil, fmt.Errorf("invalid header name %q", name)
+		}
+		value, err := ResolveEnvTokens(t.OTLPHeaders[name], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("header %q: %w", name, err)
+		}
+		if !validHeaderValue(value) {
+			return nil, fmt.Errorf("header %q has an invalid value", name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue accepts visible ASCII, space and tab: what the OTLP/gRPC
+// metadata layer will send without rejecting.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\t' && (c < 0x20 || c > 0x7e) {
+			return false
+		}
+	}
+	return true
+}
+
+// Provider returns the provider entry registered under name.
+func (f *File) Provider(name string) (ProviderEntry, bool) {
+	if f == nil {
+		return ProviderEntry{}, false
+	}
+	for _, p := range f.Providers.Entries {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ProviderEntry{}, false
+}
+
+// MCPServer returns the MCP server registered under name.
+func (f *File) MCPServer(name string) (MCPServer, bool) {
+	if f == nil {
+		return MCPServer{}, false
+	}
+	for _, s := range f.MCP.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return MCPServer{}, false
+}
+
+// SortedMCPServers returns a copy of the MCP servers sorted by name.
+func (f *File) SortedMCPServers() []MCPServer {
+	if f == nil {
+		return []MCPServer{}
+	}
+	out := slices.Clone(f.MCP.Servers)
+	if out == nil {
+		out = []MCPServer{}
+	}
+	slices.SortFunc(out, func(a, b MCPServer) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// SortedProviders returns a copy of the provider entries sorted by name.
+func (f *File) SortedProviders() []ProviderEntry {
+	if f == nil {
+		return []ProviderEntry{}
+	}
+	out := slices.Clone(f.Providers.Entries)
+	if out == nil {
+		out = []ProviderEntry{}
+	}
+	slices.SortFunc(out, func(a, b ProviderEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// TelemetryConfig returns the telemetry settings, defaults for a nil File.
+func (f *File) TelemetryConfig() Telemetry {
+	if f == nil {
+		return DefaultTelemetry()
+	}
+	return f.Telemetry
+}

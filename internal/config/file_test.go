@@ -1,0 +1,312 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func requireValidation(t *testing.T, err error, contains string) {
+	t.Helper()
+	require.Error(t, err)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	assert.Contains(t, err.Error(), contains)
+}
+
+func TestLoadFileMissingIsEmpty(t *testing.T) {
+	for _, path := range []string{"", filepath.Join(t.TempDir(), "nope.toml")} {
+		f, err := LoadFile(path)
+		require.NoError(t, err)
+		assert.Empty(t, f.MCP.Servers)
+		assert.Empty(t, f.Providers.Entries)
+		assert.Equal(t, DefaultTelemetry(), f.Telemetry)
+	}
+}
+
+func TestLoadFileUnreadableIsError(t *testing.T) {
+	// A directory exists but cannot be read as a file; works even as root,
+	// where chmod 000 would not stop the read.
+	_, err := LoadFile(t.TempDir())
+	requireValidation(t, err, "cannot read config file")
+
+	if os.Geteuid() != 0 {
+		p := filepath.Join(t.TempDir(), "c.toml")
+		require.NoError(t, os.WriteFile(p, []byte(""), 0o000))
+		_, err = LoadFile(p)
+		requireValidation(t, err, "cannot read config file")
+	}
+}
+
+func TestLoadFileParsesExample(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bae-config.toml")
+	require.NoError(t, os.WriteFile(p, []byte(`
+something_new = 1
+[logging]
+level = "debug"
+
+[[mcp.servers]]
+name = "search"
+transport = "sse"
+url = "https://mcp.example.com/sse"
+headers = { Authorization = "Bearer ${SEARCH_MCP_TOKEN}" }
+
+[[mcp.servers]]
+name = "filesystem"
+transport = "stdio"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/data"]
+
+[[mcp.servers]]
+name = "remote"
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+
+[[providers.entries]]
+name = "anthropic-sonnet"
+provider = "anthropic"
+model = "claude-sonnet-4-6"
+auth_token = "${ANTHROPIC_API_KEY}"
+max_tokens = 8096
+
+[[providers.entries]]
+name = "gw"
+provider = "openai"
+base_url = "https://llm-gateway.internal.example.com"
+model = "gpt-5"
+auth_token = "${GW}"
+`), 0o600))
+	f, err := LoadFile(p)
+	require.NoError(t, err)
+
+	fs, ok := f.MCPServer("filesystem")
+	require.True(t, ok)
+	assert.Equal(t, MCPServer{Name: "filesystem", Transport: "stdio", Command: "npx",
+		Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}, Headers: map[string]string{}}, fs)
+	search, ok := f.MCPServer("search")
+	require.True(t, ok)
+	assert.Equal(t, "Bearer ${SEARCH_MCP_TOKEN}", search.Headers["Authorization"], "tokens stay raw")
+	_, ok = f.MCPServer("missing")
+	assert.False(t, ok)
+
+	a, ok := f.Provider("anthropic-sonnet")
+	require.True(t, ok)
+	assert.Equal(t, ProviderEntry{Name: "anthropic-sonnet", Kind: "anthropic", Model: "claude-sonnet-4-6",
+		AuthToken: "${ANTHROPIC_API_KEY}", MaxTokens: 8096}, a)
+	assert.Equal(t, "https://api.anthropic.com", a.EffectiveBaseURL())
+	gw, ok := f.Provider("gw")
+	require.True(t, ok)
+	assert.Equal(t, DefaultMaxTokens, gw.MaxTokens)
+	assert.Equal(t, "https://llm-gateway.internal.example.com", gw.EffectiveBaseURL())
+	_, ok = f.Provider("missing")
+	assert.False(t, ok)
+
+	var names []string
+	for _, s := range f.SortedMCPServers() {
+		names = append(names, s.Name)
+	}
+	assert.Equal(t, []string{"filesystem", "remote", "search"}, names)
+	names = nil
+	for _, p := range f.SortedProviders() {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"anthropic-sonnet", "gw"}, names)
+	assert.Equal(t, "search", f.MCP.Servers[0].Name, "sorting must not reorder the file")
+	assert.False(t, f.Telemetry.Enabled)
+}
+
+func TestEffectiveBaseURLDefaults(t *testing.T) {
+	assert.Equal(t, "https://api.anthropic.com", ProviderEntry{Kind: KindAnthropic}.EffectiveBaseURL())
+	assert.Equal(t, "https://api.openai.com", ProviderEntry{Kind: KindOpenAI}.EffectiveBaseURL())
+	assert.Equal(t, "http://x", ProviderEntry{Kind: KindOpenAI, BaseURL: "http://x"}.EffectiveBaseURL())
+}
+
+func TestParseEmptyAndSectionOnly(t *testing.T) {
+	for _, src := range []string{"", "[mcp]\n", "[providers]\n", "[mcp]\n[providers]\n[telemetry]\n"} {
+		f, err := Parse([]byte(src), noEnv)
+		require.NoError(t, err, src)
+		assert.Empty(t, f.MCP.Servers)
+		assert.Empty(t, f.Providers.Entries)
+		assert.Equal(t, DefaultTelemetry(), f.Telemetry)
+	}
+}
+
+func TestNamesMayCollideAcrossSections(t *testing.T) {
+	f, err := Parse([]byte(`
+[[mcp.servers]]
+name = "shared"
+transport = "stdio"
+command = "npx"
+[[providers.entries]]
+name = "shared"
+provider = "anthropic"
+model = "m"
+auth_token = "t"
+`), noEnv)
+	require.NoError(t, err)
+	_, ok := f.MCPServer("shared")
+	assert.True(t, ok)
+	_, ok = f.Provider("shared")
+	assert.True(t, ok)
+}
+
+func TestParseValidationErrors(t *testing.T) {
+	const prov = "\nprovider = \"anthropic\"\nmodel = \"m\"\nauth_token = \"t\"\n"
+	cases := map[string]struct{ src, want string }{
+		"malformed":           {"this is not = = toml", "invalid TOML"},
+		"duplicate key":       {"[mcp]\nservers = []\nservers = []\n", "invalid TOML"},
+		"wrong type":          {"[[mcp.servers]]\nname = 1\n", "invalid TOML"},
+		"mcp duplicate":       {"[[mcp.servers]]\nname = \"dup\"\ntransport = \"stdio\"\ncommand = \"a\"\n[[mcp.servers]]\nname = \"dup\"\ntransport = \"stdio\"\ncommand = \"b\"\n", `duplicate MCP server name "dup"`},
+		"mcp blank name":      {"[[mcp.servers]]\nname = \"  \"\ntransport = \"stdio\"\ncommand = \"a\"\n", "empty name"},
+		"mcp missing name":    {"[[mcp.servers]]\ntransport = \"stdio\"\ncommand = \"a\"\n", "empty name"},
+		"stdio no command":    {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\n", `missing required field "command"`},
+		"stdio blank command": {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \" \"\n", `missing required field "command"`},
+		"sse no url":          {"[[mcp.servers]]\nname = \"x\"\ntransport = \"sse\"\n", `missing required field "url"`},
+		"http no url":         {"[[mcp.servers]]\nname = \"x\"\ntransport = \"http\"\n", `missing required field "url"`},
+		"bad transport":       {"[[mcp.servers]]\nname = \"x\"\ntransport = \"carrier-pigeon\"\n", `unsupported transport "carrier-pigeon"`},
+		"missing transport":   {"[[mcp.servers]]\nname = \"x\"\ncommand = \"a\"\n", `missing required field "transport"`},
+		"mcp unknown field":   {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"a\"\nenv = {A = \"b\"}\n", "unknown field"},
+		"providers unknown":   {"[providers]\nfoo = 1\n", "unknown field"},
+		"provider duplicate":  {"[[providers.entries]]\nname = \"dup\"" + prov + "[[providers.entries]]\nname = \"dup\"" + prov, `duplicate provider name "dup"`},
+		"provider blank name": {"[[providers.entries]]\nname = \" \"" + prov, "empty name"},
+		"provider bad kind":   {"[[providers.entries]]\nname = \"x\"\nprovider = \"cohere\"\nmodel = \"m\"\nauth_token = \"t\"\n", `unsupported provider kind "cohere"`},
+		"provider no kind":    {"[[providers.entries]]\nname = \"x\"\nmodel = \"m\"\nauth_token = \"t\"\n", "unsupported provider kind"},
+		"provider no model":   {"[[providers.entries]]\nname = \"x\"\nprovider = \"openai\"\nauth_token = \"t\"\n", `missing required field "model"`},
+		"provider no token":   {"[[providers.entries]]\nname = \"x\"\nprovider = \"openai\"\nmodel = \"m\"\n", `missing required field "auth_token"`},
+		"provider neg tokens": {"[[providers.entries]]\nname = \"x\"" + prov + "max_tokens = -1\n", "max_tokens"},
+		"telemetry unknown":   {"[telemetry]\nenabled = false\nbogus = 1\n", "unknown field"},
+		"traces unknown":      {"[telemetry.traces]\nenabld = true\n", "unknown field"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), noEnv)
+			requireValidation(t, err, tc.want)
+		})
+	}
+}
+
+func TestLoadFileMalformedIsValidationError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	require.NoError(t, os.WriteFile(p, []byte("this is not = = toml"), 0o600))
+	_, err := LoadFile(p)
+	requireValidation(t, err, p)
+}
+
+func TestProviderEntriesTolerateExtraKeys(t *testing.T) {
+	_, err := Parse([]byte("[[providers.entries]]\nname = \"x\"\nprovider = \"openai\"\nmodel = \"m\"\nauth_token = \"t\"\nfuture = 1\n"), noEnv)
+	require.NoError(t, err)
+}
+
+const telemetryBase = "[telemetry]\nenabled = true\notlp_endpoint = \"http://otel-collector:4317\"\n"
+
+func TestTelemetryParsesAllFields(t *testing.T) {
+	f, err := Parse([]byte(`
+[telemetry]
+enabled = true
+otlp_endpoint = "https://otel.example.test:4317"
+otlp_headers = { Authorization = "Bearer ${OTEL_TOKEN}" }
+sample_ratio = 0.25
+service_name = "baesrv-prod-1"
+[telemetry.traces]
+enabled = false
+[telemetry.metrics]
+enabled = true
+disabled = ["bae.events.total", "bae.tool.latency"]
+`), envMap(map[string]string{"OTEL_TOKEN": "s3cr3t"}))
+	require.NoError(t, err)
+	assert.Equal(t, Telemetry{
+		Enabled:      true,
+		OTLPEndpoint: "https://otel.example.test:4317",
+		OTLPHeaders:  map[string]string{"Authorization": "Bearer ${OTEL_TOKEN}"},
+		SampleRatio:  0.25,
+		ServiceName:  "baesrv-prod-1",
+		Traces:       TracesSettings{Enabled: false},
+		Metrics:      MetricsSettings{Enabled: true, Disabled: []string{"bae.events.total", "bae.tool.latency"}},
+	}, f.Telemetry)
+	assert.Equal(t, "baesrv-prod-1", f.Telemetry.EffectiveServiceName())
+
+	resolved, err := f.Telemetry.ResolveOTLPHeaders(envMap(map[string]string{"OTEL_TOKEN": "s3cr3t"}))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"Authorization": "Bearer s3cr3t"}, resolved)
+}
+
+func TestTelemetryDefaultsWhenEnabled(t *testing.T) {
+	f, err := Parse([]byte(telemetryBase+"sample_ratio = 1\n"), noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, f.Telemetry.SampleRatio, "integer literal accepted")
+	assert.True(t, f.Telemetry.Traces.Enabled)
+	assert.True(t, f.Telemetry.Metrics.Enabled)
+	assert.Equal(t, DefaultServiceName, f.Telemetry.EffectiveServiceName())
+}
+
+func TestTelemetryValidationWhenEnabled(t *testing.T) {
+	cases := map[string]struct{ src, want string }{
+		"no endpoint":        {"[telemetry]\nenabled = true\n", "requires a non-empty otlp_endpoint"},
+		"empty endpoint":     {"[telemetry]\nenabled = true\notlp_endpoint = \"\"\n", "requires a non-empty otlp_endpoint"},
+		"not a url":          {"[telemetry]\nenabled = true\notlp_endpoint = \"not a URL\"\n", "must be a valid http"},
+		"ftp":                {"[telemetry]\nenabled = true\notlp_endpoint = \"ftp://otel:4317\"\n", "must be a valid http"},
+		"no host":            {"[telemetry]\nenabled = true\notlp_endpoint = \"http://\"\n", "must be a valid http"},
+		"ratio low":          {telemetryBase + "sample_ratio = -0.01\n", "sample_ratio"},
+		"ratio high":         {telemetryBase + "sample_ratio = 1.01\n", "sample_ratio"},
+		"ratio nan":          {telemetryBase + "sample_ratio = nan\n", "sample_ratio"},
+		"unknown metric":     {telemetryBase + "[telemetry.metrics]\ndisabled = [\"bae.typo\"]\n", `unknown metric "bae.typo"`},
+		"unset header env":   {telemetryBase + "otlp_headers = { Authorization = \"Bearer ${OTEL_TOKEN}\" }\n", `"OTEL_TOKEN" is not set`},
+		"unterminated":       {telemetryBase + "otlp_headers = { Authorization = \"Bearer ${OTEL\" }\n", "unterminated"},
+		"bad header name":    {telemetryBase + "otlp_headers = { \"Bad Name\" = \"v\" }\n", `invalid header name "Bad Name"`},
+		"empty header name":  {telemetryBase + "otlp_headers = { \"\" = \"v\" }\n", "invalid header name"},
+		"bad header value":   {telemetryBase + "otlp_headers = { X = \"a\\nb\" }\n", `header "X" has an invalid value`},
+		"bad resolved value": {telemetryBase + "otlp_headers = { X = \"${NL}\" }\n", `header "X" has an invalid value`},
+	}
+	env := envMap(map[string]string{"NL": "line\r\nInjected: 1"})
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), env)
+			requireValidation(t, err, tc.want)
+			assert.NotContains(t, err.Error(), "Injected", "values never appear in errors")
+		})
+	}
+}
+
+func TestTelemetryParkedConfigIsNotValidated(t *testing.T) {
+	f, err := Parse([]byte(`
+[telemetry]
+enabled = false
+otlp_endpoint = "not a URL"
+otlp_headers = { Authorization = "${UNSET}" }
+sample_ratio = 2.0
+[telemetry.metrics]
+disabled = ["bae.typo"]
+`), noEnv)
+	require.NoError(t, err)
+	assert.False(t, f.Telemetry.Enabled)
+	assert.Equal(t, "not a URL", f.Telemetry.OTLPEndpoint)
+	assert.Equal(t, 2.0, f.Telemetry.SampleRatio)
+}
+
+func TestMetricNamesIsClosedSetCopy(t *testing.T) {
+	names := MetricNames()
+	assert.Len(t, names, 15)
+	assert.Contains(t, names, "bae.events.total")
+	names[0] = "mutated"
+	assert.Equal(t, "bae.sessions.open", MetricNames()[0], "callers cannot mutate the set")
+}
+
+func TestNilFileHelpers(t *testing.T) {
+	var f *File
+	_, ok := f.Provider("x")
+	assert.False(t, ok)
+	_, ok = f.MCPServer("x")
+	assert.False(t, ok)
+	assert.Equal(t, []MCPServer{}, f.SortedMCPServers())
+	assert.Equal(t, []ProviderEntry{}, f.SortedProviders())
+	assert.Equal(t, DefaultTelemetry(), f.TelemetryConfig())
+}

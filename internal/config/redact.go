@@ -1,0 +1,158 @@
+package config
+
+// Redacted replaces every secret-bearing value in admin views. It has a
+// fixed length so a secret's length never leaks.
+const Redacted = "••••••••"
+
+// MCPServerSummary is one item of GET /admin/v1/mcp-servers.
+type MCPServerSummary struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+}
+
+// ProviderSummary is one item of GET /admin/v1/providers; it never carries
+// the auth token.
+type ProviderSummary struct {
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	BaseURL  string `json:"base_url"`
+}
+
+// ConfigSnapshot is the body of GET /admin/v1/config.
+type ConfigSnapshot struct {
+	MCP       MCPSnapshot       `json:"mcp"`
+	Providers ProvidersSnapshot `json:"providers"`
+	Telemetry TelemetrySnapshot `json:"telemetry"`
+}
+
+// MCPSnapshot is the "mcp" object of ConfigSnapshot.
+type MCPSnapshot struct {
+	Servers []MCPServerSnapshot `json:"servers"`
+}
+
+// MCPServerSnapshot shows an MCP server in full except header values.
+type MCPServerSnapshot struct {
+	Name      string            `json:"name"`
+	Transport string            `json:"transport"`
+	Command   *string           `json:"command"`
+	Args      []string          `json:"args"`
+	URL       *string           `json:"url"`
+	Headers   map[string]string `json:"headers"`
+}
+
+// ProvidersSnapshot is the "providers" object of ConfigSnapshot.
+type ProvidersSnapshot struct {
+	Entries []ProviderSnapshot `json:"entries"`
+}
+
+// ProviderSnapshot is a provider entry with its auth token masked.
+type ProviderSnapshot struct {
+	Name      string `json:"name"`
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	BaseURL   string `json:"base_url"`
+	AuthToken string `json:"auth_token"`
+}
+
+// TelemetrySnapshot mirrors [telemetry] with otlp_headers values masked.
+type TelemetrySnapshot struct {
+	Enabled      bool              `json:"enabled"`
+	OTLPEndpoint *string           `json:"otlp_endpoint"`
+	OTLPHeaders  map[string]string `json:"otlp_headers"`
+	SampleRatio  float64           `json:"sample_ratio"`
+	ServiceName  string            `json:"service_name"`
+	Traces       EnabledSnapshot   `json:"traces"`
+	Metrics      MetricsSnapshot   `json:"metrics"`
+}
+
+// EnabledSnapshot is {"enabled": bool}.
+type EnabledSnapshot struct {
+	Enabled bool `json:"enabled"`
+}
+
+// MetricsSnapshot is the "metrics" object of TelemetrySnapshot.
+type MetricsSnapshot struct {
+	Enabled  bool     `json:"enabled"`
+	Disabled []string `json:"disabled"`
+}
+
+// MCPServersView lists MCP servers by name with only name and transport:
+// command, args, url and headers may carry secrets.
+func (f *File) MCPServersView() []MCPServerSummary {
+	servers := f.SortedMCPServers()
+	out := make([]MCPServerSummary, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, MCPServerSummary{Name: s.Name, Transport: s.Transport})
+	}
+	return out
+}
+
+// ProvidersView lists providers by name with their effective base URL.
+func (f *File) ProvidersView() []ProviderSummary {
+	entries := f.SortedProviders()
+	out := make([]ProviderSummary, 0, len(entries))
+	for _, p := range entries {
+		out = append(out, ProviderSummary{Name: p.Name, Provider: p.Kind, Model: p.Model, BaseURL: p.EffectiveBaseURL()})
+	}
+	return out
+}
+
+// ConfigView is the full startup snapshot with every secret-bearing value
+// (MCP header values, auth tokens, OTLP header values) masked regardless of
+// its content, so a literal secret cannot slip through. Keys are kept.
+func (f *File) ConfigView() ConfigSnapshot {
+	snap := ConfigSnapshot{
+		MCP:       MCPSnapshot{Servers: []MCPServerSnapshot{}},
+		Providers: ProvidersSnapshot{Entries: []ProviderSnapshot{}},
+	}
+	for _, s := range f.SortedMCPServers() {
+		args := s.Args
+		if args == nil {
+			args = []string{}
+		}
+		snap.MCP.Servers = append(snap.MCP.Servers, MCPServerSnapshot{
+			Name: s.Name, Transport: s.Transport,
+			Command: nullIfEmpty(s.Command), Args: args, URL: nullIfEmpty(s.URL),
+			Headers: redactValues(s.Headers),
+		})
+	}
+	for _, p := range f.SortedProviders() {
+		snap.Providers.Entries = append(snap.Providers.Entries, ProviderSnapshot{
+			Name: p.Name, Provider: p.Kind, Model: p.Model,
+			BaseURL: p.EffectiveBaseURL(), AuthToken: Redacted,
+		})
+	}
+	t := f.TelemetryConfig()
+	disabled := t.Metrics.Disabled
+	if disabled == nil {
+		disabled = []string{}
+	}
+	snap.Telemetry = TelemetrySnapshot{
+		Enabled:      t.Enabled,
+		OTLPEndpoint: nullIfEmpty(t.OTLPEndpoint),
+		OTLPHeaders:  redactValues(t.OTLPHeaders),
+		SampleRatio:  t.SampleRatio,
+		ServiceName:  t.EffectiveServiceName(),
+		Traces:       EnabledSnapshot{Enabled: t.Traces.Enabled},
+		Metrics:      MetricsSnapshot{Enabled: t.Metrics.Enabled, Disabled: disabled},
+	}
+	return snap
+}
+
+// redactValues keeps the keys and masks every value, empty ones included,
+// so "set but empty" looks like "set". encoding/json sorts map keys.
+func redactValues(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = Redacted
+	}
+	return out
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,155 @@
+package fakeprovider
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// toolInput marshals a ToolUseSpec input; nil means {}.
+func toolInput(in any) (json.RawMessage, error) {
+	if in == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("marshal tool input: %w", err)
+	}
+	return b, nil
+}
+
+func toolID(rec Recorded, i int, spec ToolUseSpec) string {
+	if spec.ID != "" {
+		return spec.ID
+	}
+	return fmt.Sprintf("toolu_fake_%d_%d", rec.Seq, i)
+}
+
+func stopReason(reply Reply) string {
+	switch {
+	case reply.StopReason != "":
+		return reply.StopReason
+	case len(reply.ToolUses) > 0:
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+// tokens is a plausible, deterministic usage figure (about 4 bytes a token).
+func tokens(rec Recorded, reply Reply) (in, out int) {
+	return len(rec.RawBody)/4 + 1, len(reply.Text)/4 + len(reply.ToolUses) + 1
+}
+
+// anthropicBody renders a Messages API response.
+func anthropicBody(rec Recorded, reply Reply) (map[string]any, error) {
+	content := []any{}
+	if reply.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": reply.Text})
+	}
+	for i, spec := range reply.ToolUses {
+		input, err := toolInput(spec.Input)
+		if err != nil {
+			return nil, err
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": toolID(rec, i, spec), "name": spec.Name, "input": input})
+	}
+	in, out := tokens(rec, reply)
+	return map[string]any{
+		"id":            fmt.Sprintf("msg_fake_%d", rec.Seq),
+		"type":          "message",
+		"role":          "assistant",
+		"model":         rec.Model(),
+		"content":       content,
+		"stop_reason":   stopReason(reply),
+		"stop_sequence": nil,
+		"usage":         map[string]any{"input_tokens": in, "output_tokens": out},
+	}, nil
+}
+
+// openAIBody renders a Chat Completions response.
+func openAIBody(rec Recorded, reply Reply) (map[string]any, error) {
+	message := map[string]any{"role": "assistant", "content": nil}
+	if reply.Text != "" {
+		message["content"] = reply.Text
+	}
+	if len(reply.ToolUses) > 0 {
+		calls := make([]any, 0, len(reply.ToolUses))
+		for i, spec := range reply.ToolUses {
+			input, err := toolInput(spec.Input)
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, map[string]any{
+				"id": toolID(rec, i, spec), "type": "function",
+				"function": map[string]any{"name": spec.Name, "arguments": string(input)},
+			})
+		}
+		message["tool_calls"] = calls
+	}
+	finish := stopReason(reply)
+	switch finish {
+	case "tool_use":
+		finish = "tool_calls"
+	case "end_turn":
+		finish = "stop"
+	}
+	in, out := tokens(rec, reply)
+	return map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-fake-%d", rec.Seq),
+		"object":  "chat.completion",
+		"created": time.Now().Unix(),
+		"model":   rec.Model(),
+		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
+	}, nil
+}
+
+// writeError renders an error in the endpoint's own shape; both carry the
+// message at error.message.
+func writeError(w http.ResponseWriter, format Format, status int, message string) {
+	if message == "" {
+		message = http.StatusText(status)
+	}
+	if format == OpenAI {
+		writeJSON(w, status, map[string]any{"error": map[string]any{
+			"message": message, "type": openAIErrorType(status), "param": nil, "code": nil,
+		}})
+		return
+	}
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{
+		"type": anthropicErrorType(status), "message": message,
+	}})
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_exceeded"
+	case status == http.StatusUnauthorized:
+		return "invalid_api_key"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}

@@ -1,0 +1,163 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Transport names accepted in ServerConfig.Transport.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// conn is one initialized MCP client connection.
+type conn struct {
+	server    string
+	transport string
+	client    *client.Client
+	// cancel ends the lifetime context the transport was started with (the
+	// SSE event stream, the streamable-HTTP listener, stdio's handler context).
+	cancel context.CancelFunc
+	// cmd is the stdio subprocess; nil for the HTTP transports. Written once
+	// by the command factory during Start, read only afterwards.
+	cmd *exec.Cmd
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// close terminates the connection; a stdio subprocess is terminated and
+// reaped. It is idempotent and returns the first close's error, which for
+// stdio is the process's wait status (an *exec.ExitError when it failed).
+func (c *conn) close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.client.Close()
+		c.cancel()
+		killProcessGroup(c.cmd)
+	})
+	return c.closeErr
+}
+
+// pid is the stdio subprocess id, or 0.
+func (c *conn) pid() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// dial opens the transport named by cfg and runs the initialize handshake,
+// all within ConnectTimeout. On failure nothing is left running.
+func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
+	// The transport outlives this call, so it must not be started with ctx:
+	// stdio would otherwise tie the process, and SSE its event stream, to the
+	// caller's request.
+	lifeCtx, cancel := context.WithCancel(context.Background())
+	c := &conn{server: cfg.Name, transport: cfg.Transport, cancel: cancel}
+	tr, err := m.newTransport(cfg, c)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// Pin the initialize handshake: the stateless 2026-07-28 probe costs a
+	// round trip (or a timeout) against the many servers that predate it,
+	// and every current server still accepts initialize.
+	c.client = client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+
+	initCtx, cancelInit := context.WithTimeout(ctx, m.connectTimeout)
+	defer cancelInit()
+
+	// Start blocks for SSE (waiting for the endpoint event) but only honours
+	// the lifetime context, so abort it when the connect deadline passes.
+	stop := context.AfterFunc(initCtx, cancel)
+	err = c.client.Start(lifeCtx)
+	if !stop() {
+		err = errors.Join(err, initCtx.Err())
+	}
+	if err != nil {
+		_ = c.close()
+		return nil, fmt.Errorf("start %s transport: %w", cfg.Transport, err)
+	}
+
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	req.Params.ClientInfo = m.clientInfo
+	if _, err := c.client.Initialize(initCtx, req); err != nil {
+		_ = c.close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return c, nil
+}
+
+// newTransport builds the (unstarted) transport for cfg, resolving ${VAR}
+// tokens now so resolved secrets live only inside the transport.
+func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, error) {
+	switch cfg.Transport {
+	case TransportStdio:
+		if cfg.Command == "" {
+			return nil, errors.New("stdio transport requires a command")
+		}
+		command, err := resolveEnvTokens(cfg.Command, m.env)
+		if err != nil {
+			return nil, fmt.Errorf("resolve command: %w", err)
+		}
+		args := make([]string, len(cfg.Args))
+		for i, a := range cfg.Args {
+			if args[i], err = resolveEnvTokens(a, m.env); err != nil {
+				return nil, fmt.Errorf("resolve argument %d: %w", i, err)
+			}
+		}
+		factory := func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			// No CommandContext: the process lives until close, not until
+			// some context ends.
+			cmd := exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), env...)
+			setProcessGroup(cmd)
+			c.cmd = cmd
+			return cmd, nil
+		}
+		return transport.NewStdioWithOptions(command, nil, args,
+			transport.WithCommandFunc(factory),
+			transport.WithCommandLogger(m.log),
+		), nil
+
+	case TransportHTTP, TransportSSE:
+		if cfg.URL == "" {
+			return nil, fmt.Errorf("%s transport requires a url", cfg.Transport)
+		}
+		headers := make(map[string]string, len(cfg.Headers))
+		for k, v := range cfg.Headers {
+			resolved, err := resolveEnvTokens(v, m.env)
+			if err != nil {
+				return nil, fmt.Errorf("resolve header %q: %w", k, err)
+			}
+			headers[k] = resolved
+		}
+		if cfg.Transport == TransportHTTP {
+			return transport.NewStreamableHTTP(cfg.URL,
+				transport.WithHTTPHeaders(headers),
+				transport.WithHTTPLogger(m.log),
+			)
+		}
+		return transport.NewSSE(cfg.URL,
+			transport.WithHeaders(headers),
+			transport.WithSSELogger(m.log),
+			transport.WithEndpointTimeout(m.connectTimeout),
+			// The SSE transport has its own 60s reply cap; align it with ours.
+			transport.WithResponseTimeout(m.callTimeout),
+		)
+
+	default:
+		return nil, fmt.Errorf("unsupported transport %q", cfg.Transport)
+	}
+}

@@ -1,0 +1,180 @@
+package sandbox
+
+// Test support. Nothing in this file is used by the server: it lives outside
+// _test.go files only so that other packages' tests can build a real sandbox
+// image on machines that cannot pull from any registry.
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	imagetypes "github.com/docker/docker/api/types/image"
+)
+
+// busyboxApplets lists the applets given a /bin symlink in the test image: a
+// shell plus the usual tools commands and the driver's exec kill script use.
+func busyboxApplets() []string {
+	return []string{
+		"sh", "ash", "sleep", "echo", "cat", "ls", "env", "true", "false",
+		"printf", "grep", "tr", "kill", "ps", "head", "tail", "wc", "sed",
+		"awk", "cut", "sort", "uniq", "test", "[", "mkdir", "rm", "cp", "mv",
+		"touch", "id", "pwd", "date", "uname", "yes", "dd", "seq", "xargs",
+		"which", "hostname", "chmod", "ln", "stat", "tee",
+	}
+}
+
+// BuildBusyboxImage (test support) imports a tiny image tagged tag from the
+// host's static busybox, without pulling anything: /bin/busybox with applet
+// symlinks, /tmp, and a minimal /etc/passwd and /etc/group.
+func BuildBusyboxImage(ctx context.Context, tag string) error {
+	// Where busybox-static installs its binary.
+	bin, err := findStaticBusybox("/bin/busybox", "/usr/bin/busybox")
+	if err != nil {
+		return err
+	}
+	rootfs, err := busyboxRootfs(bin)
+	if err != nil {
+		return fmt.Errorf("build busybox image %s: %w", tag, err)
+	}
+	cli, err := newDockerClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rc, err := cli.ImageImport(ctx,
+		imagetypes.ImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"},
+		tag,
+		imagetypes.ImportOptions{Changes: []string{
+			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			`CMD ["/bin/sh"]`,
+		}},
+	)
+	if err != nil {
+		return fmt.Errorf("import busybox image %s: %w", tag, err)
+	}
+	defer rc.Close()
+	if err := drainProgress(rc); err != nil {
+		return fmt.Errorf("import busybox image %s: %w", tag, err)
+	}
+	return nil
+}
+
+// findStaticBusybox returns the first statically linked busybox found: the
+// image has no libc, so a dynamically linked one would not run in it.
+func findStaticBusybox(paths ...string) ([]byte, error) {
+	var errs []error
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := requireStatic(data); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("no static busybox found (run `apt-get install -y busybox-static`): %w", errors.Join(errs...))
+}
+
+func requireStatic(data []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not an ELF binary: %w", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked")
+		}
+	}
+	return nil
+}
+
+// busyboxRootfs returns the image's root filesystem as an uncompressed tar.
+func busyboxRootfs(busybox []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// A fixed timestamp keeps the tar (hence the layer) reproducible.
+	mtime := time.Unix(0, 0)
+	add := func(h *tar.Header, body []byte) error {
+		h.ModTime = mtime
+		h.Uname, h.Gname = "root", "root"
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := tw.Write(body)
+		return err
+	}
+	dir := func(name string, mode int64) error {
+		return add(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode}, nil)
+	}
+	file := func(name string, mode int64, body []byte) error {
+		return add(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(body))}, body)
+	}
+	steps := []func() error{
+		func() error { return dir("bin/", 0o755) },
+		func() error { return dir("etc/", 0o755) },
+		func() error { return dir("root/", 0o700) },
+		func() error { return dir("tmp/", 0o1777) },
+		func() error { return dir("proc/", 0o555) },
+		func() error { return dir("dev/", 0o755) },
+		func() error { return dir("sys/", 0o555) },
+		func() error { return file("bin/busybox", 0o755, busybox) },
+		func() error {
+			return file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
+		},
+		func() error { return file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	for _, applet := range busyboxApplets() {
+		if err := add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// RemoveImage (test support) force-removes image tag; a missing image is
+// not an error.
+func RemoveImage(ctx context.Context, tag string) error {
+	cli, err := newDockerClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.ImageRemove(ctx, tag, imagetypes.RemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove image %s: %w", tag, err)
+	}
+	return nil
+}
+
+// EngineAvailable (test support) pings the engine named by the environment,
+// so tests can skip when none is reachable.
+func EngineAvailable(ctx context.Context) error {
+	cli, err := newDockerClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if _, err := cli.Ping(ctx); err != nil {
+		return fmt.Errorf("ping docker engine: %w", err)
+	}
+	return nil
+}

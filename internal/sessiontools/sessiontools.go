@@ -1,0 +1,268 @@
+// Package sessiontools serves the RPC methods that act on a session's
+// server-side resources outside a turn: the remote sandbox lifecycle and
+// remote subagent cancellation. It also releases those resources when a
+// session ends.
+package sessiontools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/bae-go/bae-go/activities"
+	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// Labels put on every remote sandbox container.
+const (
+	LabelSession = "bae.session"
+	LabelManaged = "bae.managed"
+)
+
+// SubagentCanceller cancels a tracked remote subagent.
+type SubagentCanceller interface {
+	// Cancel returns wasRunning, or found=false for an unknown id.
+	Cancel(ctx context.Context, sessionID, clientKeyID, subagentID string) (found, wasRunning bool, err error)
+}
+
+// Service implements api.SessionTools and activities.Cleaner.
+type Service struct {
+	Store       *store.Store
+	Driver      sandbox.Driver
+	Provisioner *sandbox.Provisioner
+	Subagents   SubagentCanceller
+	Log         *slog.Logger
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+// SandboxAvailability implements api.SessionTools.
+func (s *Service) SandboxAvailability(ctx context.Context, p store.Profile) []map[string]any {
+	if len(p.AvailableSandboxes) == 0 || s.Provisioner == nil {
+		return nil
+	}
+	out := []map[string]any{}
+	for _, st := range s.Provisioner.Images(p.ID, p.AvailableSandboxes) {
+		e := map[string]any{"name": st.Name, "status": st.Status}
+		if st.Status == "error" {
+			e["detail"] = st.Detail
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Call implements api.SessionTools.
+func (s *Service) Call(ctx context.Context, sess store.Session, clientKeyID, method string, params json.RawMessage) (any, error) {
+	var p map[string]any
+	_ = json.Unmarshal(params, &p)
+	switch method {
+	case "session.startRemoteSandbox":
+		return s.start(ctx, sess, clientKeyID, p)
+	case "session.stopRemoteSandbox":
+		return s.stop(ctx, sess.ID, clientKeyID)
+	case "session.execRemoteSandbox":
+		return s.exec(ctx, sess.ID, clientKeyID, p)
+	case "session.cancelSubagent":
+		return s.cancelSubagent(ctx, sess.ID, clientKeyID, p)
+	}
+	return nil, api.NewRPCError(-32601, "Method not found: %s", method)
+}
+
+func (s *Service) event(ctx context.Context, sessionID, clientKeyID, typ string, payload map[string]any) *store.Event {
+	evs, err := s.Store.AppendEvents(ctx, sessionID, store.NewEvent{ClientKeyID: clientKeyID, Type: typ, Payload: payload})
+	if err != nil {
+		s.log().Error("log sandbox event", "type", typ, "err", err)
+		return nil
+	}
+	return &evs[0]
+}
+
+func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID string, p map[string]any) (any, error) {
+	current, err := s.Store.GetSession(ctx, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	if current.State != store.StateOpen {
+		return nil, api.NewRPCError(-32000, "session is %s, not open", current.State)
+	}
+	image, _ := p["image"].(string)
+	if strings.TrimSpace(image) == "" {
+		return nil, api.NewRPCError(-32602, `Invalid params: missing "image"`)
+	}
+	profile, err := s.Store.GetProfile(ctx, sess.ProfileID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, api.NewRPCError(-32000, "profile_unavailable: the profile bound to this session is no longer available")
+	}
+	if err != nil {
+		return nil, err
+	}
+	allowed := false
+	for _, img := range profile.AvailableSandboxes {
+		allowed = allowed || img == image
+	}
+	if !allowed {
+		return nil, api.NewRPCError(-32011, "sandbox_image_not_allowed: image %q is not in this session profile's available_sandboxes", image)
+	}
+	// Claim the session's single sandbox slot atomically (replicas race).
+	if err := s.Store.SetSandbox(ctx, sess.ID, &store.SandboxState{Image: image}, true); errors.Is(err, store.ErrSandboxBusy) {
+		return nil, api.NewRPCError(-32000, "a remote sandbox is already running for this session; call session.stopRemoteSandbox first")
+	} else if err != nil {
+		return nil, err
+	}
+	s.event(ctx, sess.ID, clientKeyID, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"})
+	h, serr := s.startContainer(ctx, sess.ID, image)
+	if serr != nil {
+		_ = s.Store.SetSandbox(context.WithoutCancel(ctx), sess.ID, nil, false)
+		s.event(ctx, sess.ID, clientKeyID, "session.sandbox.error", map[string]any{"image": image, "phase": "start", "detail": serr.Error(), "dispatch": "remote"})
+		return nil, api.NewRPCError(-32012, "sandbox_start_failed: %s", serr.Error())
+	}
+	if err := s.Store.SetSandbox(ctx, sess.ID, &store.SandboxState{ID: h.ID, Image: image}, false); err != nil {
+		_ = s.Driver.Stop(context.WithoutCancel(ctx), h.ID)
+		return nil, err
+	}
+	var startedAt any
+	if ev := s.event(ctx, sess.ID, clientKeyID, "session.sandbox.running", map[string]any{"image": image, "sandbox_id": h.ID, "dispatch": "remote"}); ev != nil {
+		startedAt = store.FormatTime(ev.CreatedAt)
+	}
+	return map[string]any{"sandbox_id": h.ID, "image": image, "started_at": startedAt}, nil
+}
+
+func (s *Service) startContainer(ctx context.Context, sessionID, image string) (sandbox.Handle, error) {
+	if s.Driver == nil {
+		return sandbox.Handle{}, errors.New("no sandbox driver is configured on this server")
+	}
+	if err := s.Driver.EnsureImage(ctx, image); err != nil {
+		return sandbox.Handle{}, err
+	}
+	return s.Driver.Start(ctx, image, map[string]string{LabelSession: sessionID, LabelManaged: "true"})
+}
+
+// running returns the session's started sandbox or nil.
+func (s *Service) running(ctx context.Context, sessionID string) (*store.SandboxState, error) {
+	sb, err := s.Store.Sandbox(ctx, sessionID)
+	if err != nil || sb == nil || sb.ID == "" {
+		return nil, err
+	}
+	return sb, nil
+}
+
+func (s *Service) stop(ctx context.Context, sessionID, clientKeyID string) (any, error) {
+	res, err := s.StopSandbox(ctx, sessionID, clientKeyID, "explicit")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.notRunning:
+		return nil, api.NewRPCError(-32013, "sandbox_not_running: no remote sandbox is running for this session")
+	case res.failed != "":
+		return nil, api.NewRPCError(-32000, "sandbox stop failed: %s", res.failed)
+	}
+	return map[string]any{"stopped": true, "image": res.image, "sandbox_id": res.id}, nil
+}
+
+type stopResult struct {
+	notRunning bool
+	image, id  string
+	failed     string
+}
+
+// StopSandbox is the single stop path shared by stopRemoteSandbox and
+// session end. The handle is removed from state before the driver call, so a
+// failed stop never leaves a sandbox others could still exec against.
+func (s *Service) StopSandbox(ctx context.Context, sessionID, clientKeyID, reason string) (stopResult, error) {
+	sb, err := s.running(ctx, sessionID)
+	if err != nil {
+		return stopResult{}, err
+	}
+	if sb == nil {
+		return stopResult{notRunning: true}, nil
+	}
+	if err := s.Store.SetSandbox(ctx, sessionID, nil, false); err != nil {
+		return stopResult{}, err
+	}
+	payload := map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "reason": reason, "dispatch": "remote"}
+	s.event(ctx, sessionID, clientKeyID, "session.sandbox.stop", payload)
+	var derr error
+	if s.Driver == nil {
+		derr = errors.New("no sandbox driver is configured on this server")
+	} else {
+		derr = s.Driver.Stop(ctx, sb.ID)
+	}
+	if derr != nil {
+		s.event(ctx, sessionID, clientKeyID, "session.sandbox.error", map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "phase": "stop", "detail": derr.Error(), "dispatch": "remote"})
+		return stopResult{image: sb.Image, id: sb.ID, failed: derr.Error()}, nil
+	}
+	s.event(ctx, sessionID, clientKeyID, "session.sandbox.stopped", payload)
+	return stopResult{image: sb.Image, id: sb.ID}, nil
+}
+
+func (s *Service) exec(ctx context.Context, sessionID, clientKeyID string, p map[string]any) (any, error) {
+	command, ok := p["command"].(string)
+	if !ok {
+		return nil, api.NewRPCError(-32602, `Invalid params: missing "command"`)
+	}
+	sb, err := s.running(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if sb == nil || s.Driver == nil {
+		return nil, api.NewRPCError(-32013, "sandbox_not_running: no remote sandbox is running for this session")
+	}
+	r, xerr := s.Driver.Exec(ctx, sb.ID, command, nil)
+	if xerr != nil {
+		s.event(ctx, sessionID, clientKeyID, "session.sandbox.error", map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "phase": "exec", "detail": xerr.Error(), "dispatch": "remote"})
+		return nil, api.NewRPCError(-32000, "sandbox exec failed: %s", xerr.Error())
+	}
+	return map[string]any{"stdout": r.Stdout, "stderr": r.Stderr, "exit_code": r.ExitCode}, nil
+}
+
+func (s *Service) cancelSubagent(ctx context.Context, sessionID, clientKeyID string, p map[string]any) (any, error) {
+	id, ok := p["subagent_id"].(string)
+	if !ok || strings.TrimSpace(id) == "" {
+		return nil, api.NewRPCError(-32602, `Invalid params: "subagent_id" must be a non-empty string`)
+	}
+	if s.Subagents == nil {
+		return nil, api.NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", id)
+	}
+	found, wasRunning, err := s.Subagents.Cancel(ctx, sessionID, clientKeyID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, api.NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", id)
+	}
+	return map[string]any{"cancelled": true, "subagent_id": id, "was_running": wasRunning}, nil
+}
+
+// CleanupSession implements activities.Cleaner: stop the remote sandbox
+// with reason session_close.
+func (s *Service) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
+	if _, err := s.StopSandbox(ctx, in.SessionID, in.ClientKeyID, "session_close"); err != nil {
+		return fmt.Errorf("stop sandbox of %s: %w", in.SessionID, err)
+	}
+	return nil
+}
+
+// Execer implements activities.SandboxExecer for in-turn Auto-mode tools.
+type Execer struct{ Driver sandbox.Driver }
+
+// Exec runs command in the sandbox container.
+func (e Execer) Exec(ctx context.Context, sandboxID, command string) (activities.ExecResult, error) {
+	r, err := e.Driver.Exec(ctx, sandboxID, command, nil)
+	if err != nil {
+		return activities.ExecResult{}, err
+	}
+	return activities.ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode}, nil
+}

@@ -1,0 +1,210 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Hooks are optional callbacks at each point of the Send loop. A non-nil
+// error from any hook aborts Send with a *HookError. Per iteration they run
+// in this order: BeforeSend, OnEvent (per live notification), AfterReceive,
+// then for each of this client's tool calls BeforeToolCall, the handler,
+// AfterToolCall.
+type Hooks struct {
+	// BeforeSend sees the outgoing user turn; changes are sent.
+	BeforeSend func(ctx context.Context, m *Message) error
+	// AfterReceive sees the complete assistant turn, including tool_use
+	// blocks the server dispatched itself.
+	AfterReceive func(ctx context.Context, m *Message) error
+	// BeforeToolCall sees a tool_use this client is about to run; changes to
+	// its Input reach the handler.
+	BeforeToolCall func(ctx context.Context, call *ToolUse) error
+	// AfterToolCall sees the result about to be sent back; changes are sent.
+	AfterToolCall func(ctx context.Context, call ToolUse, result *ToolResult) error
+	// OnEvent sees each live session.event notification on this Session's
+	// /rpc calls (the server does not echo this client's own
+	// client.message.send and client tool.result events).
+	OnEvent func(ctx context.Context, e Event) error
+}
+
+// Tracer scope and span names shared with the other BAE SDKs.
+const (
+	tracerName   = "bae.client"
+	spanSend     = "bae.client.send"
+	spanTool     = "bae.client.tool"
+	methodSendMs = "session.sendMessage"
+)
+
+func tracer() trace.Tracer { return otel.Tracer(tracerName) }
+
+// sendResult is session.sendMessage's terminal result.
+type sendResult struct {
+	Message Message `json:"message"`
+	Events  []Event `json:"events"`
+}
+
+// Send sends a user turn — a string, a Block, a []Block or a Message — and
+// runs the tool-call loop until the assistant answers without asking for
+// one of this client's tools. It returns that final assistant turn.
+//
+// Tool calls tagged dispatch "client" (or, from servers that predate the
+// tag, naming a tool this client registered) are run by their handlers;
+// all others were answered by the server and are left alone. When every
+// provider failed, Send returns a *ProvidersFailedError; JSON-RPC errors
+// come back as *RPCError and REST-level failures as *ProblemError.
+//
+// If ctx is cancelled Send returns ctx.Err() promptly. A turn abandoned
+// while paused for a tool stays paused server-side until BAE_TURN_TIMEOUT;
+// the next Send of a plain message abandons it at once.
+func (s *Session) Send(ctx context.Context, content any) (*Message, error) {
+	msg, err := userMessage(content)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case s.sendSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.sendSem }()
+
+	for iteration := 0; ; iteration++ {
+		reply, next, err := s.sendOnce(ctx, msg, iteration)
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		if next == nil {
+			return reply, nil
+		}
+		msg = *next
+	}
+}
+
+// sendOnce is one round trip: send, read the stream, run our tools. next is
+// nil when the loop is over.
+func (s *Session) sendOnce(ctx context.Context, msg Message, iteration int) (reply, next *Message, err error) {
+	ctx, span := tracer().Start(ctx, spanSend, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("bae.session.id", s.ID),
+		attribute.String("bae.rpc.method", methodSendMs),
+		attribute.Int("bae.client.iteration", iteration),
+	))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "send failed")
+		}
+		span.End()
+	}()
+
+	if h := s.hooks.BeforeSend; h != nil {
+		if err := h(ctx, &msg); err != nil {
+			return nil, nil, &HookError{Hook: "BeforeSend", Err: err}
+		}
+	}
+	raw, err := s.rpc(ctx, methodSendMs, map[string]any{"message": wireMessage(msg)})
+	if err != nil {
+		return nil, nil, err
+	}
+	var res sendResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, nil, fmt.Errorf("bae: %s: decode result: %w", methodSendMs, err)
+	}
+	if n := len(res.Events); n > 0 {
+		s.noteEvent(res.Events[n-1].ID)
+	}
+	for _, e := range res.Events {
+		if e.reason() == ReasonAllProvidersFailed {
+			return nil, nil, &ProvidersFailedError{Message: &res.Message, Events: res.Events}
+		}
+	}
+	reply = &res.Message
+	if h := s.hooks.AfterReceive; h != nil {
+		if err := h(ctx, reply); err != nil {
+			return nil, nil, &HookError{Hook: "AfterReceive", Err: err}
+		}
+	}
+	var results []Block
+	for _, use := range reply.ToolUses() {
+		if !s.ours(use) {
+			continue // informational: the server already answered it
+		}
+		r, err := s.runTool(ctx, use)
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return reply, nil, nil
+	}
+	return reply, &Message{Role: RoleUser, Content: results}, nil
+}
+
+// ours decides whether this client must execute a tool_use block.
+func (s *Session) ours(use ToolUse) bool {
+	if use.Dispatch != "" {
+		return use.Dispatch == DispatchClient
+	}
+	_, ok := s.handler(use.Name)
+	return ok
+}
+
+// runTool runs one of our tool calls. Handler failures become is_error
+// results; only hook errors and cancellation abort the loop.
+func (s *Session) runTool(ctx context.Context, use ToolUse) (_ ToolResult, err error) {
+	ctx, span := tracer().Start(ctx, spanTool, trace.WithAttributes(
+		attribute.String("bae.tool.name", use.Name),
+		attribute.String("bae.tool.dispatch", string(DispatchClient)),
+	))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "tool dispatch failed")
+		}
+		span.End()
+	}()
+
+	if h := s.hooks.BeforeToolCall; h != nil {
+		if err := h(ctx, &use); err != nil {
+			return ToolResult{}, &HookError{Hook: "BeforeToolCall", Err: err}
+		}
+	}
+	result := ToolResult{ToolUseID: use.ID}
+	input := use.Input
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	var herr error
+	if tool, ok := s.handler(use.Name); !ok {
+		// dispatch "client" for a tool we cannot run: answer it so the
+		// paused turn can resume instead of waiting for the timeout.
+		herr = fmt.Errorf("no handler registered for tool %q", use.Name)
+	} else {
+		out, err := tool.Handler(ContextWithSession(ctx, s), input)
+		if cerr := ctx.Err(); cerr != nil {
+			return ToolResult{}, cerr
+		}
+		if err == nil {
+			result.Content, err = toContent(out)
+		}
+		herr = err
+	}
+	if herr != nil {
+		s.Logger().DebugContext(ctx, "bae: tool failed", "tool", use.Name, "err", herr)
+		span.SetStatus(codes.Error, "tool returned an error")
+		result = ToolResult{ToolUseID: use.ID, Content: []Block{Text{Text: herr.Error()}}, IsError: true}
+	}
+	if h := s.hooks.AfterToolCall; h != nil {
+		if err := h(ctx, use, &result); err != nil {
+			return ToolResult{}, &HookError{Hook: "AfterToolCall", Err: err}
+		}
+	}
+	return result, nil
+}
+
