@@ -86,7 +86,9 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		if !errors.As(err, &ce) {
 			ce = &provider.CallError{Detail: err.Error(), Retryable: true}
 		}
-		if ce.Retryable && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
+		// Only transport failures are retried in place; an HTTP error from
+		// the provider is its answer, logged once, and the walk moves on.
+		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %s", in.Provider, ce.Detail)
 		}
 		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)

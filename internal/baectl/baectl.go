@@ -55,12 +55,12 @@ func (e *invocation) admin() (*adminClient, error) {
 		return e.client, nil
 	}
 	base, display := resolveAddr(e.global.adminAddr, e.env)
-	token, err := resolveToken(e.global, e.env)
+	token, source, err := resolveToken(e.global, e.env)
 	if err != nil {
 		return nil, err
 	}
 	e.client = &adminClient{
-		conn: connection{baseURL: base, display: display, token: token, defaultKeyPath: defaultKeyFile(e.env)},
+		conn: connection{baseURL: base, display: display, token: token, source: source, defaultKeyPath: defaultKeyFile(e.env)},
 		http: &http.Client{},
 		log:  e.log,
 	}

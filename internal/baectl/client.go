@@ -48,6 +48,7 @@ type connection struct {
 	baseURL string // scheme://host:port, no trailing slash
 	display string // what the operator typed (or the default), for messages
 	token   string // empty: send no Authorization header
+	source  string // where token came from, for 401 messages
 	// defaultKeyPath is the probed default key file, named in 401 guidance.
 	defaultKeyPath string
 }
@@ -80,37 +81,39 @@ func defaultKeyFile(env LookupEnv) string {
 }
 
 // resolveToken applies --admin-token > BAE_ADMIN_TOKEN > --admin-key-file >
-// BAE_ADMIN_KEY_FILE > the default key file. An explicitly named file that
-// cannot be read is an error; a missing default file just means no token.
-func resolveToken(g globalOpts, env LookupEnv) (string, error) {
+// BAE_ADMIN_KEY_FILE > the default key file, and names where the token came
+// from. An explicitly named file that cannot be read is an error; a missing
+// default file just means no token.
+func resolveToken(g globalOpts, env LookupEnv) (token, source string, err error) {
 	if t := strings.TrimSpace(g.adminToken); t != "" {
-		return t, nil
+		return t, "--admin-token", nil
 	}
 	if t := env.get("BAE_ADMIN_TOKEN"); t != "" {
-		return t, nil
+		return t, "BAE_ADMIN_TOKEN", nil
 	}
-	explicit, source := strings.TrimSpace(g.adminKeyFile), "--admin-key-file"
+	explicit, from := strings.TrimSpace(g.adminKeyFile), "--admin-key-file"
 	if explicit == "" {
-		explicit, source = env.get("BAE_ADMIN_KEY_FILE"), "BAE_ADMIN_KEY_FILE"
+		explicit, from = env.get("BAE_ADMIN_KEY_FILE"), "BAE_ADMIN_KEY_FILE"
 	}
 	if explicit != "" {
 		key, err := adminkey.ReadKeyFile(explicit)
 		if err != nil {
-			return "", fmt.Errorf("read admin key file %s (from %s): %w", explicit, source, err)
+			return "", "", fmt.Errorf("read admin key file %s (from %s): %w", explicit, from, err)
 		}
 		if key == "" {
-			return "", fmt.Errorf("admin key file %s (from %s) is empty", explicit, source)
+			return "", "", fmt.Errorf("admin key file %s (from %s) is empty", explicit, from)
 		}
-		return key, nil
+		return key, from + " " + explicit, nil
 	}
-	key, err := adminkey.ReadKeyFile(defaultKeyFile(env))
+	path := defaultKeyFile(env)
+	key, err := adminkey.ReadKeyFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read default admin key file %s: %w", defaultKeyFile(env), err)
+		return "", "", fmt.Errorf("read default admin key file %s: %w", path, err)
 	}
-	return key, nil
+	return key, "default key file " + path, nil
 }
 
 // adminClient talks to /admin/v1.
@@ -133,7 +136,7 @@ type apiError struct {
 func (e *apiError) Error() string {
 	switch e.Type {
 	case "unauthorized":
-		return unauthorizedGuidance(e.Detail, e.conn.defaultKeyPath)
+		return unauthorizedGuidance(e.Detail, e.conn)
 	case "profile_in_use":
 		return fmt.Sprintf("%s (%d %s)\nrun `baectl list keys` to find the profile's active keys, then `baectl delete key <id>` for each, then retry",
 			e.detail(), e.Status, e.Type)
@@ -164,17 +167,21 @@ func (e *apiError) detail() string {
 	}
 }
 
-func unauthorizedGuidance(detail, defaultPath string) string {
+func unauthorizedGuidance(detail string, conn connection) string {
 	if detail == "" {
 		detail = "no valid admin token was supplied"
 	}
-	return fmt.Sprintf(`admin API rejected the request: %s (401 unauthorized).
+	sent := "no admin token was found"
+	if conn.token != "" {
+		sent = "the token from " + conn.source + " was rejected"
+	}
+	return fmt.Sprintf(`admin API rejected the request: %s (401 unauthorized); %s.
 Provide an admin token in one of these ways (highest precedence first):
   1. --admin-token <token>   (or the BAE_ADMIN_TOKEN env var)
   2. --admin-key-file <path> (or the BAE_ADMIN_KEY_FILE env var)
-  3. the default key file at %s (<BAE_DATA_DIR>/admin-key.pem), which baesrv
-     writes on first boot — found automatically when baectl runs where baesrv
-     keeps its data (e.g. the repo root after `+"`make dev`"+`).`, detail, defaultPath)
+  3. the default key file <BAE_DATA_DIR>/admin-key.pem (here: %s), which baesrv
+     writes on first boot; it is found automatically when baectl runs where baesrv
+     keeps its data (e.g. the repository root after `+"`make dev`"+`)`, detail, sent, conn.defaultKeyPath)
 }
 
 // connectError is a transport failure reaching the admin port.

@@ -55,27 +55,28 @@ func TestResolveToken(t *testing.T) {
 		g       globalOpts
 		env     LookupEnv
 		want    string
+		wantSrc string
 		wantErr string
 	}{
 		{"flag token beats all", globalOpts{adminToken: "tok-flag", adminKeyFile: flagFile},
-			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "tok-flag", ""},
+			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "tok-flag", "--admin-token", ""},
 		{"env token beats key files", globalOpts{adminKeyFile: flagFile},
-			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile), "tok-env", ""},
+			env("BAE_ADMIN_TOKEN", "tok-env", "BAE_ADMIN_KEY_FILE", envFile), "tok-env", "BAE_ADMIN_TOKEN", ""},
 		{"flag file beats env file", globalOpts{adminKeyFile: flagFile},
-			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-flag-file", ""},
+			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-flag-file", "--admin-key-file " + flagFile, ""},
 		{"env file beats default, trimmed", globalOpts{},
-			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-env-file", ""},
-		{"default under BAE_DATA_DIR", globalOpts{}, env("BAE_DATA_DIR", dataDir), "from-default", ""},
-		{"missing default is no token", globalOpts{}, env("BAE_DATA_DIR", t.TempDir()), "", ""},
-		{"empty env token falls through", globalOpts{}, env("BAE_ADMIN_TOKEN", "", "BAE_DATA_DIR", dataDir), "from-default", ""},
+			env("BAE_ADMIN_KEY_FILE", envFile, "BAE_DATA_DIR", dataDir), "from-env-file", "BAE_ADMIN_KEY_FILE " + envFile, ""},
+		{"default under BAE_DATA_DIR", globalOpts{}, env("BAE_DATA_DIR", dataDir), "from-default", "default key file " + filepath.Join(dataDir, "admin-key.pem"), ""},
+		{"missing default is no token", globalOpts{}, env("BAE_DATA_DIR", t.TempDir()), "", "", ""},
+		{"empty env token falls through", globalOpts{}, env("BAE_ADMIN_TOKEN", "", "BAE_DATA_DIR", dataDir), "from-default", "default key file " + filepath.Join(dataDir, "admin-key.pem"), ""},
 		{"missing explicit flag file is an error", globalOpts{adminKeyFile: missing},
-			env("BAE_DATA_DIR", dataDir), "", "--admin-key-file"},
+			env("BAE_DATA_DIR", dataDir), "", "", "--admin-key-file"},
 		{"missing explicit env file is an error", globalOpts{},
-			env("BAE_ADMIN_KEY_FILE", missing, "BAE_DATA_DIR", dataDir), "", "BAE_ADMIN_KEY_FILE"},
+			env("BAE_ADMIN_KEY_FILE", missing, "BAE_DATA_DIR", dataDir), "", "", "BAE_ADMIN_KEY_FILE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := resolveToken(c.g, c.env)
+			got, src, err := resolveToken(c.g, c.env)
 			if c.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), c.wantErr)
@@ -84,6 +85,7 @@ func TestResolveToken(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, c.want, got)
+			assert.Equal(t, c.wantSrc, src)
 		})
 	}
 }
@@ -227,7 +229,8 @@ func TestAPIErrorMessages(t *testing.T) {
 		{apiError{Status: 404, Type: "not_found", Detail: "no profile with id pro_x"}, []string{"no profile with id pro_x (404 not_found)"}},
 		{apiError{Status: 409, Type: "profile_in_use", Detail: "in use"}, []string{"in use (409 profile_in_use)", "baectl list keys", "baectl delete key <id>"}},
 		{apiError{Status: 422, Type: "profile_unavailable", Detail: "gone"}, []string{"gone (the referenced profile does not exist or was deleted)"}},
-		{apiError{Status: 401, Type: "unauthorized", Detail: "invalid admin key", conn: conn}, []string{"invalid admin key (401 unauthorized)", "--admin-token", "--admin-key-file", "bae-data/admin-key.pem"}},
+		{apiError{Status: 401, Type: "unauthorized", Detail: "invalid admin key", conn: conn}, []string{"invalid admin key (401 unauthorized); no admin token was found", "--admin-token", "--admin-key-file", "bae-data/admin-key.pem"}},
+		{apiError{Status: 401, Type: "unauthorized", Detail: "invalid admin key", conn: connection{token: "x", source: "BAE_ADMIN_TOKEN"}}, []string{"the token from BAE_ADMIN_TOKEN was rejected"}},
 		{apiError{Status: 502, rawBody: "<html>bad gateway</html>"}, []string{"502 Bad Gateway", "<html>bad gateway</html>"}},
 	}
 	for _, c := range cases {

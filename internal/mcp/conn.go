@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bae-go/bae-go/internal/config"
 )
 
 // Transport names accepted in ServerConfig.Transport.
@@ -107,13 +109,13 @@ func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, 
 		if cfg.Command == "" {
 			return nil, errors.New("stdio transport requires a command")
 		}
-		command, err := resolveEnvTokens(cfg.Command, m.env)
+		command, err := config.ResolveEnvTokens(cfg.Command, m.env)
 		if err != nil {
 			return nil, fmt.Errorf("resolve command: %w", err)
 		}
 		args := make([]string, len(cfg.Args))
 		for i, a := range cfg.Args {
-			if args[i], err = resolveEnvTokens(a, m.env); err != nil {
+			if args[i], err = config.ResolveEnvTokens(a, m.env); err != nil {
 				return nil, fmt.Errorf("resolve argument %d: %w", i, err)
 			}
 		}
@@ -137,7 +139,7 @@ func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, 
 		}
 		headers := make(map[string]string, len(cfg.Headers))
 		for k, v := range cfg.Headers {
-			resolved, err := resolveEnvTokens(v, m.env)
+			resolved, err := config.ResolveEnvTokens(v, m.env)
 			if err != nil {
 				return nil, fmt.Errorf("resolve header %q: %w", k, err)
 			}

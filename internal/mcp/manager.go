@@ -20,6 +20,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bae-go/bae-go/internal/config"
 )
 
 const (
@@ -48,22 +50,16 @@ type TransportError struct {
 func (e *TransportError) Error() string { return fmt.Sprintf("MCP server %q: %s", e.Server, e.Msg) }
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// ServerConfig is one [[mcp.servers]] entry. Its fields match
-// config.MCPServer one for one, so a conversion ServerConfig(x) works.
-type ServerConfig struct {
-	Name      string
-	Transport string // "stdio" | "sse" | "http"
-	Command   string
-	Args      []string
-	URL       string
-	// Headers values may contain ${VAR} tokens, resolved at connect time.
-	Headers map[string]string
-}
+// ServerConfig is one [[mcp.servers]] entry. It is an alias so a
+// (*config.File).MCPServer method value can serve directly as Options.Lookup.
+// Header values (and stdio command/args) may hold ${VAR} tokens, resolved
+// only at connect time.
+type ServerConfig = config.MCPServer
 
 // Options configures a Manager.
 type Options struct {
-	// Lookup resolves a server name from the registry. Nil means an empty
-	// registry.
+	// Lookup resolves a server name from the registry, e.g. the method
+	// value cfgFile.MCPServer. Nil means an empty registry.
 	Lookup func(name string) (ServerConfig, bool)
 	// Env resolves ${VAR} tokens in headers, command and args. Default
 	// os.LookupEnv.
@@ -75,6 +71,10 @@ type Options struct {
 	// CallTimeout bounds each tools/list and tools/call. Default 60s. A call
 	// that exceeds it is treated as a wedged server: the connection is dropped.
 	CallTimeout time.Duration
+	// IdleTimeout, when positive, closes connections unused for that long.
+	// It bounds the life of connections a replica opened on demand for a
+	// session whose CloseSession runs elsewhere. Zero disables it.
+	IdleTimeout time.Duration
 }
 
 // Manager owns the MCP connections of this process. It is safe for
@@ -85,7 +85,11 @@ type Manager struct {
 	log            *slog.Logger
 	connectTimeout time.Duration
 	callTimeout    time.Duration
+	idleTimeout    time.Duration
 	clientInfo     mcp.Implementation
+
+	stopJanitor chan struct{} // nil without IdleTimeout
+	janitorDone chan struct{}
 
 	mu       sync.Mutex
 	closed   bool
@@ -95,6 +99,14 @@ type Manager struct {
 // slot serialises connecting for one (session, server), so concurrent calls
 // share a single connection (one subprocess) instead of racing to open two.
 type slot struct {
+	session, server string
+
+	// Guarded by Manager.mu: users holding the slot, and when the last left.
+	// The idle reaper removes only slots nobody holds, so it never races a
+	// dial or an in-flight call.
+	refs     int
+	lastUsed time.Time
+
 	mu   sync.Mutex
 	conn *conn
 	dead bool // removed by CloseSession/Close; never connect again
@@ -108,6 +120,7 @@ func New(opts Options) *Manager {
 		log:            opts.Log,
 		connectTimeout: opts.ConnectTimeout,
 		callTimeout:    opts.CallTimeout,
+		idleTimeout:    opts.IdleTimeout,
 		clientInfo:     mcp.Implementation{Name: "bae-go", Version: "dev"},
 		sessions:       make(map[string]map[string]*slot),
 	}
@@ -129,7 +142,45 @@ func New(opts Options) *Manager {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		m.clientInfo.Version = bi.Main.Version
 	}
+	if m.idleTimeout > 0 {
+		m.stopJanitor = make(chan struct{})
+		m.janitorDone = make(chan struct{})
+		go m.janitor()
+	}
 	return m
+}
+
+// janitor closes idle connections until Close.
+func (m *Manager) janitor() {
+	defer close(m.janitorDone)
+	tick := time.NewTicker(min(max(m.idleTimeout/2, 10*time.Millisecond), time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stopJanitor:
+			return
+		case now := <-tick.C:
+			m.reapIdle(now)
+		}
+	}
+}
+
+func (m *Manager) reapIdle(now time.Time) {
+	var idle []*slot
+	m.mu.Lock()
+	for id, servers := range m.sessions {
+		for name, s := range servers {
+			if s.refs == 0 && now.Sub(s.lastUsed) >= m.idleTimeout {
+				delete(servers, name)
+				idle = append(idle, s)
+			}
+		}
+		if len(servers) == 0 {
+			delete(m.sessions, id)
+		}
+	}
+	m.mu.Unlock()
+	m.closeSlots(idle)
 }
 
 // Tool is one entry of DiscoverTools' result.
@@ -188,6 +239,7 @@ func (m *Manager) discoverOne(ctx context.Context, sessionID string, cfg ServerC
 		log.ErrorContext(ctx, "MCP server failed to connect; skipping", "error", err)
 		return nil
 	}
+	defer m.release(s)
 	listCtx, cancel := context.WithTimeout(ctx, m.callTimeout)
 	defer cancel()
 	res, err := c.client.ListTools(listCtx, mcp.ListToolsRequest{})
@@ -256,6 +308,7 @@ func (m *Manager) CallTool(ctx context.Context, sessionID, server, tool string, 
 	if err != nil {
 		return nil, fmt.Errorf("connect to MCP server %q: %w", server, err)
 	}
+	defer m.release(s)
 
 	callCtx, cancel := context.WithTimeout(ctx, m.callTimeout)
 	defer cancel()
@@ -264,7 +317,7 @@ func (m *Manager) CallTool(ctx context.Context, sessionID, server, tool string, 
 	req.Params.Arguments = args
 	res, err := c.client.CallTool(callCtx, req)
 	if err != nil {
-		return nil, m.callFailed(ctx, callCtx, sessionID, s, c, tool, err)
+		return nil, m.callFailed(ctx, callCtx, s, c, tool, err)
 	}
 	out, err := encodeResult(res)
 	if err != nil {
@@ -275,7 +328,7 @@ func (m *Manager) CallTool(ctx context.Context, sessionID, server, tool string, 
 
 // callFailed classifies a tools/call failure, dropping the connection when
 // the transport itself is broken.
-func (m *Manager) callFailed(ctx, callCtx context.Context, sessionID string, s *slot, c *conn, tool string, err error) error {
+func (m *Manager) callFailed(ctx, callCtx context.Context, s *slot, c *conn, tool string, err error) error {
 	var te *transport.Error
 	if !errors.As(err, &te) {
 		// A JSON-RPC error reply: the server is alive and answering.
@@ -303,7 +356,7 @@ func (m *Manager) callFailed(ctx, callCtx context.Context, sessionID string, s *
 		msg = te.Error()
 	}
 	m.log.WarnContext(ctx, "MCP connection dropped after transport failure",
-		"session_id", sessionID, "mcp_server_name", c.server, "tool", tool, "error", msg)
+		"session_id", s.session, "mcp_server_name", c.server, "tool", tool, "error", msg)
 	return &TransportError{Server: c.server, Msg: msg, Err: err}
 }
 
@@ -346,41 +399,67 @@ func encodeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 }
 
 // acquire returns the live connection for (sessionID, cfg.Name), dialing it
-// if there is none.
+// if there is none. On success the caller must release the slot when done.
 func (m *Manager) acquire(ctx context.Context, sessionID string, cfg ServerConfig) (*slot, *conn, error) {
+	s, err := m.hold(sessionID, cfg.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := m.connect(ctx, s, cfg)
+	if err != nil {
+		m.release(s)
+		return nil, nil, err
+	}
+	return s, c, nil
+}
+
+// hold finds or creates the slot and takes a reference on it.
+func (m *Manager) hold(sessionID, server string) (*slot, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return nil, nil, ErrClosed
+		return nil, ErrClosed
 	}
 	servers := m.sessions[sessionID]
 	if servers == nil {
 		servers = make(map[string]*slot)
 		m.sessions[sessionID] = servers
 	}
-	s := servers[cfg.Name]
+	s := servers[server]
 	if s == nil {
-		s = &slot{}
-		servers[cfg.Name] = s
+		s = &slot{session: sessionID, server: server}
+		servers[server] = s
 	}
+	s.refs++
 	m.mu.Unlock()
+	return s, nil
+}
 
+func (m *Manager) release(s *slot) {
+	m.mu.Lock()
+	s.refs--
+	s.lastUsed = time.Now()
+	m.mu.Unlock()
+}
+
+// connect returns the slot's connection, dialing it if there is none.
+func (m *Manager) connect(ctx context.Context, s *slot, cfg ServerConfig) (*conn, error) {
 	// Holding s.mu across dial is deliberate: callers for the same pair wait
 	// for this connection, and CloseSession waits rather than missing it.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dead {
-		return nil, nil, fmt.Errorf("session %q closed: %w", sessionID, ErrClosed)
+		return nil, fmt.Errorf("session %q closed: %w", s.session, ErrClosed)
 	}
 	if s.conn != nil {
-		return s, s.conn, nil
+		return s.conn, nil
 	}
 	c, err := m.dial(ctx, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.conn = c
-	return s, c, nil
+	return c, nil
 }
 
 // drop forgets c (if it is still the slot's connection) and closes it,
@@ -406,32 +485,35 @@ func (m *Manager) CloseSession(sessionID string) {
 	for _, s := range servers {
 		slots = append(slots, s)
 	}
-	m.closeSlots(slots, sessionID)
+	m.closeSlots(slots)
 }
 
 // Close closes every connection (server shutdown). Later calls fail with
 // ErrClosed.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	wasClosed := m.closed
 	m.closed = true
 	sessions := m.sessions
 	m.sessions = make(map[string]map[string]*slot)
 	m.mu.Unlock()
 
-	var wg sync.WaitGroup
-	for id, servers := range sessions {
-		slots := make([]*slot, 0, len(servers))
+	if m.stopJanitor != nil && !wasClosed {
+		close(m.stopJanitor)
+		<-m.janitorDone
+	}
+	var slots []*slot
+	for _, servers := range sessions {
 		for _, s := range servers {
 			slots = append(slots, s)
 		}
-		wg.Go(func() { m.closeSlots(slots, id) })
 	}
-	wg.Wait()
+	m.closeSlots(slots)
 }
 
 // closeSlots kills the slots' connections in parallel, since a stdio server
 // that ignores stdin EOF takes seconds to be signalled down.
-func (m *Manager) closeSlots(slots []*slot, sessionID string) {
+func (m *Manager) closeSlots(slots []*slot) {
 	var wg sync.WaitGroup
 	for _, s := range slots {
 		wg.Go(func() {
@@ -444,8 +526,8 @@ func (m *Manager) closeSlots(slots []*slot, sessionID string) {
 				return
 			}
 			err := c.close()
-			m.log.Debug("MCP connection closed", "session_id", sessionID,
-				"mcp_server_name", c.server, "pid", c.pid(), "exit", err)
+			m.log.Debug("MCP connection closed", "session_id", s.session,
+				"mcp_server_name", s.server, "pid", c.pid(), "exit", err)
 		})
 	}
 	wg.Wait()

@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +22,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/config"
 )
 
 // syncBuffer is a log sink safe to read while transport goroutines log.
@@ -433,3 +438,73 @@ func TestStreamableHTTPReconnectsAfterServerRestart(t *testing.T) {
 	require.ErrorAs(t, err, &te, "the old MCP session is unknown to the restarted server")
 	assert.Equal(t, "three", callText(t, f.m, "ses_1", "echo", "echo", `{"text":"three"}`))
 }
+
+// exited reports whether pid, which need not be our child, has terminated:
+// gone entirely, or a zombie awaiting a reaper that is not us.
+func exited(pid int) bool {
+	if processGone(pid) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// Format: "pid (comm) state ..."; comm may contain spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+func TestCloseSessionKillsWrapperGrandchildren(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no procfs")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	// Like npx: a wrapper whose helper outlives the server it started.
+	script := `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > "$1"; exec "$0" ` + echoServerArg
+	f := newFixture(t, []ServerConfig{{Name: "wrapped", Transport: TransportStdio, Command: sh,
+		Args: []string{"-c", script, exe, pidFile}}}, nil)
+
+	serverPid := serverPID(t, f.m, "ses_1", "wrapped")
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	helperPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(helperPid, syscall.SIGKILL) }) // no leak if this test fails
+	require.False(t, exited(helperPid), "helper running before close")
+
+	f.m.CloseSession("ses_1")
+	assert.True(t, processGone(serverPid), "server reaped")
+	// SIGKILL lands asynchronously and another process reaps the orphan, so
+	// poll for the OS to finish rather than expecting it instantly.
+	assert.Eventually(t, func() bool { return exited(helperPid) }, 5*time.Second, 5*time.Millisecond,
+		"helper killed with the process group")
+}
+
+func TestIdleTimeoutClosesUnusedConnections(t *testing.T) {
+	f := newFixture(t, []ServerConfig{echoStdio(t, "echo")}, nil,
+		func(o *Options) { o.IdleTimeout = 50 * time.Millisecond })
+	pid := serverPID(t, f.m, "ses_1", "echo")
+	// The reaper runs on its own ticker; wait for its effect.
+	require.Eventually(t, func() bool { return processGone(pid) }, 5*time.Second, 5*time.Millisecond)
+	assert.NotEqual(t, pid, serverPID(t, f.m, "ses_1", "echo"), "reconnects on demand")
+}
+
+func TestIdleTimeoutSparesCallsInFlight(t *testing.T) {
+	f := newFixture(t, []ServerConfig{echoStdio(t, "echo")}, nil, func(o *Options) {
+		o.IdleTimeout = 10 * time.Millisecond
+		o.CallTimeout = 300 * time.Millisecond
+	})
+	// Had the reaper closed the connection under the call, the error would
+	// be the process exiting, not the call's own timeout.
+	_, err := f.m.CallTool(context.Background(), "ses_1", "echo", "hang", nil)
+	assert.ErrorContains(t, err, "no reply")
+}
+
+// The registry's method value must plug straight into Options.Lookup.
+var _ = Options{Lookup: (&config.File{}).MCPServer}

@@ -1,0 +1,197 @@
+// Package tests holds end-to-end tests of the session loop: a real baesrv
+// (PostgreSQL + embedded Temporal) driven over HTTP with a fake provider.
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testenv"
+)
+
+// env is one server, one fake provider (lanes "primary" and "fallback"),
+// a profile and helpers to drive sessions.
+type env struct {
+	t    *testing.T
+	srv  *testenv.Server
+	fake *fakeprovider.Server
+	pid  string
+}
+
+type envOpts struct {
+	turnTimeout  time.Duration
+	allowedTools []string
+	fallbacks    []string
+	extraTOML    string
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	fake := fakeprovider.New(t)
+	toml := fmt.Sprintf(`
+[[providers.entries]]
+name = "primary"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "${BAE_FAKE_TOKEN}"
+
+[[providers.entries]]
+name = "fallback"
+provider = "openai"
+base_url = %q
+model = "gpt-fake"
+auth_token = "literal-token"
+
+[[providers.entries]]
+name = "unset-token"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "${BAE_TEST_DEFINITELY_UNSET}"
+`, fake.Lane("primary").URL(), fake.Lane("fallback").URL(), fake.Lane("primary").URL()) + o.extraTOML
+	t.Setenv("BAE_FAKE_TOKEN", "sk-fake-secret")
+	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout})
+	fb := o.fallbacks
+	if fb == nil {
+		fb = []string{}
+	}
+	tools := o.allowedTools
+	if tools == nil {
+		tools = []string{"get_time", "lookup"}
+	}
+	pid := srv.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "fallback_providers": fb, "allowed_tools": tools})
+	return &env{t: t, srv: srv, fake: fake, pid: pid}
+}
+
+// driver is one client key with a session key on a session.
+type driver struct {
+	e      *env
+	keyID  string
+	key    string
+	sid    string
+	sk     string
+	nextID int
+}
+
+func tool(name string) map[string]any {
+	return map[string]any{"name": name, "description": name + " tool", "input_schema": map[string]any{"type": "object"}}
+}
+
+// open creates a session with a new client key and registers it.
+func (e *env) open(tools ...string) *driver {
+	e.t.Helper()
+	keyID, key := e.srv.Key(e.t, e.pid)
+	decl := []any{}
+	for _, n := range tools {
+		decl = append(decl, tool(n))
+	}
+	sid, sk := e.srv.Open(e.t, key, map[string]any{"client_version": "test", "tools": decl})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	return d
+}
+
+// join attaches a new client key to d's session and registers it.
+func (e *env) join(d *driver, tools ...string) *driver {
+	e.t.Helper()
+	keyID, key := e.srv.Key(e.t, e.pid)
+	decl := []any{}
+	for _, n := range tools {
+		decl = append(decl, tool(n))
+	}
+	r := e.srv.Client(e.t, http.MethodPost, "/api/v1/sessions/"+d.sid+"/join", key, map[string]any{"tools": decl})
+	require.Equal(e.t, http.StatusCreated, r.Status, string(r.Raw))
+	j := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: r.Body["session_key"].(string)}
+	j.register()
+	return j
+}
+
+func (d *driver) register() {
+	d.e.t.Helper()
+	objs := d.e.srv.Call(d.e.t, d.sid, d.sk, "session.registerDriver", nil)
+	require.Equal(d.e.t, map[string]any{"registered": true}, testenv.Terminal(d.e.t, objs)["result"])
+}
+
+func (d *driver) request(content any) map[string]any {
+	d.nextID++
+	return map[string]any{"jsonrpc": "2.0", "id": d.nextID, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"role": "user", "content": content}}}
+}
+
+// send runs one sendMessage and returns (notifications, terminal).
+func (d *driver) send(content any) ([]map[string]any, map[string]any) {
+	d.e.t.Helper()
+	objs := d.e.srv.RPC(d.e.t, d.sid, d.sk, d.request(content))
+	term := testenv.Terminal(d.e.t, objs)
+	return objs[:len(objs)-1], term
+}
+
+// stream starts a sendMessage without waiting for it.
+func (d *driver) stream(ctx context.Context, content any) *testenv.Stream {
+	return d.e.srv.RPCStream(d.e.t, ctx, d.sid, d.sk, d.request(content))
+}
+
+func resultEvents(term map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, e := range term["result"].(map[string]any)["events"].([]any) {
+		out = append(out, e.(map[string]any))
+	}
+	return out
+}
+
+func types(evs []map[string]any) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, e["event_type"].(string))
+	}
+	return out
+}
+
+func payload(e map[string]any) map[string]any { return e["payload"].(map[string]any) }
+
+func notifications(objs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, o := range objs {
+		if o["method"] == "session.event" {
+			out = append(out, o["params"].(map[string]any))
+		}
+	}
+	return out
+}
+
+// allEvents reads the session's whole log through the client API.
+func (d *driver) allEvents() []map[string]any {
+	d.e.t.Helper()
+	var out []map[string]any
+	cursor := ""
+	for {
+		r := d.e.srv.Client(d.e.t, http.MethodGet, "/api/v1/sessions/"+d.sid+"/events?limit=200&cursor="+cursor, d.sk, nil)
+		require.Equal(d.e.t, http.StatusOK, r.Status, string(r.Raw))
+		for _, it := range r.Body["items"].([]any) {
+			out = append(out, it.(map[string]any))
+		}
+		if r.Body["next_cursor"] == nil {
+			return out
+		}
+		cursor = r.Body["next_cursor"].(string)
+	}
+}
+
+func message(term map[string]any) map[string]any {
+	return term["result"].(map[string]any)["message"].(map[string]any)
+}
+
+func firstText(msg map[string]any) string {
+	for _, b := range msg["content"].([]any) {
+		if bm := b.(map[string]any); bm["type"] == "text" {
+			return bm["text"].(string)
+		}
+	}
+	return ""
+}
