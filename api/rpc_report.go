@@ -40,9 +40,31 @@ func (c *clientAPI) reportLocalSandbox(call *rpcCall) {
 		call.fail(NewRPCError(-32602, `Invalid params: "state" must be "running", "stopped", or "error"`))
 		return
 	}
-	image, ok := params["image"].(string)
-	if !ok {
-		call.fail(NewRPCError(-32602, `Invalid params: missing "image"`))
+	// Host (unsandboxed) execution reports a null image.
+	unsandboxed := false
+	if v, present := params["unsandboxed"]; present {
+		b, ok := v.(bool)
+		if !ok {
+			call.fail(NewRPCError(-32602, `Invalid params: "unsandboxed" must be a boolean`))
+			return
+		}
+		unsandboxed = b
+	}
+	var image any
+	switch v := params["image"].(type) {
+	case string:
+		if unsandboxed {
+			call.fail(NewRPCError(-32602, `Invalid params: "image" must be null when "unsandboxed" is true`))
+			return
+		}
+		image = v
+	case nil:
+		if !unsandboxed {
+			call.fail(NewRPCError(-32602, `Invalid params: missing "image"`))
+			return
+		}
+	default:
+		call.fail(NewRPCError(-32602, `Invalid params: "image" must be a string or null`))
 		return
 	}
 	containerID, ok1 := optionalString(params, "container_id")
@@ -51,7 +73,7 @@ func (c *clientAPI) reportLocalSandbox(call *rpcCall) {
 		call.fail(NewRPCError(-32602, `Invalid params: "container_id" and "detail" must be strings or null`))
 		return
 	}
-	if c.appendOne(call, typ, map[string]any{"dispatch": "local", "image": image, "container_id": containerID, "detail": detail}) {
+	if c.appendOne(call, typ, map[string]any{"dispatch": "local", "image": image, "unsandboxed": unsandboxed, "container_id": containerID, "detail": detail}) {
 		call.result(map[string]any{"reported": true})
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Environment variables read by ConfigFromEnv. The names match the
@@ -32,6 +35,10 @@ type Config struct {
 	// Logger receives debug traces and best-effort failures (for example a
 	// lifecycle report the server refused). Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider records the bae.client.send/bae.client.tool spans.
+	// Defaults to the global provider (a no-op unless the application
+	// installed an OpenTelemetry SDK).
+	TracerProvider trace.TracerProvider
 }
 
 // ConfigFromEnv reads BAE_SERVER_URL (default DefaultServerURL) and
@@ -55,6 +62,9 @@ func (c Config) normalized() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
 	}
 	return c
 }

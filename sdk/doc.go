@@ -28,6 +28,6 @@
 // in-flight HTTP exchange and the call returns ctx.Err(). When the context
 // carries an OpenTelemetry span, requests carry a W3C traceparent header and
 // Send/tool dispatch are recorded as bae.client.send / bae.client.tool spans
-// through the global tracer provider (a no-op unless the application installs
-// an OpenTelemetry SDK).
+// through Config.TracerProvider (default: the global provider, a no-op unless
+// the application installs an OpenTelemetry SDK).
 package sdk

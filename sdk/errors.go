@@ -46,7 +46,7 @@ type RPCError struct {
 }
 
 func (e *RPCError) Error() string {
-	return fmt.Sprintf("bae: JSON-RPC error %d: %s", e.Code, e.Message)
+	return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message)
 }
 
 // JSON-RPC error codes used by the /rpc endpoint.

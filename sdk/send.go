@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -35,13 +34,13 @@ type Hooks struct {
 
 // Tracer scope and span names shared with the other BAE SDKs.
 const (
-	tracerName   = "bae.client"
-	spanSend     = "bae.client.send"
-	spanTool     = "bae.client.tool"
-	methodSendMs = "session.sendMessage"
+	tracerName        = "bae.client"
+	spanSend          = "bae.client.send"
+	spanTool          = "bae.client.tool"
+	methodSendMessage = "session.sendMessage"
 )
 
-func tracer() trace.Tracer { return otel.Tracer(tracerName) }
+func (s *Session) tracer() trace.Tracer { return s.t.cfg.TracerProvider.Tracer(tracerName) }
 
 // sendResult is session.sendMessage's terminal result.
 type sendResult struct {
@@ -89,9 +88,9 @@ func (s *Session) Send(ctx context.Context, content any) (*Message, error) {
 // sendOnce is one round trip: send, read the stream, run our tools. next is
 // nil when the loop is over.
 func (s *Session) sendOnce(ctx context.Context, msg Message, iteration int) (reply, next *Message, err error) {
-	ctx, span := tracer().Start(ctx, spanSend, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := s.tracer().Start(ctx, spanSend, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("bae.session.id", s.ID),
-		attribute.String("bae.rpc.method", methodSendMs),
+		attribute.String("bae.rpc.method", methodSendMessage),
 		attribute.Int("bae.client.iteration", iteration),
 	))
 	defer func() {
@@ -107,13 +106,13 @@ func (s *Session) sendOnce(ctx context.Context, msg Message, iteration int) (rep
 			return nil, nil, &HookError{Hook: "BeforeSend", Err: err}
 		}
 	}
-	raw, err := s.rpc(ctx, methodSendMs, map[string]any{"message": wireMessage(msg)})
+	raw, err := s.rpc(ctx, methodSendMessage, map[string]any{"message": wireMessage(msg)})
 	if err != nil {
 		return nil, nil, err
 	}
 	var res sendResult
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, nil, fmt.Errorf("bae: %s: decode result: %w", methodSendMs, err)
+		return nil, nil, fmt.Errorf("bae: %s: decode result: %w", methodSendMessage, err)
 	}
 	if n := len(res.Events); n > 0 {
 		s.noteEvent(res.Events[n-1].ID)
@@ -158,7 +157,7 @@ func (s *Session) ours(use ToolUse) bool {
 // runTool runs one of our tool calls. Handler failures become is_error
 // results; only hook errors and cancellation abort the loop.
 func (s *Session) runTool(ctx context.Context, use ToolUse) (_ ToolResult, err error) {
-	ctx, span := tracer().Start(ctx, spanTool, trace.WithAttributes(
+	ctx, span := s.tracer().Start(ctx, spanTool, trace.WithAttributes(
 		attribute.String("bae.tool.name", use.Name),
 		attribute.String("bae.tool.dispatch", string(DispatchClient)),
 	))
@@ -207,4 +206,3 @@ func (s *Session) runTool(ctx context.Context, use ToolUse) (_ ToolResult, err e
 	}
 	return result, nil
 }
-

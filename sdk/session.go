@@ -108,18 +108,18 @@ type Session struct {
 	// Attach).
 	Profile Profile
 
-	key        string
-	t          *transport
-	hooks      Hooks
-	closeHooks []CloseHook
-	rpcID      atomic.Int64
-	sendSem    chan struct{} // serializes Send
+	key     string
+	t       *transport
+	hooks   Hooks
+	rpcID   atomic.Int64
+	sendSem chan struct{} // serializes Send
 
-	mu        sync.Mutex
-	handlers  map[string]Tool
-	declared  []ToolSpec
-	lastEvent string
-	closed    bool
+	mu         sync.Mutex
+	handlers   map[string]Tool
+	declared   []ToolSpec
+	lastEvent  string
+	closeHooks []CloseHook // taken by the first Close
+	closed     bool
 }
 
 func newSession(cfg Config, id, key string, profile Profile, o options) *Session {
@@ -188,7 +188,7 @@ func Join(ctx context.Context, cfg Config, sessionID string, opts ...Option) (*S
 		return nil, err
 	}
 	if err := s.RegisterDriver(ctx); err != nil {
-		return nil, err
+		return nil, err // unlike Connect, never close: the session is shared
 	}
 	return s, nil
 }
@@ -279,24 +279,32 @@ func (s *Session) RegisterDriver(ctx context.Context) error {
 	return s.call(ctx, "session.registerDriver", struct{}{}, nil)
 }
 
-// Close stops what the builtin tools started (close hooks, newest first),
-// then closes the session for every participant (DELETE). Errors of the
-// hooks and of the DELETE are joined. A second Close is a no-op.
+// Close stops what the builtin tools started (close hooks, newest first,
+// run once), then closes the session for every participant (DELETE).
+// Errors of the hooks and of the DELETE are joined. After a successful
+// Close, Close is a no-op; after a failed DELETE it may be retried.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	hooks := s.closeHooks
+	s.closeHooks = nil
 	s.mu.Unlock()
 	var errs []error
-	for _, h := range slices.Backward(s.closeHooks) {
+	for _, h := range slices.Backward(hooks) {
 		if err := h(ctx, s); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.deleteSession(ctx); err != nil {
+	err := s.deleteSession(ctx)
+	if err == nil || IsProblem(err, ProblemSessionClosed) {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+	}
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

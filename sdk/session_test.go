@@ -514,7 +514,10 @@ func TestParticipantsAndClose(t *testing.T) {
 	var hooked []string
 	s, err := sdk.Connect(context.Background(), f.cfg(),
 		sdk.WithCloseHook(func(context.Context, *sdk.Session) error { hooked = append(hooked, "first"); return nil }),
-		sdk.WithCloseHook(func(context.Context, *sdk.Session) error { hooked = append(hooked, "second"); return errors.New("partial") }))
+		sdk.WithCloseHook(func(context.Context, *sdk.Session) error {
+			hooked = append(hooked, "second")
+			return errors.New("partial")
+		}))
 	require.NoError(t, err)
 	drivers, err := s.Participants(context.Background())
 	require.NoError(t, err)
@@ -525,7 +528,21 @@ func TestParticipantsAndClose(t *testing.T) {
 	assert.Equal(t, []string{"second", "first"}, hooked, "newest hook first")
 	assert.Equal(t, 1, f.deletes, "the DELETE still happens")
 	require.NoError(t, s.Close(context.Background()))
-	assert.Equal(t, 1, f.deletes, "second Close is a no-op")
+	assert.Equal(t, 1, f.deletes, "Close after a successful DELETE is a no-op")
+	assert.Len(t, hooked, 2, "hooks run once")
+}
+
+func TestCloseRetriesAFailedDelete(t *testing.T) {
+	f := newFake(t)
+	var hooks int
+	s, err := sdk.Connect(context.Background(), f.cfg(), sdk.WithCloseHook(func(context.Context, *sdk.Session) error { hooks++; return nil }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, s.Close(ctx), context.Canceled)
+	require.NoError(t, s.Close(context.Background()))
+	assert.Equal(t, 1, f.deletes)
+	assert.Equal(t, 1, hooks)
 }
 
 func TestServerMeta(t *testing.T) {

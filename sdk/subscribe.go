@@ -55,7 +55,6 @@ func (s *Session) Subscribe(ctx context.Context, opts SubscribeOptions) iter.Seq
 	}
 }
 
-
 // subscribeOnce runs one session.subscribe stream. lagged reports the
 // server's request to reconnect.
 func (s *Session) subscribeOnce(ctx context.Context, since string, emit func(Event) bool) (delivered, lagged bool, err error) {

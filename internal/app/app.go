@@ -23,6 +23,7 @@ import (
 	"github.com/bae-go/bae-go/internal/engine"
 	"github.com/bae-go/bae-go/internal/live"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -56,6 +57,7 @@ type Parts struct {
 	Worker     worker.Worker
 	AdminAuth  api.AdminAuth
 	Sandbox    api.SandboxStatus
+	Services   *services
 }
 
 // Run serves until ctx is cancelled, then shuts down within
@@ -83,13 +85,27 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		defer tc.Close()
 	}
-	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, Log: log}
+	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log}
 	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
 
 	hub := live.New(st.Pool, log)
-	acts := &activities.Activities{Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log}
-	deps := &api.Deps{Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version}
-	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts}
+	svc, err := newServices(ctx, st, opts.File, cfg.SandboxDriver, log)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	hub.OnSessionClosed(svc.mcp.CloseSession)
+	acts := &activities.Activities{
+		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
+		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
+		Cleaners: []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
+	}
+	deps := &api.Deps{
+		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
+		MCP: svc.mcp, Tools: svc.tools,
+		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
+	}
+	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts, Sandbox: sandboxStatus{svc.provisioner}, Services: svc}
 	if !opts.Admin.Disabled {
 		parts.AdminAuth = &adminkey.Verifier{Store: st}
 	}
@@ -110,6 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	go hub.Run(hubCtx)
+	go svc.reap(hubCtx, st, log)
 	select {
 	case <-hub.Ready():
 	case <-ctx.Done():

@@ -16,6 +16,7 @@ const (
 	DefaultDatabaseURL       = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultTurnTimeout       = 120 * time.Second
+	DefaultHeartbeatTimeout  = 10 * time.Second
 	DefaultDataDir           = "./bae-data"
 	DefaultSandboxDriver     = "docker"
 	DefaultTemporalAddr      = "127.0.0.1:7233"
@@ -33,11 +34,15 @@ const (
 
 // Server holds the server's runtime settings from BAE_* variables.
 type Server struct {
-	Addr              string // BAE_ADDR, client-facing listener
-	AdminAddr         string // BAE_ADMIN_ADDR, always loopback
-	DatabaseURL       string // BAE_DATABASE_URL
-	ShutdownTimeout   time.Duration
-	TurnTimeout       time.Duration
+	Addr            string // BAE_ADDR, client-facing listener
+	AdminAddr       string // BAE_ADMIN_ADDR, always loopback
+	DatabaseURL     string // BAE_DATABASE_URL
+	ShutdownTimeout time.Duration
+	TurnTimeout     time.Duration
+	// HeartbeatTimeout is how long a provider or tool activity on a lost
+	// worker is held before Temporal retries it on another
+	// (BAE_ACTIVITY_HEARTBEAT_TIMEOUT).
+	HeartbeatTimeout  time.Duration
 	ConfigPath        string // BAE_CONFIG; "" means no config file
 	AdminKeyFile      string
 	AdminKeyHashFile  string
@@ -93,6 +98,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, invalidf("BAE_SANDBOX_DRIVER: %q is not a supported sandbox driver (expected \"docker\" or \"apple-container\")", s.SandboxDriver)
 	}
 	if s.ShutdownTimeout, err = parseTimeout("BAE_SHUTDOWN_TIMEOUT", get("BAE_SHUTDOWN_TIMEOUT", ""), DefaultShutdownTimeout); err != nil {
+		return Server{}, err
+	}
+	if s.HeartbeatTimeout, err = parseTimeout("BAE_ACTIVITY_HEARTBEAT_TIMEOUT", get("BAE_ACTIVITY_HEARTBEAT_TIMEOUT", ""), DefaultHeartbeatTimeout); err != nil {
 		return Server{}, err
 	}
 	if s.TurnTimeout, err = parseTimeout("BAE_TURN_TIMEOUT", get("BAE_TURN_TIMEOUT", ""), DefaultTurnTimeout); err != nil {

@@ -33,7 +33,8 @@ type Reply struct {
 
 // ToolUseSpec is one tool call in a Reply.
 type ToolUseSpec struct {
-	// ID may be empty: the fake then generates "toolu_fake_<seq>_<n>".
+	// ID may be empty: the fake then generates "toolu_fake_<seq>_<n>"
+	// (request number, 1-based position among the tool uses).
 	ID   string
 	Name string
 	// Input is marshalled as the tool input; nil means {}.

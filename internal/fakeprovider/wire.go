@@ -23,7 +23,7 @@ func toolID(rec Recorded, i int, spec ToolUseSpec) string {
 	if spec.ID != "" {
 		return spec.ID
 	}
-	return fmt.Sprintf("toolu_fake_%d_%d", rec.Seq, i)
+	return fmt.Sprintf("toolu_fake_%d_%d", rec.Seq, i+1)
 }
 
 func stopReason(reply Reply) string {

@@ -60,6 +60,10 @@ func newEchoServer() *server.MCPServer {
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
 		})
+	s.AddTool(mcp.NewTool("structured", mcp.WithDescription("Return structured content")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultStructured(map[string]any{"count": 2, "big": int64(9007199254740993)}, "2 files"), nil
+		})
 	s.AddTool(mcp.NewTool("hang", mcp.WithDescription("Never answer")),
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			<-ctx.Done()

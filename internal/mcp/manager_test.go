@@ -119,7 +119,7 @@ func processGone(pid int) bool {
 }
 
 var echoTools = []string{
-	"echo/echo", "echo/list_files", "echo/crash", "echo/fail", "echo/pid", "echo/hang",
+	"echo/echo", "echo/list_files", "echo/crash", "echo/fail", "echo/pid", "echo/structured", "echo/hang",
 }
 
 func TestStdioDiscoverAndCall(t *testing.T) {
@@ -157,6 +157,12 @@ func TestStdioDiscoverAndCall(t *testing.T) {
 	out, err = f.m.CallTool(ctx, "ses_1", "echo", "fail", nil)
 	require.NoError(t, err, "an isError result is not a Go error")
 	assert.JSONEq(t, `{"content":[{"type":"text","text":"boom"}],"isError":true}`, string(out))
+
+	out, err = f.m.CallTool(ctx, "ses_1", "echo", "structured", nil)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"content":[{"type":"text","text":"2 files"}],"isError":false,
+		"structuredContent":{"count":2,"big":9007199254740993}}`, string(out))
+	assert.Contains(t, string(out), "9007199254740993", "large integers keep their precision")
 
 	// Discovery's connection is the one calls use: one process throughout.
 	pid := serverPID(t, f.m, "ses_1", "echo")

@@ -13,10 +13,10 @@ import (
 type openAIWire struct{}
 
 type openAIRequest struct {
-	Model     string         `json:"model"`
-	MaxTokens int            `json:"max_tokens"`
-	Messages  []oaMessage    `json:"messages"`
-	Tools     []oaTool `json:"tools,omitempty"`
+	Model     string      `json:"model"`
+	MaxTokens int         `json:"max_tokens"`
+	Messages  []oaMessage `json:"messages"`
+	Tools     []oaTool    `json:"tools,omitempty"`
 }
 
 // oaMessage is one Chat Completions message. Content is a pointer because

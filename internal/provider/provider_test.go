@@ -337,8 +337,11 @@ func TestTransportFailure(t *testing.T) {
 // slowServer never answers on its own; it reports each request's arrival.
 func slowServer(t *testing.T) (*httptest.Server, <-chan struct{}) {
 	t.Helper()
-	arrived := make(chan struct{}, 4)
+	arrived := make(chan struct{}, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body to EOF is what lets net/http notice the client
+		// hanging up and cancel r.Context().
+		_, _ = io.Copy(io.Discard, r.Body)
 		arrived <- struct{}{}
 		<-r.Context().Done()
 	}))

@@ -54,12 +54,18 @@ type Options struct {
 	// Extend runs after the core parts are built (issue-4 services).
 	Extend func(*app.Parts) error
 	Env    map[string]string
+	// DataDir is shared by servers that take over from one another (the
+	// admin key file lives there); default a fresh temp dir.
+	DataDir string
 }
 
 // Start runs a baesrv for t on loopback ports.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	dir := t.TempDir()
+	dir := opts.DataDir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	dbURL := opts.DatabaseURL
 	if dbURL == "" {
 		dbURL = testdb.New(t)

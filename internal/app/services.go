@@ -1,0 +1,143 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/mcp"
+	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/internal/sessiontools"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// services are the server-side tool backends: MCP connections, the sandbox
+// driver and image provisioning.
+type services struct {
+	mcp         *mcp.Manager
+	driver      sandbox.Driver
+	provisioner *sandbox.Provisioner
+	tools       *sessiontools.Service
+	closers     []func()
+}
+
+func (s *services) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// newSandboxDriver picks BAE_SANDBOX_DRIVER's implementation.
+func newSandboxDriver(kind string, log *slog.Logger) (sandbox.Driver, error) {
+	switch kind {
+	case config.SandboxAppleContainer:
+		if runtime.GOOS != "darwin" {
+			return unsupportedDriver{reason: "the apple-container sandbox driver only runs on macOS"}, nil
+		}
+		return unsupportedDriver{reason: "the apple-container sandbox driver is not implemented in bae-go"}, nil
+	default:
+		d, err := sandbox.NewDockerDriver(sandbox.WithLogger(log))
+		if err != nil {
+			log.Warn("docker sandbox driver unavailable; remote sandboxes will fail to start", "err", err)
+			return unsupportedDriver{reason: "docker is unavailable: " + err.Error()}, nil
+		}
+		return d, nil
+	}
+}
+
+func newServices(ctx context.Context, st *store.Store, file *config.File, kind string, log *slog.Logger) (*services, error) {
+	s := &services{}
+	s.mcp = mcp.New(mcp.Options{Lookup: file.MCPServer, Log: log})
+	s.closers = append(s.closers, s.mcp.Close)
+
+	driver, err := newSandboxDriver(kind, log)
+	if err != nil {
+		return nil, err
+	}
+	s.driver = driver
+	if c, ok := driver.(io.Closer); ok {
+		s.closers = append(s.closers, func() { _ = c.Close() })
+	}
+	s.provisioner = sandbox.NewProvisioner(driver, log)
+	s.closers = append(s.closers, s.provisioner.Close)
+
+	profiles, err := st.AllLiveProfiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range profiles {
+		if len(p.AvailableSandboxes) == 0 {
+			continue
+		}
+		if u, ok := driver.(unsupportedDriver); ok && kind == config.SandboxAppleContainer {
+			return nil, &config.ValidationError{Msg: fmt.Sprintf("BAE_SANDBOX_DRIVER=apple-container: %s, and profile %s declares available_sandboxes", u.reason, p.ID)}
+		}
+		s.provisioner.Provision(p.ID, p.AvailableSandboxes)
+	}
+	s.tools = &sessiontools.Service{Store: st, Driver: driver, Provisioner: s.provisioner, Log: log}
+	return s, nil
+}
+
+// reap removes sandbox containers of sessions that ended while no server
+// was running.
+func (s *services) reap(ctx context.Context, st *store.Store, log *slog.Logger) {
+	n, err := sandbox.Reap(ctx, s.driver, func(ctx context.Context, sessionID string) (bool, error) {
+		sess, err := st.GetSession(ctx, sessionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return sess.State == store.StateOpen, nil
+	})
+	if err != nil {
+		log.Debug("sandbox reaper", "err", err)
+	}
+	if n > 0 {
+		log.Info("removed sandbox containers of ended sessions", "count", n)
+	}
+}
+
+// sandboxStatus adapts the provisioner to the admin API.
+type sandboxStatus struct{ p *sandbox.Provisioner }
+
+func (s sandboxStatus) Status() []map[string]any {
+	out := []map[string]any{}
+	for _, ps := range s.p.Status() {
+		out = append(out, map[string]any{"profile_id": ps.ProfileID, "images": ps.Images})
+	}
+	return out
+}
+
+// mcpCleaner announces a session's end to every replica, each of which
+// closes its own MCP connections for it.
+type mcpCleaner struct{ pool *pgxpool.Pool }
+
+func (c mcpCleaner) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
+	return live.Publish(ctx, c.pool, "closed:"+in.SessionID)
+}
+
+// unsupportedDriver fails every call with reason.
+type unsupportedDriver struct{ reason string }
+
+func (u unsupportedDriver) err() error { return errors.New(u.reason) }
+func (u unsupportedDriver) EnsureImage(context.Context, string) error { return u.err() }
+func (u unsupportedDriver) Start(context.Context, string, map[string]string) (sandbox.Handle, error) {
+	return sandbox.Handle{}, u.err()
+}
+func (u unsupportedDriver) Exec(context.Context, string, string, io.Reader) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, u.err()
+}
+func (u unsupportedDriver) Stop(context.Context, string) error { return u.err() }
+func (u unsupportedDriver) List(context.Context, string) ([]sandbox.Container, error) {
+	return nil, u.err()
+}

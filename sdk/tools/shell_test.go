@@ -1,0 +1,215 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/sdk"
+)
+
+func run(t *testing.T, ctx context.Context, tool sdk.Tool, input any) (any, error) {
+	t.Helper()
+	raw, err := json.Marshal(input)
+	require.NoError(t, err)
+	return tool.Handler(ctx, raw)
+}
+
+func TestShellQuoteAndTemplates(t *testing.T) {
+	assert.Equal(t, `'it'\''s'`, ShellQuote("it's"))
+	params, err := templateParams("grep {pattern} {file} | head -{n} {file}")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pattern", "file", "n"}, params)
+	for _, bad := range []string{"echo {}", "echo {a", "echo a}", "echo {a b}", "awk '{print $1}'"} {
+		_, err := templateParams(bad)
+		assert.Error(t, err, bad)
+	}
+	out, err := interpolate("echo {a}{b}", map[string]string{"a": "{b}", "b": "x"})
+	require.NoError(t, err)
+	assert.Equal(t, `echo '{b}''x'`, out, "a substituted value is not re-read as a placeholder")
+	_, err = interpolate("echo {a}", nil)
+	assert.Error(t, err)
+}
+
+func TestRunShellNamedQuotesInput(t *testing.T) {
+	_, ctx, _ := fakeSession(t)
+	tool, err := RunShellNamed("say", "Print a message.", "printf %s {msg}", Host{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"msg"}, tool.InputSchema.(map[string]any)["required"])
+
+	hostile := `a'; echo pwned; '$(id)`
+	out, err := run(t, ctx, tool, map[string]string{"msg": hostile})
+	require.NoError(t, err)
+	res := out.(sdk.ExecResult)
+	assert.Equal(t, hostile, res.Stdout, "one literal argument, no second command")
+
+	_, err = run(t, ctx, tool, map[string]any{"msg": 3})
+	assert.ErrorContains(t, err, "missing required string parameter")
+}
+
+func TestRunShellCommandOnHost(t *testing.T) {
+	_, ctx, rec := fakeSession(t)
+	tool := RunShellCommand(Host{}, nil)
+	out, err := run(t, ctx, tool, map[string]string{"command": "echo out; echo err >&2; exit 3"})
+	require.NoError(t, err, "a non-zero exit is a result")
+	assert.Equal(t, sdk.ExecResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 3}, out)
+
+	reports := rec.byMethod("session.reportLocalSandbox")
+	require.Len(t, reports, 2)
+	assert.Equal(t, map[string]any{"state": "running", "image": nil, "unsandboxed": true, "container_id": nil, "detail": nil}, reports[0])
+	assert.Equal(t, "stopped", reports[1]["state"])
+
+	_, err = run(t, ctx, tool, map[string]string{})
+	assert.ErrorContains(t, err, "requires a string command")
+
+	rendered := RunShellCommand(Host{}, func(r sdk.ExecResult) any { return strings.ToUpper(r.Stdout) })
+	out, err = run(t, ctx, rendered, map[string]string{"command": "echo hi"})
+	require.NoError(t, err)
+	assert.Equal(t, "HI\n", out)
+}
+
+func TestHostExecCancelKillsTheProcessGroup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	marker := filepath.Join(t.TempDir(), "started")
+	go func() {
+		_, err := Host{}.Exec(ctx, "sleep 60 & touch "+marker+"; wait")
+		done <- err
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 10*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	// Were the background sleep spared, it would hold the pipes open until
+	// WaitDelay (2s) gives up on it.
+	assert.Less(t, time.Since(start), 1500*time.Millisecond)
+}
+
+func TestRemoteExecutorUsesSessionRPC(t *testing.T) {
+	_, ctx, rec := fakeSession(t)
+	rec.results["session.execRemoteSandbox"] = map[string]any{"stdout": "Python 3.12\n", "stderr": "", "exit_code": 0}
+	tool := RunShellCommand(Remote{}, func(r sdk.ExecResult) any { return map[string]any{"stdout": r.Stdout} })
+	out, err := run(t, ctx, tool, map[string]string{"command": "python --version"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"stdout": "Python 3.12\n"}, out)
+	assert.Equal(t, []map[string]any{{"command": "python --version"}}, rec.byMethod("session.execRemoteSandbox"))
+
+	_, err = Remote{}.Exec(context.Background(), "true")
+	assert.ErrorIs(t, err, errNoSession)
+}
+
+func TestRemoteShellCommandSpecRequiresCommand(t *testing.T) {
+	spec := RemoteShellCommandSpec()
+	assert.Equal(t, "run_shell_command", spec.Name)
+	assert.Equal(t, []string{"command"}, spec.InputSchema.(map[string]any)["required"])
+}
+
+// fakeDocker writes a docker-compatible script that logs its arguments.
+func fakeDocker(t *testing.T, imagePresent bool) (engine, log string) {
+	dir := t.TempDir()
+	log = filepath.Join(dir, "calls")
+	inspect := "exit 1"
+	if imagePresent {
+		inspect = "exit 0"
+	}
+	script := `#!/bin/sh
+echo "$*" >> ` + log + `
+case "$1" in
+  image) ` + inspect + ` ;;
+  pull) exit 0 ;;
+  run) echo cid123 ;;
+  exec) shift; [ "$1" = "-i" ] && shift; shift; "$@" ;;
+  rm) exit 0 ;;
+esac
+`
+	engine = filepath.Join(dir, "docker")
+	require.NoError(t, os.WriteFile(engine, []byte(script), 0o755))
+	return engine, log
+}
+
+func TestLocalSandboxLifecycle(t *testing.T) {
+	s, ctx, rec := fakeSession(t)
+	engine, log := fakeDocker(t, false)
+	sb := &LocalSandbox{Image: "alpine:3", Engine: engine}
+
+	tool := RunShellCommand(sb, nil)
+	out, err := run(t, ctx, tool, map[string]string{"command": "echo inside"})
+	require.NoError(t, err)
+	assert.Equal(t, "inside\n", out.(sdk.ExecResult).Stdout)
+	_, err = run(t, ctx, tool, map[string]string{"command": "true"})
+	require.NoError(t, err)
+	require.NoError(t, sb.Stop(sdk.ContextWithSession(context.Background(), s)))
+	require.NoError(t, sb.Stop(ctx), "stopping twice is a no-op")
+
+	calls, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"image inspect alpine:3",
+		"pull alpine:3",
+		"run -d --rm alpine:3 sleep infinity",
+		"exec cid123 sh -c echo inside",
+		"exec cid123 sh -c true",
+		"rm -f cid123",
+	}, strings.Split(strings.TrimSpace(string(calls)), "\n"), "the container starts once and is reused")
+
+	reports := rec.byMethod("session.reportLocalSandbox")
+	require.Len(t, reports, 2)
+	assert.Equal(t, map[string]any{"state": "running", "image": "alpine:3", "container_id": "cid123", "detail": nil}, reports[0])
+	assert.Equal(t, map[string]any{"state": "stopped", "image": "alpine:3", "container_id": "cid123", "detail": nil}, reports[1])
+}
+
+func TestLocalSandboxStartFailureIsReported(t *testing.T) {
+	_, ctx, rec := fakeSession(t)
+	sb := &LocalSandbox{Image: "alpine:3", Engine: filepath.Join(t.TempDir(), "no-such-docker")}
+	_, err := sb.Exec(ctx, "true")
+	require.Error(t, err)
+	reports := rec.byMethod("session.reportLocalSandbox")
+	require.Len(t, reports, 1)
+	assert.Equal(t, "error", reports[0]["state"])
+	assert.NotEmpty(t, reports[0]["detail"])
+}
+
+func TestLocalSandboxCloseHook(t *testing.T) {
+	engine, log := fakeDocker(t, true)
+	sb := &LocalSandbox{Image: "alpine:3", Engine: engine}
+	s, ctx, _ := fakeSession(t, sb.Option())
+	_, err := sb.Exec(ctx, "true")
+	require.NoError(t, err)
+	_ = s.Close(context.Background()) // the fake answers DELETE with a non-JSON body; only the hook matters
+	calls, _ := os.ReadFile(log)
+	assert.Contains(t, string(calls), "rm -f cid123")
+}
+
+// TestLocalSandboxRealDocker runs against the real engine when an image is
+// at hand (BAE_TEST_DOCKER_IMAGE, default busybox:latest, pulled if needed).
+func TestLocalSandboxRealDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("docker test")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker CLI")
+	}
+	image := os.Getenv("BAE_TEST_DOCKER_IMAGE")
+	if image == "" {
+		image = "busybox:latest"
+	}
+	if exec.Command("docker", "image", "inspect", image).Run() != nil && exec.Command("docker", "pull", image).Run() != nil {
+		t.Skipf("image %s unavailable", image)
+	}
+	_, ctx, rec := fakeSession(t)
+	sb := NewLocalSandbox(image)
+	t.Cleanup(func() { _ = sb.Stop(ctx) })
+	res, err := sb.Exec(ctx, "echo $((6*7)); exit 4")
+	require.NoError(t, err)
+	assert.Equal(t, sdk.ExecResult{Stdout: "42\n", ExitCode: 4}, res)
+	require.NoError(t, sb.Stop(ctx))
+	assert.Len(t, rec.byMethod("session.reportLocalSandbox"), 2)
+}
