@@ -129,7 +129,7 @@ func (c mcpCleaner) CleanupSession(ctx context.Context, in workflows.CleanupInpu
 // unsupportedDriver fails every call with reason.
 type unsupportedDriver struct{ reason string }
 
-func (u unsupportedDriver) err() error { return errors.New(u.reason) }
+func (u unsupportedDriver) err() error                                { return errors.New(u.reason) }
 func (u unsupportedDriver) EnsureImage(context.Context, string) error { return u.err() }
 func (u unsupportedDriver) Start(context.Context, string, map[string]string) (sandbox.Handle, error) {
 	return sandbox.Handle{}, u.err()
