@@ -101,3 +101,12 @@ func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
+
+// DeploymentID is the random id of this database.
+func (s *Store) DeploymentID(ctx context.Context) (string, error) {
+	var id string
+	if err := s.Pool.QueryRow(ctx, `SELECT id FROM deployment LIMIT 1`).Scan(&id); err != nil {
+		return "", fmt.Errorf("read deployment id: %w", err)
+	}
+	return id, nil
+}

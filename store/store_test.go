@@ -33,7 +33,7 @@ func TestMigrationsRunTwice(t *testing.T) {
 	assert.Equal(t, "main", got.Name)
 	var n int
 	require.NoError(t, st.Pool.QueryRow(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n))
-	assert.Equal(t, 1, n)
+	assert.Equal(t, 2, n)
 }
 
 func newSession(t *testing.T, st *store.Store) (store.Session, string) {

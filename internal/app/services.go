@@ -27,6 +27,7 @@ type services struct {
 	provisioner *sandbox.Provisioner
 	tools       *sessiontools.Service
 	closers     []func()
+	deployment  string
 }
 
 func (s *services) close() {
@@ -82,14 +83,19 @@ func newServices(ctx context.Context, st *store.Store, file *config.File, kind s
 		}
 		s.provisioner.Provision(p.ID, p.AvailableSandboxes)
 	}
-	s.tools = &sessiontools.Service{Store: st, Driver: driver, Provisioner: s.provisioner, Log: log}
+	dep, err := st.DeploymentID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.deployment = dep
+	s.tools = &sessiontools.Service{Store: st, Driver: driver, Provisioner: s.provisioner, Log: log, Deployment: dep}
 	return s, nil
 }
 
 // reap removes sandbox containers of sessions that ended while no server
 // was running.
 func (s *services) reap(ctx context.Context, st *store.Store, log *slog.Logger) {
-	n, err := sandbox.Reap(ctx, s.driver, func(ctx context.Context, sessionID string) (bool, error) {
+	n, err := sandbox.Reap(ctx, s.driver, s.deployment, func(ctx context.Context, sessionID string) (bool, error) {
 		sess, err := st.GetSession(ctx, sessionID)
 		if errors.Is(err, store.ErrNotFound) {
 			return false, nil

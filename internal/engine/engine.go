@@ -41,26 +41,28 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 // namespace. Clusters that refuse (for example without operator access)
 // still work; sessions then carry only a memo.
 func (e *Engine) EnsureSearchAttributes(ctx context.Context, namespace string) {
-	_, err := e.Client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: namespace, SearchAttributes: SearchAttributes,
+	missing := map[string]enumspb.IndexedValueType{}
+	resp, err := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	for name, typ := range SearchAttributes {
+		if err != nil {
+			missing[name] = typ
+			continue
+		}
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		e.UseSearchAttributes = true
+		return
+	}
+	_, err = e.Client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
 	})
 	var exists *serviceerror.AlreadyExists
 	if err == nil || errors.As(err, &exists) {
 		e.UseSearchAttributes = true
 		return
-	}
-	resp, lerr := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
-	if lerr == nil {
-		all := true
-		for name := range SearchAttributes {
-			if _, ok := resp.GetCustomAttributes()[name]; !ok {
-				all = false
-			}
-		}
-		if all {
-			e.UseSearchAttributes = true
-			return
-		}
 	}
 	e.log().Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
 }

@@ -23,6 +23,8 @@ const (
 	LabelSession = "bae.session"
 	// LabelManaged marks a container as started by a BAE server.
 	LabelManaged = "bae.managed"
+	// LabelDeployment names the database a container belongs to.
+	LabelDeployment = "bae.deployment"
 	// ManagedFilter is the List filter selecting every managed container.
 	ManagedFilter = LabelManaged + "=true"
 )

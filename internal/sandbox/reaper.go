@@ -17,10 +17,15 @@ import (
 // remove what might be in use); the failures are returned joined, together
 // with the number of containers removed.
 //
-// Every server sharing an engine reaps the same label, so servers backed by
-// different databases must not share one engine.
-func Reap(ctx context.Context, d Driver, isOpen func(ctx context.Context, sessionID string) (bool, error)) (removed int, err error) {
-	containers, err := d.List(ctx, ManagedFilter)
+// deployment scopes the sweep to containers labelled bae.deployment with
+// that value, so servers backed by different databases can share one
+// engine; "" sweeps every managed container.
+func Reap(ctx context.Context, d Driver, deployment string, isOpen func(ctx context.Context, sessionID string) (bool, error)) (removed int, err error) {
+	filter := ManagedFilter
+	if deployment != "" {
+		filter = LabelDeployment + "=" + deployment
+	}
+	containers, err := d.List(ctx, filter)
 	if err != nil {
 		return 0, fmt.Errorf("reap sandboxes: %w", err)
 	}

@@ -30,7 +30,7 @@ func TestReapFake(t *testing.T) {
 	fd.stopErr[failing] = errors.New("engine says no")
 
 	asked := map[string]int{}
-	removed, err := Reap(ctx, fd, func(_ context.Context, sid string) (bool, error) {
+	removed, err := Reap(ctx, fd, "", func(_ context.Context, sid string) (bool, error) {
 		asked[sid]++
 		switch sid {
 		case "ses_open":
@@ -53,7 +53,7 @@ func TestReapFake(t *testing.T) {
 
 func TestReapListFailure(t *testing.T) {
 	fd := newFakeDriver()
-	_, err := Reap(testCtx(t), failingList{fd}, func(context.Context, string) (bool, error) { return true, nil })
+	_, err := Reap(testCtx(t), failingList{fd}, "", func(context.Context, string) (bool, error) { return true, nil })
 	assert.ErrorContains(t, err, "reap sandboxes: list broke")
 }
 
@@ -71,7 +71,7 @@ func TestReapWithEngine(t *testing.T) {
 
 	// Scoped to this run's containers; sessions are open unless they are
 	// this run's closed one.
-	removed, err := Reap(testCtx(t), scopedDriver{Driver: f.driver, run: f.run},
+	removed, err := Reap(testCtx(t), scopedDriver{Driver: f.driver, run: f.run}, "",
 		func(_ context.Context, sid string) (bool, error) { return sid != closedSID, nil })
 	require.NoError(t, err)
 	assert.Equal(t, 1, removed)

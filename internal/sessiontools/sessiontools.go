@@ -19,12 +19,6 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// Labels put on every remote sandbox container.
-const (
-	LabelSession = "bae.session"
-	LabelManaged = "bae.managed"
-)
-
 // SubagentCanceller cancels a tracked remote subagent.
 type SubagentCanceller interface {
 	// Cancel returns wasRunning, or found=false for an unknown id.
@@ -38,6 +32,8 @@ type Service struct {
 	Provisioner *sandbox.Provisioner
 	Subagents   SubagentCanceller
 	Log         *slog.Logger
+	// Deployment labels containers with the database they belong to.
+	Deployment string
 }
 
 func (s *Service) log() *slog.Logger {
@@ -146,7 +142,7 @@ func (s *Service) startContainer(ctx context.Context, sessionID, image string) (
 	if err := s.Driver.EnsureImage(ctx, image); err != nil {
 		return sandbox.Handle{}, err
 	}
-	return s.Driver.Start(ctx, image, map[string]string{LabelSession: sessionID, LabelManaged: "true"})
+	return s.Driver.Start(ctx, image, map[string]string{sandbox.LabelSession: sessionID, sandbox.LabelManaged: "true", sandbox.LabelDeployment: s.Deployment})
 }
 
 // running returns the session's started sandbox or nil.

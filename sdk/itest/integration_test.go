@@ -543,5 +543,5 @@ func (e *env) sandboxDeclarations(t *testing.T) {
 	evs := allEvents(t, ctx, s, 200)
 	last := evs[len(evs)-1]
 	assert.Equal(t, sdk.EventSessionSandboxError, last.Type)
-	assert.JSONEq(t, `{"dispatch":"local","image":"alpine:3","container_id":"c1","detail":"oom"}`, string(last.Payload))
+	assert.JSONEq(t, `{"dispatch":"local","image":"alpine:3","unsandboxed":false,"container_id":"c1","detail":"oom"}`, string(last.Payload))
 }
