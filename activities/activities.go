@@ -8,7 +8,9 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -28,23 +30,16 @@ type MCPCaller interface {
 
 // ExecResult is a sandbox command's outcome.
 type ExecResult struct {
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	ExitCode int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	ExitCode  int    `json:"exit_code"`
+	Truncated bool   `json:"-"`
 }
 
-// SandboxExecer runs a shell command in a running remote sandbox.
+// SandboxExecer runs a shell command (sh -c) in a running remote sandbox,
+// with optional stdin.
 type SandboxExecer interface {
-	Exec(ctx context.Context, sandboxID, command string) (ExecResult, error)
-}
-
-// SubagentRunner dispatches the subagent tools (launch and status).
-type SubagentRunner interface {
-	// Dispatch returns the tool_result content and whether it is an error.
-	Dispatch(ctx context.Context, ref workflows.TurnRef, iteration int, call workflows.ToolCall, input json.RawMessage) (json.RawMessage, bool, error)
-	// HasTracked reports whether the session has subagents to report on,
-	// which makes remote_subagent_status visible to the provider.
-	HasTracked(ctx context.Context, sessionID string) (bool, error)
+	Exec(ctx context.Context, sandboxID, command string, stdin io.Reader) (ExecResult, error)
 }
 
 // Cleaner releases a session's live resources when it ends.
@@ -61,10 +56,13 @@ type Activities struct {
 	// Lookup resolves ${ENV} tokens at call time.
 	Lookup func(string) (string, bool)
 
-	MCP       MCPCaller
-	Sandbox   SandboxExecer
-	Subagents SubagentRunner
-	Cleaners  []Cleaner
+	MCP      MCPCaller
+	Sandbox  SandboxExecer
+	Cleaners []Cleaner
+	// SubagentTimeout applies when a declaration sets no timeout_secs.
+	SubagentTimeout time.Duration
+	// MaxSubagents caps running remote subagents per session (default 8).
+	MaxSubagents int
 }
 
 // Register adds the activities (and the workflow) to a worker.
@@ -78,6 +76,7 @@ func (a *Activities) Register(w worker.Worker) {
 	reg(a.CallMCPTool, workflows.ActCallMCPTool)
 	reg(a.ExecSandbox, workflows.ActExecSandbox)
 	reg(a.RunSubagentTool, workflows.ActRunSubagentTool)
+	reg(a.RunSubagent, workflows.ActRunSubagent)
 	reg(a.FinishIteration, workflows.ActFinishIteration)
 	reg(a.FailTurn, workflows.ActFailTurn)
 	reg(a.CleanupSession, workflows.ActCleanupSession)

@@ -170,7 +170,7 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		content = textContent("sandbox error: " + msg)
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
-		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command)
+		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command, nil)
 		stop()
 		if xerr != nil {
 			msg := xerr.Error()
@@ -193,26 +193,3 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	return err
 }
 
-// RunSubagentTool dispatches launch_subagent-style tools and the status tool.
-func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallInput) error {
-	if done, err := a.recorded(ctx, in); err != nil || done {
-		return err
-	}
-	input, err := a.toolInput(ctx, in)
-	if err != nil {
-		return err
-	}
-	var content json.RawMessage
-	isErr := true
-	if a.Subagents == nil {
-		content = textContent("subagent error: remote subagents are not available on this server")
-	} else {
-		content, isErr, err = a.Subagents.Dispatch(ctx, in.TurnRef, in.Iteration, in.Call, input)
-		if err != nil {
-			return err
-		}
-	}
-	_, err = a.Store.AppendEvents(ctx, in.SessionID,
-		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
-	return err
-}

@@ -92,22 +92,21 @@ func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string
 		}
 		ts.advertised = append(ts.advertised, toolDef{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
-	if a.Subagents != nil {
-		tracked, err := a.Subagents.HasTracked(ctx, sessionID)
-		if err != nil {
-			return ts, err
-		}
-		if tracked {
-			ts.subagent[RemoteStatusTool] = true
-			ts.advertised = append(ts.advertised, statusToolDef())
-		}
+	// The status tool is visible only while there is something to report.
+	tracked, err := a.Store.HasTrackedSubagents(ctx, sessionID)
+	if err != nil {
+		return ts, err
+	}
+	if tracked {
+		ts.subagent[RemoteStatusTool] = true
+		ts.advertised = append(ts.advertised, statusToolDef())
 	}
 	return ts, nil
 }
 
 func statusToolDef() toolDef {
-	desc := "Report the status and captured output of remote subagents launched in this session. Terminal entries are acknowledged and removed once reported."
-	return toolDef{Name: RemoteStatusTool, Description: &desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"subagent_id":{"type":"string","description":"Optional: report only this subagent."}}}`)}
+	desc := "Check the status of subagents launched with launch_subagent. Pass a subagent_id to query one subagent, or omit it to list all tracked subagents. A subagent that has finished is reported with its captured output exactly once."
+	return toolDef{Name: RemoteStatusTool, Description: &desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"subagent_id":{"type":"string","description":"The subagent to query. Omit to report every tracked subagent."}},"required":[],"additionalProperties":false}`)}
 }
 
 // classify decides who executes a tool_use block.

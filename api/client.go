@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -24,6 +23,7 @@ func ClientRouter(d *Deps) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.log()))
+	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"version": d.Version, "api_versions": []string{"v1"}})
@@ -118,16 +118,12 @@ func (b openBody) decl(clientKeyID string) store.ClientDecl {
 	return store.ClientDecl{ClientKeyID: clientKeyID, ClientVersion: b.ClientVersion, Tools: m(tools), SandboxTools: m(sb), SubagentTools: m(sub)}
 }
 
-// decodeBody reads a JSON object body bounded by the size limit. An empty
+// decodeBody reads a JSON object body bounded by readBody's limits. An empty
 // body decodes as {}.
 func (c *clientAPI) decodeBody(w http.ResponseWriter, r *http.Request, into any) *Problem {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody()))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge(fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
-		}
-		return badRequest("could not read request body")
+	body, p := c.readBody(w, r)
+	if p != nil {
+		return p
 	}
 	if strings.TrimSpace(string(body)) == "" {
 		body = []byte("{}")

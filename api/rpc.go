@@ -1,11 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 
@@ -98,14 +96,9 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody()))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeProblem(w, tooLarge(fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)))
-			return
-		}
-		writeProblem(w, badRequest("could not read request body"))
+	body, p := c.readBody(w, r)
+	if p != nil {
+		writeProblem(w, p)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -116,71 +109,15 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &ndjson{w: w}
 
-	trimmed := bytes.TrimSpace(body)
-	var raw any
-	if err := json.Unmarshal(trimmed, &raw); err != nil {
-		envelopeError(out, nil, -32700, "Parse error")
-		return
-	}
-	if _, isArray := raw.([]any); isArray {
-		envelopeError(out, nil, -32600, "Invalid Request: batch requests are not supported")
-		return
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &obj); err != nil {
-		envelopeError(out, nil, -32600, "Invalid Request")
-		return
-	}
-	id, hasID := obj["id"]
-	if hasID && !validID(id) {
-		envelopeError(out, nil, -32600, "Invalid Request: id must be a string, number or null")
-		return
-	}
-	if !hasID {
-		id = nil
-	}
-	reject := func(msg string) {
-		if hasID {
-			envelopeError(out, id, -32600, msg)
+	env, bad := parseEnvelope(body)
+	if bad != nil {
+		if !bad.silent {
+			envelopeError(out, bad.id, bad.Code, bad.Message)
 		}
-	}
-	var version string
-	if err := json.Unmarshal(obj["jsonrpc"], &version); err != nil || version != "2.0" {
-		reject(`Invalid Request: missing or wrong "jsonrpc" version`)
 		return
 	}
-	var method string
-	if err := json.Unmarshal(obj["method"], &method); err != nil || method == "" {
-		reject(`Invalid Request: missing "method"`)
-		return
-	}
-	params := obj["params"]
-	if len(params) == 0 || string(params) == "null" {
-		params = json.RawMessage("{}")
-	}
-	call := &rpcCall{id: id, method: method, params: params, sess: sess, clientID: key.ClientKeyID, out: out, r: r}
-	if !isObject(params) {
-		call.fail(NewRPCError(-32602, "Invalid params: params must be an object"))
-		return
-	}
+	call := &rpcCall{id: env.id, method: env.method, params: env.params, sess: sess, clientID: key.ClientKeyID, out: out, r: r}
 	c.dispatch(call)
-}
-
-func validID(id json.RawMessage) bool {
-	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return false
-	}
-	switch v.(type) {
-	case nil, string, float64:
-		return true
-	}
-	return false
-}
-
-func isObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && m != nil
 }
 
 func (c *clientAPI) dispatch(call *rpcCall) {

@@ -24,30 +24,11 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	if !c.requireOpen(call) {
 		return
 	}
-	var params struct {
-		Message *json.RawMessage `json:"message"`
-	}
-	if err := json.Unmarshal(call.params, &params); err != nil || params.Message == nil || string(*params.Message) == "null" {
-		call.fail(NewRPCError(-32602, `Invalid params: missing "message"`))
+	stored, bad := parseSendMessage(call.params)
+	if bad != nil {
+		call.fail(bad)
 		return
 	}
-	var msg struct {
-		Role    *string          `json:"role"`
-		Content *json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(*params.Message, &msg); err != nil {
-		call.fail(NewRPCError(-32602, "Invalid params: message must be an object with string role and content"))
-		return
-	}
-	if msg.Content == nil || !(isJSONString(*msg.Content) || isJSONArray(*msg.Content)) {
-		call.fail(NewRPCError(-32602, `Invalid params: message.content must be a string or an array of content blocks`))
-		return
-	}
-	role := "user"
-	if msg.Role != nil {
-		role = *msg.Role
-	}
-	stored, _ := json.Marshal(map[string]any{"role": role, "content": *msg.Content})
 
 	ctx := call.r.Context()
 	turnID := ids.New(ids.TurnPrefix)
@@ -90,12 +71,6 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 			return
 		}
 	}
-}
-
-func isJSONString(r json.RawMessage) bool { var s string; return json.Unmarshal(r, &s) == nil }
-func isJSONArray(r json.RawMessage) bool {
-	var a []json.RawMessage
-	return json.Unmarshal(r, &a) == nil && a != nil
 }
 
 // turnRelay forwards a turn's events as notifications, oldest first.

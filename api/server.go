@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
@@ -52,6 +53,9 @@ type Deps struct {
 	OnProfileWritten func(store.Profile)
 	// MaxBodyBytes bounds request bodies (default 4 MiB).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a client-port request body may take
+	// to arrive (default DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
 }
 
 func (d *Deps) maxBody() int64 {
@@ -59,6 +63,13 @@ func (d *Deps) maxBody() int64 {
 		return d.MaxBodyBytes
 	}
 	return 4 << 20
+}
+
+func (d *Deps) bodyReadTimeout() time.Duration {
+	if d.BodyReadTimeout > 0 {
+		return d.BodyReadTimeout
+	}
+	return DefaultBodyReadTimeout
 }
 
 func (d *Deps) log() *slog.Logger {

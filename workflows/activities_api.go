@@ -9,6 +9,7 @@ const (
 	ActCallMCPTool     = "CallMCPTool"
 	ActExecSandbox     = "ExecSandbox"
 	ActRunSubagentTool = "RunSubagentTool"
+	ActRunSubagent     = "RunSubagent"
 	ActFinishIteration = "FinishIteration"
 	ActFailTurn        = "FailTurn"
 	ActCleanupSession  = "CleanupSession"
@@ -109,4 +110,22 @@ type CleanupInput struct {
 	SessionID   string
 	ClientKeyID string
 	Reason      string
+}
+
+// ToolCallResult is what a tool dispatch tells the workflow beyond the
+// events it logged: a remote subagent to run in the background.
+type ToolCallResult struct {
+	Launch *SubagentLaunch `json:",omitempty"`
+}
+
+// SubagentLaunch starts a remote subagent run that outlives the turn.
+type SubagentLaunch struct {
+	SubagentID  string
+	TimeoutSecs int
+}
+
+// RunSubagentInput runs one launched subagent to completion.
+type RunSubagentInput struct {
+	SessionID  string
+	SubagentID string
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,11 +28,13 @@ type session struct {
 	cancelTimr workflow.CancelFunc
 	turns      int
 	runTurns   int
+	// subagents are the running remote subagent coroutines, by id.
+	subagents map[string]workflow.CancelFunc
 }
 
 // Session is the workflow function registered as "Session".
 func Session(ctx workflow.Context, p SessionParams) error {
-	s := &session{p: p}
+	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}}
 	if p.Carry != nil {
 		s.turns = p.Carry.Turns
 		if p.Carry.Paused != nil {
@@ -54,12 +57,15 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.close); err != nil {
 		return fmt.Errorf("register close update: %w", err)
 	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateCancelSubagent, s.cancelSubagent); err != nil {
+		return fmt.Errorf("register cancel update: %w", err)
+	}
 
 	err := workflow.Await(ctx, func() bool {
 		if s.closed && s.cleaned {
-			return workflow.AllHandlersFinished(ctx)
+			return len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 		}
-		return s.runTurns >= turnsPerRun && !s.busy && len(s.queue) == 0 && workflow.AllHandlersFinished(ctx)
+		return s.runTurns >= turnsPerRun && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 	})
 	if err != nil {
 		return err
@@ -123,7 +129,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	}
 	s.turns++
 	s.runTurns++
-	res, err := runTurn(ctx, begin, s.p.HeartbeatTimeout)
+	res, err := runTurn(ctx, begin, s.p.HeartbeatTimeout, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -188,6 +194,54 @@ func (s *session) close(ctx workflow.Context, in CloseInput) error {
 	return nil
 }
 
+// launch runs a remote subagent in the background: the turn that launched
+// it does not wait, and the session does not end before it does.
+func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
+	if _, running := s.subagents[l.SubagentID]; running || s.closed {
+		return
+	}
+	runCtx, cancel := workflow.WithCancel(ctx)
+	s.subagents[l.SubagentID] = cancel
+	hb := s.p.HeartbeatTimeout
+	if hb <= 0 {
+		hb = 10 * time.Second
+	}
+	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
+		HeartbeatTimeout:    3 * hb,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	workflow.Go(runCtx, func(gctx workflow.Context) {
+		defer delete(s.subagents, l.SubagentID)
+		err := workflow.ExecuteActivity(actx, ActRunSubagent, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID}).Get(gctx, nil)
+		if err != nil && !temporal.IsCanceledError(err) {
+			workflow.GetLogger(ctx).Error("remote subagent run failed", "subagent_id", l.SubagentID, "error", err)
+		}
+	})
+}
+
+// cancelSubagent stops a running subagent's activity; the caller already
+// recorded the cancellation.
+func (s *session) cancelSubagent(ctx workflow.Context, id string) error {
+	if cancel, ok := s.subagents[id]; ok {
+		cancel()
+	}
+	return nil
+}
+
+// cancelAllSubagents stops every running subagent, in id order so replay
+// is deterministic.
+func (s *session) cancelAllSubagents() {
+	ids := make([]string, 0, len(s.subagents))
+	for id := range s.subagents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.subagents[id]()
+	}
+}
+
 func (s *session) markClosed(ctx workflow.Context, state string) {
 	if s.closed {
 		return
@@ -211,4 +265,5 @@ func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
 		workflow.GetLogger(ctx).Error("session cleanup failed", "error", err)
 	}
 	s.cleaned = true
+	s.cancelAllSubagents()
 }

@@ -62,7 +62,10 @@ func toolCtx(ctx workflow.Context, call ToolCall, hb time.Duration) workflow.Con
 // runTurn orchestrates one turn: record the client's message, walk the
 // providers, dispatch server-side tools, and loop until a final answer, a
 // pause for client tools, a provider failure, or the iteration cap.
-func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration) (turnResult, error) {
+// launchFn starts a remote subagent's background run.
+type launchFn func(SubagentLaunch)
+
+func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch launchFn) (turnResult, error) {
 	if hb <= 0 {
 		hb = 10 * time.Second
 	}
@@ -103,8 +106,12 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration) (turnRes
 			default:
 				continue // client tools run in the harness
 			}
-			if err := workflow.ExecuteActivity(toolCtx(ctx, call, hb), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, nil); err != nil {
+			var tr ToolCallResult
+			if err := workflow.ExecuteActivity(toolCtx(ctx, call, hb), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, &tr); err != nil {
 				return turnResult{}, err
+			}
+			if tr.Launch != nil && launch != nil {
+				launch(*tr.Launch)
 			}
 		}
 		var fin FinishIterationResult

@@ -11,7 +11,9 @@ const (
 	SessionWorkflow   = "Session"
 	UpdateSendMessage = "SendMessage"
 	UpdateClose       = "Close"
-	QueryControl      = "Control"
+	// UpdateCancelSubagent stops a remote subagent's background run.
+	UpdateCancelSubagent = "CancelSubagent"
+	QueryControl         = "Control"
 
 	// Search attributes (Keyword) that make sessions findable in the UI.
 	SearchAttrProfileID = "BaeProfileId"

@@ -95,14 +95,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer svc.close()
 	hub.OnSessionClosed(svc.mcp.CloseSession)
+	svc.tools.Subagents = subagentCanceller{store: st, engine: eng}
 	acts := &activities.Activities{
 		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
-		Cleaners: []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
+		Cleaners: []activities.Cleaner{subagentCleaner{st}, svc.tools, mcpCleaner{pool: st.Pool}},
 	}
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
-		MCP: svc.mcp, Tools: svc.tools,
+		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
 		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts, Sandbox: sandboxStatus{svc.provisioner}, Services: svc}

@@ -24,6 +24,8 @@ const (
 	DefaultTaskQueue         = "bae-sessions"
 	DefaultTemporalUIPort    = 8233
 	DefaultTemporalPort      = 7233
+	DefaultMaxBodyBytes      = 4 << 20
+	DefaultBodyReadTimeout   = 60 * time.Second
 )
 
 // Sandbox drivers accepted in BAE_SANDBOX_DRIVER.
@@ -54,6 +56,11 @@ type Server struct {
 	DataDir           string
 	TemporalUIPort    int
 	TemporalPort      int
+	// MaxBodyBytes bounds client-port request bodies (BAE_MAX_BODY_BYTES).
+	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a request body may take to arrive
+	// (BAE_BODY_READ_TIMEOUT), against clients that trickle it.
+	BodyReadTimeout time.Duration
 }
 
 // ServerFromEnv reads the BAE_* variables through lookup (os.LookupEnv in
@@ -104,6 +111,15 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, err
 	}
 	if s.TurnTimeout, err = parseTimeout("BAE_TURN_TIMEOUT", get("BAE_TURN_TIMEOUT", ""), DefaultTurnTimeout); err != nil {
+		return Server{}, err
+	}
+	if s.BodyReadTimeout, err = parseTimeout("BAE_BODY_READ_TIMEOUT", get("BAE_BODY_READ_TIMEOUT", ""), DefaultBodyReadTimeout); err != nil {
+		return Server{}, err
+	}
+	if s.BodyReadTimeout == 0 {
+		return Server{}, invalidf("BAE_BODY_READ_TIMEOUT: %q must be greater than zero", get("BAE_BODY_READ_TIMEOUT", ""))
+	}
+	if s.MaxBodyBytes, err = parseByteSize("BAE_MAX_BODY_BYTES", get("BAE_MAX_BODY_BYTES", ""), DefaultMaxBodyBytes); err != nil {
 		return Server{}, err
 	}
 	if s.TemporalUIPort, err = parsePort("BAE_TEMPORAL_UI_PORT", get("BAE_TEMPORAL_UI_PORT", ""), DefaultTemporalUIPort); err != nil {
@@ -167,6 +183,18 @@ func parsePort(name, v string, def int) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > 65535 {
 		return 0, invalidf("%s: %q is not a valid port number", name, v)
+	}
+	return n, nil
+}
+
+// parseByteSize accepts a positive whole number of bytes.
+func parseByteSize(name, v string, def int64) (int64, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, invalidf("%s: %q is not a positive whole number of bytes", name, v)
 	}
 	return n, nil
 }

@@ -27,6 +27,8 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		DataDir:           "./bae-data",
 		TemporalUIPort:    8233,
 		TemporalPort:      7233,
+		MaxBodyBytes:      4 << 20,
+		BodyReadTimeout:   60 * time.Second,
 	}, s)
 }
 
@@ -46,6 +48,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_TASK_QUEUE":                     "q",
 		"BAE_TEMPORAL_UI_PORT":               "18233",
 		"BAE_TEMPORAL_PORT":                  "17233",
+		"BAE_MAX_BODY_BYTES":                 "1024",
+		"BAE_BODY_READ_TIMEOUT":              "250ms",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, Server{
@@ -54,6 +58,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
+		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond,
 	}, s)
 
 	s, err = ServerFromEnv(envMap(map[string]string{
@@ -95,13 +100,15 @@ func TestAdminAddrMustBeLoopback(t *testing.T) {
 
 func TestServerFromEnvInvalidValues(t *testing.T) {
 	cases := map[string]string{
-		"BAE_ADDR":             "not-an-addr",
-		"BAE_ADMIN_ADDR":       "127.0.0.1",
-		"BAE_SHUTDOWN_TIMEOUT": "soon",
-		"BAE_TURN_TIMEOUT":     "-5",
-		"BAE_SANDBOX_DRIVER":   "podman",
-		"BAE_TEMPORAL_UI_PORT": "eighty",
-		"BAE_TEMPORAL_PORT":    "70000",
+		"BAE_ADDR":              "not-an-addr",
+		"BAE_ADMIN_ADDR":        "127.0.0.1",
+		"BAE_SHUTDOWN_TIMEOUT":  "soon",
+		"BAE_TURN_TIMEOUT":      "-5",
+		"BAE_SANDBOX_DRIVER":    "podman",
+		"BAE_TEMPORAL_UI_PORT":  "eighty",
+		"BAE_TEMPORAL_PORT":     "70000",
+		"BAE_MAX_BODY_BYTES":    "4MiB",
+		"BAE_BODY_READ_TIMEOUT": "0",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -114,4 +121,10 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	requireValidation(t, err, "BAE_TURN_TIMEOUT")
 	_, err = ServerFromEnv(envMap(map[string]string{"BAE_ADDR": "127.0.0.1:http"}))
 	requireValidation(t, err, "BAE_ADDR")
+	for _, v := range []string{"0", "-1", "1.5"} {
+		_, err = ServerFromEnv(envMap(map[string]string{"BAE_MAX_BODY_BYTES": v}))
+		requireValidation(t, err, "BAE_MAX_BODY_BYTES")
+	}
+	_, err = ServerFromEnv(envMap(map[string]string{"BAE_BODY_READ_TIMEOUT": "0s"}))
+	requireValidation(t, err, "BAE_BODY_READ_TIMEOUT")
 }

@@ -142,3 +142,21 @@ func (e *Engine) CloseSession(ctx context.Context, sessionID string, in workflow
 	}
 	return h.Get(ctx, nil)
 }
+
+// CancelSubagent stops a remote subagent's background run.
+func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID string) error {
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateName:   workflows.UpdateCancelSubagent,
+		Args:         []any{subagentID},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("cancel subagent update: %w", err)
+	}
+	return h.Get(ctx, nil)
+}

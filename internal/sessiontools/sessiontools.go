@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -255,10 +256,10 @@ func (s *Service) CleanupSession(ctx context.Context, in workflows.CleanupInput)
 type Execer struct{ Driver sandbox.Driver }
 
 // Exec runs command in the sandbox container.
-func (e Execer) Exec(ctx context.Context, sandboxID, command string) (activities.ExecResult, error) {
-	r, err := e.Driver.Exec(ctx, sandboxID, command, nil)
+func (e Execer) Exec(ctx context.Context, sandboxID, command string, stdin io.Reader) (activities.ExecResult, error) {
+	r, err := e.Driver.Exec(ctx, sandboxID, command, stdin)
 	if err != nil {
 		return activities.ExecResult{}, err
 	}
-	return activities.ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode}, nil
+	return activities.ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Truncated: r.Truncated}, nil
 }

@@ -1,0 +1,369 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// subagentOutputCap bounds each captured stream of a remote subagent.
+const subagentOutputCap = 64 << 10
+
+const defaultMaxSubagents = 8
+
+// subagentDecl is a remote launch declaration (subagent_tools entry).
+type subagentDecl struct {
+	Name      string `json:"name"`
+	Image     string `json:"image"`
+	Subagents []struct {
+		Harness         string `json:"harness"`
+		CommandTemplate string `json:"command_template"`
+		PromptVia       string `json:"prompt_via"`
+		TimeoutSecs     *int   `json:"timeout_secs"`
+	} `json:"subagents"`
+}
+
+func subagentContent(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return textContent(string(b))
+}
+
+func subagentError(msg string) (json.RawMessage, bool) {
+	return subagentContent(map[string]any{"error": msg}), true
+}
+
+// shellQuote wraps s in single quotes for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// interpolate fills {model} and {prompt} in one pass, so substituted text
+// is never re-scanned for placeholders.
+func interpolate(tpl, model, prompt, promptVia string) string {
+	var b strings.Builder
+	rest := tpl
+	for {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(rest[:i])
+		rest = rest[i:]
+		switch {
+		case strings.HasPrefix(rest, "{model}"):
+			b.WriteString(shellQuote(model))
+			rest = rest[len("{model}"):]
+		case strings.HasPrefix(rest, "{prompt}"):
+			if promptVia == "arg" {
+				b.WriteString(shellQuote(prompt))
+			}
+			rest = rest[len("{prompt}"):]
+		default:
+			b.WriteByte('{')
+			rest = rest[1:]
+		}
+	}
+}
+
+// subagentID is derived from the turn and tool call, so a retried launch
+// reuses the same subagent.
+func subagentID(turnID, callID string) string {
+	sum := sha256.Sum256([]byte(turnID + "/" + callID))
+	return "sba_" + hex.EncodeToString(sum[:16])
+}
+
+// RunSubagentTool dispatches launch_subagent-style tools and the status tool.
+func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	var res workflows.ToolCallResult
+	if done, err := a.recorded(ctx, in); err != nil || done {
+		if done {
+			// A retry after the result was logged: relaunch only if the
+			// subagent row exists and is still running without a worker.
+			res.Launch = a.existingLaunch(ctx, in)
+		}
+		return res, err
+	}
+	input, err := a.toolInput(ctx, in)
+	if err != nil {
+		return res, err
+	}
+	var content json.RawMessage
+	var isErr bool
+	if in.Call.Name == RemoteStatusTool {
+		content, isErr, err = a.subagentStatus(ctx, in.SessionID, input)
+	} else {
+		content, isErr, res.Launch, err = a.launchSubagent(ctx, in, input)
+	}
+	if err != nil {
+		return res, err
+	}
+	_, err = a.Store.AppendEvents(ctx, in.SessionID,
+		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
+	return res, err
+}
+
+func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {
+	sa, err := a.Store.GetSubagent(ctx, in.SessionID, subagentID(in.TurnID, in.Call.ID))
+	if err != nil || sa.Status != store.SubagentRunning {
+		return nil
+	}
+	return &workflows.SubagentLaunch{SubagentID: sa.ID, TimeoutSecs: sa.TimeoutSecs}
+}
+
+func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallInput, input json.RawMessage) (json.RawMessage, bool, *workflows.SubagentLaunch, error) {
+	var args map[string]any
+	_ = json.Unmarshal(input, &args)
+	harness, _ := args["harness"].(string)
+	model, _ := args["model"].(string)
+	prompt, _ := args["prompt"].(string)
+	if strings.TrimSpace(harness) == "" || strings.TrimSpace(model) == "" || strings.TrimSpace(prompt) == "" {
+		c, e := subagentError(`launch_subagent requires string "harness", "model", and "prompt"`)
+		return c, e, nil, nil
+	}
+	decl, err := a.Store.Client(ctx, in.SessionID, in.ClientKeyID)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	var decls []subagentDecl
+	_ = json.Unmarshal(decl.SubagentTools, &decls)
+	var tool *subagentDecl
+	for i := range decls {
+		if decls[i].Name == in.Call.Name {
+			tool = &decls[i]
+		}
+	}
+	if tool == nil {
+		c, e := subagentError(fmt.Sprintf("unknown harness %q", harness))
+		return c, e, nil, nil
+	}
+	defIdx := -1
+	for i, d := range tool.Subagents {
+		if d.Harness == harness {
+			defIdx = i
+		}
+	}
+	if defIdx < 0 {
+		c, e := subagentError(fmt.Sprintf("unknown harness %q", harness))
+		return c, e, nil, nil
+	}
+	def := tool.Subagents[defIdx]
+	limit := a.MaxSubagents
+	if limit <= 0 {
+		limit = defaultMaxSubagents
+	}
+	running, err := a.Store.RunningSubagents(ctx, in.SessionID)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if running >= limit {
+		c, e := subagentError(fmt.Sprintf("subagent limit reached (max %d per session)", limit))
+		return c, e, nil, nil
+	}
+	sb, err := a.Store.Sandbox(ctx, in.SessionID)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if sb == nil || sb.ID == "" {
+		c, e := subagentError(fmt.Sprintf("no remote sandbox is running for tool '%s'; call session.startRemoteSandbox first", in.Call.Name))
+		return c, e, nil, nil
+	}
+	if sb.Image != tool.Image {
+		c, e := subagentError(fmt.Sprintf("remote sandbox image mismatch: subagent declared %q but the running sandbox uses %q", tool.Image, sb.Image))
+		return c, e, nil, nil
+	}
+	timeout := int(a.subagentTimeout().Seconds())
+	if def.TimeoutSecs != nil && *def.TimeoutSecs > 0 {
+		timeout = *def.TimeoutSecs
+	}
+	sa := store.Subagent{
+		ID: subagentID(in.TurnID, in.Call.ID), SessionID: in.SessionID, ClientKeyID: in.ClientKeyID,
+		Harness: harness, Model: model, SandboxID: sb.ID, TimeoutSecs: timeout,
+		Command: interpolate(def.CommandTemplate, model, prompt, def.PromptVia),
+	}
+	if def.PromptVia != "arg" {
+		sa.Stdin = &prompt
+	}
+	common := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": harness, "model": model, "detail": nil}
+	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		if err := store.InsertSubagentTx(ctx, tx, sa); err != nil {
+			return err
+		}
+		_, err := store.AppendEventsTx(ctx, tx, in.SessionID,
+			a.event(in, "sa_start", "session.subagent.start", common),
+			a.event(in, "sa_running", "session.subagent.running", common))
+		return err
+	})
+	if err != nil {
+		return nil, false, nil, err
+	}
+	content := subagentContent(map[string]any{"subagent_id": sa.ID, "harness": harness, "model": model, "status": "started"})
+	return content, false, &workflows.SubagentLaunch{SubagentID: sa.ID, TimeoutSecs: timeout}, nil
+}
+
+func (a *Activities) subagentTimeout() time.Duration {
+	if a.SubagentTimeout > 0 {
+		return a.SubagentTimeout
+	}
+	return 10 * time.Minute
+}
+
+// subagentStatus reports tracked subagents and evicts the terminal ones it
+// reported.
+func (a *Activities) subagentStatus(ctx context.Context, sessionID string, input json.RawMessage) (json.RawMessage, bool, error) {
+	var args map[string]any
+	_ = json.Unmarshal(input, &args)
+	requested, _ := args["subagent_id"].(string)
+	all, err := a.Store.TrackedSubagents(ctx, sessionID)
+	if err != nil {
+		return nil, false, err
+	}
+	entries := []map[string]any{}
+	var evict []string
+	for _, s := range all {
+		if requested != "" && s.ID != requested {
+			continue
+		}
+		entries = append(entries, map[string]any{
+			"subagent_id": s.ID, "harness": s.Harness, "model": s.Model, "status": s.Status,
+			"exit_code": s.ExitCode, "stdout": s.Stdout, "stderr": s.Stderr, "truncated": s.Truncated,
+			"reason": s.Reason, "detail": s.Detail,
+		})
+		if s.Status != store.SubagentRunning {
+			evict = append(evict, s.ID)
+		}
+	}
+	if requested != "" && len(entries) == 0 {
+		c, e := subagentError("unknown subagent_id")
+		return c, e, nil
+	}
+	if err := a.Store.EvictSubagents(ctx, sessionID, evict); err != nil {
+		return nil, false, err
+	}
+	return subagentContent(map[string]any{"subagents": entries}), false, nil
+}
+
+func capOutput(s string) (string, bool) {
+	if len(s) <= subagentOutputCap {
+		return s, false
+	}
+	end := subagentOutputCap
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end], true
+}
+
+// RunSubagent runs a launched subagent's command in the session's sandbox
+// until it exits, times out or is cancelled, heartbeating meanwhile, and
+// records the terminal event. The first terminal transition wins, so an
+// explicit cancel or session close recorded elsewhere is never overwritten.
+func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentInput) error {
+	sa, err := a.Store.GetSubagent(ctx, in.SessionID, in.SubagentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sa.Status != store.SubagentRunning {
+		return nil
+	}
+	base := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": sa.Harness, "model": sa.Model}
+	finish := func(o store.SubagentOutcome, typ string, extra map[string]any) error {
+		p := map[string]any{"detail": o.Detail}
+		for k, v := range base {
+			p[k] = v
+		}
+		for k, v := range extra {
+			p[k] = v
+		}
+		_, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
+			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Type: typ, Payload: p})
+		return err
+	}
+	strp := func(s string) *string { return &s }
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		// The worker running it was lost: the command's fate is unknown, so
+		// report it rather than run it a second time.
+		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the server running this subagent stopped")},
+			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+	}
+	if a.Sandbox == nil {
+		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("no sandbox driver is configured on this server")},
+			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+	}
+	runCtx, cancel := context.WithTimeout(ctx, time.Duration(sa.TimeoutSecs)*time.Second)
+	defer cancel()
+	stop := heartbeatEvery(ctx, 5*time.Second)
+	var stdin *strings.Reader
+	if sa.Stdin != nil {
+		stdin = strings.NewReader(*sa.Stdin)
+	}
+	var r ExecResult
+	var xerr error
+	if stdin != nil {
+		r, xerr = a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, stdin)
+	} else {
+		r, xerr = a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, nil)
+	}
+	stop()
+	switch {
+	case ctx.Err() != nil:
+		// Cancelled by the workflow (explicit cancel or session close): the
+		// canceller recorded the terminal event.
+		return nil
+	case runCtx.Err() != nil:
+		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
+			"session.subagent.failed", map[string]any{"reason": "timeout", "exit_code": nil})
+	case xerr != nil:
+		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(xerr.Error())},
+			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+	}
+	stdout, t1 := capOutput(r.Stdout)
+	stderr, t2 := capOutput(r.Stderr)
+	code := r.ExitCode
+	o := store.SubagentOutcome{ExitCode: &code, Stdout: &stdout, Stderr: &stderr, Truncated: t1 || t2 || r.Truncated}
+	if code == 0 {
+		o.Status = store.SubagentCompleted
+		return finish(o, "session.subagent.completed", map[string]any{"exit_code": 0})
+	}
+	o.Status, o.Reason = store.SubagentFailed, strp("nonzero_exit")
+	return finish(o, "session.subagent.failed", map[string]any{"reason": "nonzero_exit", "exit_code": code})
+}
+
+// CancelSubagents records the cancellation of running subagents (one id, or
+// all of the session's with id ""), returning the ids it cancelled.
+func CancelSubagents(ctx context.Context, st *store.Store, sessionID, id, clientKeyID, reason string) ([]string, error) {
+	all, err := st.TrackedSubagents(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	var cancelled []string
+	for _, s := range all {
+		if (id != "" && s.ID != id) || s.Status != store.SubagentRunning {
+			continue
+		}
+		r := reason
+		ok, err := st.FinishSubagent(ctx, sessionID, s.ID, store.SubagentOutcome{Status: store.SubagentCancelled, Reason: &r},
+			store.NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID, Type: "session.subagent.cancelled",
+				Payload: map[string]any{"dispatch": "remote", "subagent_id": s.ID, "harness": s.Harness, "model": s.Model, "detail": nil, "reason": reason, "exit_code": nil}})
+		if err != nil {
+			return cancelled, err
+		}
+		if ok {
+			cancelled = append(cancelled, s.ID)
+		}
+	}
+	return cancelled, nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// api is the benchmark's HTTP client for the two ports. It speaks only the
+// public wire API, as an SDK would.
+type api struct {
+	http      *http.Client
+	clientURL string
+	adminURL  string
+	adminKey  string
+}
+
+func newAPI(clientURL, adminURL, adminKey string, conns int) *api {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// One keep-alive connection per concurrent session: the default of 2
+	// idle connections per host would make most turns dial a new socket.
+	tr.MaxIdleConns = conns + 64
+	tr.MaxIdleConnsPerHost = conns + 64
+	tr.DisableCompression = true
+	return &api{http: &http.Client{Transport: tr}, clientURL: clientURL, adminURL: adminURL, adminKey: adminKey}
+}
+
+func (a *api) close() { a.http.CloseIdleConnections() }
+
+// doJSON sends body and decodes a JSON reply into out, expecting status want.
+func (a *api) doJSON(ctx context.Context, method, url, token string, body, out any, want int) error {
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("marshal request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(buf))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: decode reply: %w", method, url, err)
+		}
+	}
+	return nil
+}
+
+// setup creates the bench profile and one client key for all sessions.
+func (a *api) setup(ctx context.Context) (string, error) {
+	var prof struct {
+		ID string `json:"id"`
+	}
+	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/profiles", a.adminKey,
+		map[string]any{"name": "bench", "primary_provider": "fake", "allowed_tools": []string{}}, &prof, http.StatusCreated); err != nil {
+		return "", fmt.Errorf("create profile: %w", err)
+	}
+	var key struct {
+		Key string `json:"key"`
+	}
+	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/keys", a.adminKey,
+		map[string]any{"name": "bench", "profile_id": prof.ID}, &key, http.StatusCreated); err != nil {
+		return "", fmt.Errorf("create client key: %w", err)
+	}
+	return key.Key, nil
+}
+
+type session struct {
+	ID  string `json:"session_id"`
+	Key string `json:"session_key"`
+	n   int // next JSON-RPC id
+}
+
+// open opens a session and registers as its driver, as an SDK's connect()
+// does.
+func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
+	s := &session{}
+	if err := a.doJSON(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions", clientKey,
+		map[string]any{"client_version": "bae-bench"}, s, http.StatusCreated); err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	res, err := a.rpc(ctx, s, "session.registerDriver", map[string]any{})
+	if err != nil {
+		return nil, fmt.Errorf("register driver: %w", err)
+	}
+	if !bytes.Contains(res.Result, []byte(`"registered":true`)) {
+		return nil, fmt.Errorf("register driver: unexpected result %s", res.Result)
+	}
+	return s, nil
+}
+
+// rpcLine is one NDJSON object: a notification (method, no id) or the
+// terminal response (id plus result or error).
+type rpcLine struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type rpcResult struct {
+	Result        json.RawMessage
+	Notifications int
+	Bytes         int64
+}
+
+// rpcError is a JSON-RPC error object or a broken stream; kind groups
+// errors in the report.
+type rpcError struct {
+	kind string
+	err  error
+}
+
+func (e *rpcError) Error() string { return e.kind + ": " + e.err.Error() }
+func (e *rpcError) Unwrap() error { return e.err }
+
+func errKind(err error) string {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re.kind
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "transport"
+}
+
+// rpc posts one JSON-RPC request and reads its NDJSON stream to the
+// terminal response.
+func (a *api) rpc(ctx context.Context, s *session, method string, params any) (rpcResult, error) {
+	s.n++
+	buf, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": s.n, "method": method, "params": params})
+	if err != nil {
+		return rpcResult{}, fmt.Errorf("marshal rpc: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(buf))
+	if err != nil {
+		return rpcResult{}, fmt.Errorf("build rpc: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return rpcResult{}, fmt.Errorf("post rpc: %w", err)
+	}
+	defer resp.Body.Close()
+	cr := &countingReader{r: resp.Body}
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(cr, 4096))
+		return rpcResult{}, &rpcError{kind: fmt.Sprintf("http_%d", resp.StatusCode), err: fmt.Errorf("%s", bytes.TrimSpace(raw))}
+	}
+	dec := json.NewDecoder(cr)
+	var out rpcResult
+	for {
+		var line rpcLine
+		if err := dec.Decode(&line); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("stream ended without a terminal response")
+			}
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return out, &rpcError{kind: "stream", err: err}
+		}
+		if len(line.ID) == 0 || string(line.ID) == "null" {
+			out.Notifications++
+			continue
+		}
+		out.Bytes = cr.n
+		if line.Error != nil {
+			return out, &rpcError{kind: fmt.Sprintf("rpc_%d", line.Error.Code), err: errors.New(line.Error.Message)}
+		}
+		out.Result = line.Result
+		return out, nil
+	}
+}
+
+// turnReply is the part of sendMessage's terminal result the bench checks.
+type turnReply struct {
+	Message struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"message"`
+}
+
+// turn sends one user message and checks the echo came back for it.
+func (a *api) turn(ctx context.Context, s *session, token string, timeout time.Duration) (rpcResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := a.rpc(ctx, s, "session.sendMessage", map[string]any{"message": map[string]any{"role": "user", "content": token}})
+	if err != nil {
+		return res, err
+	}
+	var r turnReply
+	if err := json.Unmarshal(res.Result, &r); err != nil {
+		return res, &rpcError{kind: "bad_result", err: err}
+	}
+	want := "echo: " + token
+	for _, b := range r.Message.Content {
+		if b.Type == "text" && b.Text == want {
+			return res, nil
+		}
+	}
+	return res, &rpcError{kind: "wrong_reply", err: fmt.Errorf("want %q, got %.200s", want, res.Result)}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// dist summarises a latency sample in milliseconds.
+type dist struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean_ms"`
+	P50  float64 `json:"p50_ms"`
+	P90  float64 `json:"p90_ms"`
+	P99  float64 `json:"p99_ms"`
+	Max  float64 `json:"max_ms"`
+}
+
+func summarise(ds []time.Duration) dist {
+	if len(ds) == 0 {
+		return dist{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	// Nearest rank: the smallest value with at least q of the sample at or
+	// below it.
+	q := func(p float64) float64 {
+		i := int(p*float64(len(s))+0.999999) - 1
+		return ms(s[max(0, min(i, len(s)-1))])
+	}
+	return dist{N: len(s), Mean: ms(sum / time.Duration(len(s))), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: ms(s[len(s)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// memSample is one snapshot of the whole process: Temporal, baesrv, the
+// fake and the load generator share it, as in `baesrv dev`.
+type memSample struct {
+	Label      string  `json:"label"`
+	At         float64 `json:"at_s"` // seconds since the bench started
+	Goroutines int     `json:"goroutines"`
+	HeapAlloc  uint64  `json:"heap_alloc_bytes"`
+	HeapLive   uint64  `json:"heap_live_bytes"` // live heap as of the last GC
+	HeapSys    uint64  `json:"heap_sys_bytes"`
+	Sys        uint64  `json:"sys_bytes"`
+	NumGC      uint32  `json:"num_gc"`
+}
+
+var benchStart = time.Now()
+
+func sampleMem(label string) memSample {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	// HeapAlloc swings with the GC cycle; the live heap after the last
+	// mark is what shows a leak.
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	var hl uint64
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		hl = live[0].Value.Uint64()
+	}
+	return memSample{
+		Label: label, At: time.Since(benchStart).Seconds(), Goroutines: runtime.NumGoroutine(),
+		HeapAlloc: m.HeapAlloc, HeapLive: hl, HeapSys: m.HeapSys, Sys: m.Sys, NumGC: m.NumGC,
+	}
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// pgSampler polls pg_stat_activity for the bench database over its own
+// connection (excluded from the counts).
+type pgSampler struct {
+	conn *pgx.Conn
+
+	mu      sync.Mutex
+	samples []pgSample
+}
+
+type pgSample struct {
+	Total, Active, IdleInTx int
+}
+
+// PGStats summarise the samples.
+type PGStats struct {
+	Samples   int     `json:"samples"`
+	MaxTotal  int     `json:"max_connections"`
+	MeanTotal float64 `json:"mean_connections"`
+	MaxActive int     `json:"max_active"`
+	MeanActv  float64 `json:"mean_active"`
+	MaxIdleTx int     `json:"max_idle_in_transaction"`
+	Last      int     `json:"last_connections"`
+	PoolMax   int32   `json:"pool_max_conns"`
+}
+
+func newPGSampler(ctx context.Context, dbURL string) (*pgSampler, error) {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect pg sampler: %w", err)
+	}
+	return &pgSampler{conn: c}, nil
+}
+
+func (p *pgSampler) sample(ctx context.Context) (pgSample, error) {
+	var s pgSample
+	err := p.conn.QueryRow(ctx, `SELECT count(*),
+		count(*) FILTER (WHERE state = 'active'),
+		count(*) FILTER (WHERE state LIKE 'idle in transaction%')
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&s.Total, &s.Active, &s.IdleInTx)
+	if err != nil {
+		return s, fmt.Errorf("sample pg_stat_activity: %w", err)
+	}
+	return s, nil
+}
+
+// run samples every interval until ctx ends.
+func (p *pgSampler) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if s, err := p.sample(ctx); err == nil {
+			p.mu.Lock()
+			p.samples = append(p.samples, s)
+			p.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *pgSampler) last() (pgSample, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.samples) == 0 {
+		return pgSample{}, false
+	}
+	return p.samples[len(p.samples)-1], true
+}
+
+func (p *pgSampler) stats() PGStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PGStats{Samples: len(p.samples)}
+	for _, s := range p.samples {
+		st.MaxTotal = max(st.MaxTotal, s.Total)
+		st.MaxActive = max(st.MaxActive, s.Active)
+		st.MaxIdleTx = max(st.MaxIdleTx, s.IdleInTx)
+		st.MeanTotal += float64(s.Total)
+		st.MeanActv += float64(s.Active)
+	}
+	if n := len(p.samples); n > 0 {
+		st.MeanTotal /= float64(n)
+		st.MeanActv /= float64(n)
+		st.Last = p.samples[n-1].Total
+	}
+	return st
+}
+
+// backendPIDs lists the server processes serving the bench database, so
+// their CPU time can be read from /proc.
+func (p *pgSampler) backendPIDs(ctx context.Context) []int {
+	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return nil
+	}
+	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int])
+	return pids
+}
+
+func (p *pgSampler) close(ctx context.Context) { _ = p.conn.Close(ctx) }
+
+// cpuMark is a point-in-time reading of CPU counters, so a phase's CPU use
+// can be split between this process, the PostgreSQL backends serving it
+// and everything else on the machine (other builders included).
+type cpuMark struct {
+	wall    time.Time
+	self    time.Duration
+	machine machineCPU
+	pg      map[int]time.Duration
+}
+
+type machineCPU struct {
+	busy, total uint64 // clock ticks
+	ok          bool
+}
+
+// CPUStats is CPU use during the measured phase, in cores (1.0 = one core
+// busy for the whole phase).
+type CPUStats struct {
+	Cores        int     `json:"cores"`
+	BenchProcess float64 `json:"bench_process_cores"` // Temporal + baesrv + fake + load generator
+	PGBackends   float64 `json:"postgres_backends_cores"`
+	MachineBusy  float64 `json:"machine_busy_cores"`
+	Other        float64 `json:"other_cores"` // PostgreSQL background workers, other processes
+	Available    bool    `json:"available"`
+}
+
+func markCPU(pids []int) cpuMark {
+	m := cpuMark{wall: time.Now(), machine: readMachineCPU(), pg: map[int]time.Duration{}}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for _, pid := range pids {
+		if d, ok := procCPU(pid); ok {
+			m.pg[pid] = d
+		}
+	}
+	return m
+}
+
+// cpuBetween needs the end mark to list the PIDs alive at the end; a
+// backend born during the phase counts from zero.
+func cpuBetween(a, b cpuMark) CPUStats {
+	st := CPUStats{Cores: runtime.NumCPU()}
+	wall := b.wall.Sub(a.wall).Seconds()
+	if wall <= 0 {
+		return st
+	}
+	st.BenchProcess = (b.self - a.self).Seconds() / wall
+	var pg time.Duration
+	for pid, end := range b.pg {
+		pg += end - a.pg[pid]
+	}
+	st.PGBackends = pg.Seconds() / wall
+	if a.machine.ok && b.machine.ok && b.machine.total > a.machine.total {
+		frac := float64(b.machine.busy-a.machine.busy) / float64(b.machine.total-a.machine.total)
+		st.MachineBusy = frac * float64(st.Cores)
+		st.Other = max(0, st.MachineBusy-st.BenchProcess-st.PGBackends)
+		st.Available = true
+	}
+	return st
+}
+
+func readMachineCPU() machineCPU {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return machineCPU{}
+	}
+	fields := strings.Fields(sc.Text()) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return machineCPU{}
+	}
+	var m machineCPU
+	for i, f := range fields[1:] {
+		v, _ := strconv.ParseUint(f, 10, 64)
+		if i >= 8 { // guest time is already counted in user
+			break
+		}
+		m.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			m.busy += v
+		}
+	}
+	m.ok = true
+	return m
+}
+
+// procCPU is utime+stime of a process (Linux; USER_HZ is 100 everywhere
+// Go runs on Linux).
+func procCPU(pid int) (time.Duration, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is state (field 3); utime is field 14
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond, true
+}
+
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

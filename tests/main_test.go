@@ -1,0 +1,52 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// fsServerArg, as the test binary's first argument, turns it into the stdio
+// MCP server the tool tests configure, so no separate build step is needed.
+const fsServerArg = "-bae-tests-mcp-fs"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == fsServerArg {
+		if err := server.ServeStdio(newFSServer()); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	// Under -race every child would linger 1s at exit; GORACE is read at
+	// process start, so this only affects the MCP server children.
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// fsListing is what list_files answers.
+const fsListing = "README.md\ndata.csv"
+
+// newFSServer is the MCP server behind both the stdio and the HTTP tests.
+func newFSServer() *server.MCPServer {
+	s := server.NewMCPServer("fs", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("list_files", mcp.WithDescription("List the files")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(fsListing), nil
+		})
+	s.AddTool(mcp.NewTool("pid", mcp.WithDescription("Report the server's process id")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(strconv.Itoa(os.Getpid())), nil
+		})
+	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("Exit the process mid-call")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			os.Exit(3)
+			return nil, nil
+		})
+	return s
+}
