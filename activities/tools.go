@@ -192,4 +192,3 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	_, err = a.Store.AppendEvents(ctx, in.SessionID, evs...)
 	return err
 }
-
