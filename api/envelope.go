@@ -1,9 +1,6 @@
 package api
 
-import (
-	"bytes"
-	"encoding/json"
-)
+import "encoding/json"
 
 // envelope is a JSON-RPC request that passed the envelope checks.
 type envelope struct {
@@ -39,11 +36,12 @@ func parseEnvelope(body []byte) (envelope, *envelopeErr) {
 	answer := func(id json.RawMessage, code int, msg string) *envelopeErr {
 		return &envelopeErr{RPCError: RPCError{Code: code, Message: msg}, id: id}
 	}
-	trimmed := bytes.TrimSpace(body)
 	// Decoding into any also rejects valid JSON holding a number beyond
 	// float64 range; the reference server answers that as a parse error too.
+	// Only JSON whitespace is skipped (no bytes.TrimSpace), so exactly the
+	// bodies that are not JSON get -32700.
 	var raw any
-	if err := json.Unmarshal(trimmed, &raw); err != nil {
+	if err := json.Unmarshal(body, &raw); err != nil {
 		return envelope{}, answer(nil, -32700, msgParseError)
 	}
 	if _, isArray := raw.([]any); isArray {
@@ -51,7 +49,7 @@ func parseEnvelope(body []byte) (envelope, *envelopeErr) {
 	}
 	// A bare null is not an object either (nor a notification): answered.
 	var obj map[string]json.RawMessage
-	if _, isObj := raw.(map[string]any); !isObj || json.Unmarshal(trimmed, &obj) != nil {
+	if _, isObj := raw.(map[string]any); !isObj || json.Unmarshal(body, &obj) != nil {
 		return envelope{}, answer(nil, -32600, msgInvalid)
 	}
 	id, hasID := obj["id"]

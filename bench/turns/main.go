@@ -1,0 +1,458 @@
+// Command turns is the bae-go turn benchmark and load test (issues 3 and 6).
+//
+// One command measures everything: it starts an in-memory Temporal, a
+// zero-latency fake LLM provider and baesrv in this process, on a fresh
+// PostgreSQL database, then drives sessions over real HTTP exactly as an SDK
+// would (open, registerDriver, session.sendMessage streams) and reports
+// throughput, client-observed and server-added latency, PostgreSQL
+// connections, memory and Temporal workflow counts. See bench/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	_ "net/http/pprof" //nolint:gosec // served only with -pprof, on the address given
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+type options struct {
+	sessions        int
+	turns           int
+	duration        time.Duration
+	warmup          int
+	idle            int
+	idleConcurrency int
+	turnTimeout     time.Duration
+	progress        time.Duration
+	json            bool
+	verbose         bool
+	pprofAddr       string
+	cpuProfile      string
+	memProfile      string
+	dbURL           string
+}
+
+func parseFlags() options {
+	var o options
+	flag.IntVar(&o.sessions, "sessions", 50, "concurrent sessions, one driver goroutine each")
+	flag.IntVar(&o.turns, "turns", 20, "measured turns per session (ignored with -duration)")
+	flag.DurationVar(&o.duration, "duration", 0, "drive turns for this long instead of -turns (e.g. 5m)")
+	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured turns per session before the measured phase")
+	flag.IntVar(&o.idle, "idle", 0, "idle sessions to open (and keep open) before the measured run")
+	flag.IntVar(&o.idleConcurrency, "idle-concurrency", 16, "parallel opens while creating idle sessions")
+	flag.DurationVar(&o.turnTimeout, "turn-timeout", time.Minute, "client-side timeout for one turn")
+	flag.DurationVar(&o.progress, "progress", 30*time.Second, "interval of progress lines on stderr (0 disables)")
+	flag.BoolVar(&o.json, "json", false, "print the report as JSON on stdout (the table goes to stderr)")
+	flag.BoolVar(&o.verbose, "v", false, "show baesrv and Temporal warnings on stderr")
+	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
+	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
+	flag.Parse()
+	return o
+}
+
+func defaultDBURL() string {
+	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+func main() {
+	o := parseFlags()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := validate(o); err != nil {
+		fmt.Fprintln(os.Stderr, "turns:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, log, o)
+	if rep != nil {
+		var table io.Writer = os.Stdout
+		if o.json {
+			table = os.Stderr
+			if jerr := writeJSON(os.Stdout, rep); jerr != nil {
+				log.Error("write json", "err", jerr)
+			}
+		}
+		writeTable(table, rep)
+	}
+	if err != nil {
+		log.Error("benchmark failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func validate(o options) error {
+	switch {
+	case o.sessions < 1:
+		return errors.New("-sessions must be at least 1")
+	case o.duration <= 0 && o.turns < 1:
+		return errors.New("-turns must be at least 1 (or use -duration)")
+	case o.idle < 0 || o.warmup < 0:
+		return errors.New("-idle and -warmup cannot be negative")
+	case o.idleConcurrency < 1:
+		return errors.New("-idle-concurrency must be at least 1")
+	}
+	return nil
+}
+
+// turnRec is one measured turn.
+type turnRec struct {
+	token      string
+	start, end time.Time
+	lat        time.Duration
+	fake       fakeTime
+	fakeOK     bool
+	notifs     int
+	bytes      int64
+	err        error
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
+	rep := newReport(o)
+	if o.pprofAddr != "" {
+		go func() {
+			log.Info("pprof serving", "addr", "http://"+o.pprofAddr+"/debug/pprof/")
+			if err := http.ListenAndServe(o.pprofAddr, nil); err != nil { //nolint:gosec // local diagnostics only
+				log.Warn("pprof server", "err", err)
+			}
+		}()
+	}
+
+	var srvLog io.Writer
+	if o.verbose {
+		srvLog = os.Stderr
+	}
+	t0 := time.Now()
+	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	rep.Setup.StackStart = time.Since(t0).Seconds()
+	log.Info("stack ready", "client", st.ClientURL, "admin", st.AdminURL, "database", st.dbName, "took", time.Since(t0).Round(time.Millisecond))
+
+	a := newAPI(st.ClientURL, st.AdminURL, st.AdminKey, o.sessions+o.idleConcurrency)
+	defer a.close()
+	clientKey, err := a.setup(ctx)
+	if err != nil {
+		return rep, err
+	}
+	pg, err := newPGSampler(ctx, st.DBURL)
+	if err != nil {
+		return rep, err
+	}
+	defer pg.close(context.Background())
+	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	rep.Memory = append(rep.Memory, sampleMem("stack ready"))
+
+	if o.idle > 0 {
+		rep.Idle = openIdle(ctx, log, a, clientKey, o)
+		rep.Memory = append(rep.Memory, sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
+		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+
+	// Open and register the driven sessions, then warm each one up: the
+	// first turn of a session also pays one-time costs (workflow cache fill,
+	// first history read) that are not steady-state latency.
+	t1 := time.Now()
+	sessions, err := openAll(ctx, a, clientKey, o.sessions, o.idleConcurrency)
+	if err != nil {
+		return rep, err
+	}
+	rep.Setup.OpenSessions = time.Since(t1).Seconds()
+	t2 := time.Now()
+	var warmErrs atomic.Int64
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			for w := range o.warmup {
+				if _, err := a.turn(ctx, s, fmt.Sprintf("warmup %d/%d", i, w), o.turnTimeout); err != nil {
+					warmErrs.Add(1)
+					log.Warn("warm-up turn failed", "session", s.ID, "err", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rep.Setup.Warmup = time.Since(t2).Seconds()
+	rep.Setup.WarmupErrors = warmErrs.Load()
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+
+	recs, err := measure(ctx, log, a, st, pg, sessions, o, rep)
+	if err != nil {
+		return rep, err
+	}
+	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+	rep.Workflows.Expected = int64(o.idle + o.sessions)
+	rep.summarise(recs, st)
+
+	// Server timeline from the database (before it is dropped).
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if ph, n, err := timeline(tctx, st.DBURL, recs); err != nil {
+		log.Warn("server timeline unavailable", "err", err)
+	} else {
+		rep.Timeline, rep.TimelineTurns = ph, n
+	}
+	if o.memProfile != "" {
+		if err := writeHeapProfile(o.memProfile); err != nil {
+			log.Warn("heap profile", "err", err)
+		}
+	}
+	rep.LoadAvgEnd = loadAvg()
+	rep.evaluate()
+	return rep, nil
+}
+
+// measure runs the measured phase: one goroutine per session, each sending
+// turns back to back (a session's turns are sequential, as with a real
+// driver; sessions run concurrently).
+func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSampler, sessions []*session, o options, rep *report) ([]turnRec, error) {
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("create cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("start cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go pg.run(sampleCtx, time.Second)
+
+	var done, failed atomic.Int64
+	total := int64(o.turns * len(sessions))
+	deadline := time.Time{}
+	if o.duration > 0 {
+		total = 0
+	}
+	poolStart := st.Parts.Store.Pool.Stat()
+	cpuStart := markCPU(pg.backendPIDs(ctx))
+	rep.Memory = append(rep.Memory, sampleMem("measure start"))
+	start := time.Now()
+	if o.duration > 0 {
+		deadline = start.Add(o.duration)
+	}
+	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
+
+	// Middle memory sample: halfway through the turns, or the duration.
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+			}
+			half := (total > 0 && done.Load()+failed.Load() >= total/2) || (!deadline.IsZero() && time.Since(start) >= o.duration/2)
+			if half {
+				rep.addMem(sampleMem("measure middle"))
+				return
+			}
+		}
+	}()
+	if o.progress > 0 {
+		go progress(sampleCtx, log, o.progress, start, &done, &failed, pg)
+	}
+
+	perSession := make([][]turnRec, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				if deadline.IsZero() && n >= o.turns || !deadline.IsZero() && time.Now().After(deadline) {
+					return
+				}
+				tok := fmt.Sprintf("bench %d/%d", i, n)
+				r := turnRec{token: tok, start: time.Now()}
+				res, err := a.turn(ctx, s, tok, o.turnTimeout)
+				r.end = time.Now()
+				r.lat = r.end.Sub(r.start)
+				r.err, r.notifs, r.bytes = err, res.Notifications, res.Bytes
+				r.fake, r.fakeOK = st.Fake.take(tok)
+				if err != nil {
+					failed.Add(1)
+					log.Warn("turn failed", "session", s.ID, "turn", n, "err", err)
+				} else {
+					done.Add(1)
+				}
+				perSession[i] = append(perSession[i], r)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpuEnd := markCPU(pg.backendPIDs(context.WithoutCancel(ctx)))
+	stopSampling()
+	rep.Memory = append(rep.Memory, sampleMem("measure end"))
+	rep.Turns.Elapsed = elapsed.Seconds()
+	rep.CPU = cpuBetween(cpuStart, cpuEnd)
+	rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
+	rep.PG = pg.stats()
+	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+
+	var recs []turnRec
+	for _, p := range perSession {
+		recs = append(recs, p...)
+	}
+	if ctx.Err() != nil {
+		return recs, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return recs, nil
+}
+
+func progress(ctx context.Context, log *slog.Logger, every time.Duration, start time.Time, done, failed *atomic.Int64, pg *pgSampler) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var prev int64
+	prevAt := start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d := done.Load()
+			m := sampleMem("")
+			conns, _ := pg.last()
+			log.Info("progress",
+				"elapsed", now.Sub(start).Round(time.Second),
+				"turns", d, "errors", failed.Load(),
+				"turns_per_s", fmt.Sprintf("%.1f", float64(d-prev)/now.Sub(prevAt).Seconds()),
+				"overall_per_s", fmt.Sprintf("%.1f", float64(d)/now.Sub(start).Seconds()),
+				"heap_live", mib(m.HeapLive), "heap_alloc", mib(m.HeapAlloc), "goroutines", m.Goroutines,
+				"pg_conns", conns.Total)
+			prev, prevAt = d, now
+		}
+	}
+}
+
+// openAll opens n sessions with bounded parallelism.
+func openAll(ctx context.Context, a *api, clientKey string, n, par int) ([]*session, error) {
+	out := make([]*session, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i], errs[i] = a.open(ctx, clientKey)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("open sessions: %w", err)
+	}
+	return out, nil
+}
+
+// openIdle opens the idle sessions, which stay open (workflows running,
+// drivers registered) through the measured run.
+func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o options) *idleReport {
+	ir := &idleReport{Requested: o.idle, ErrorKinds: map[string]int{}}
+	before := sampleMem("")
+	lats := make([]time.Duration, o.idle)
+	errs := make([]error, o.idle)
+	sem := make(chan struct{}, o.idleConcurrency)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range o.idle {
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t := time.Now()
+			_, errs[i] = a.open(ctx, clientKey)
+			lats[i] = time.Since(t)
+		})
+	}
+	wg.Wait()
+	ir.Elapsed = time.Since(start).Seconds()
+	var ok []time.Duration
+	for i, err := range errs {
+		if err != nil {
+			ir.Errors++
+			ir.ErrorKinds[errKind(err)]++
+			if ir.FirstError == "" {
+				ir.FirstError = err.Error()
+			}
+			continue
+		}
+		ok = append(ok, lats[i])
+	}
+	ir.Opened = len(ok)
+	ir.OpenLatency = summarise(ok)
+	if ir.Elapsed > 0 {
+		ir.PerSecond = float64(ir.Opened) / ir.Elapsed
+	}
+	after := sampleMem("")
+	ir.GoroutinesAdded = after.Goroutines - before.Goroutines
+	ir.HeapLiveAdded = int64(after.HeapLive) - int64(before.HeapLive)
+	log.Info("idle sessions open", "opened", ir.Opened, "errors", ir.Errors, "took", time.Duration(ir.Elapsed*float64(time.Second)).Round(time.Millisecond))
+	return ir
+}
+
+func countWorkflows(ctx context.Context, tc client.Client, ns string) workflowCount {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var wc workflowCount
+	running, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: "ExecutionStatus = 'Running'"})
+	if err != nil {
+		wc.Err = err.Error()
+		return wc
+	}
+	all, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns})
+	if err != nil {
+		wc.Err = err.Error()
+		return wc
+	}
+	wc.Running, wc.Total = running.GetCount(), all.GetCount()
+	return wc
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create heap profile: %w", err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	return nil
+}

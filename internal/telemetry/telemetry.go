@@ -1,0 +1,268 @@
+// Package telemetry builds the server's OpenTelemetry tracer and meter
+// providers from [telemetry] in bae-config.toml and hands them, explicitly,
+// to the HTTP routers, the Temporal client and worker, and the activities.
+// Nothing here touches the otel globals: every consumer gets its provider
+// passed in, so tests can run several servers side by side.
+//
+// Disabled (the default) means no-op providers, handlers returned unwrapped,
+// no Temporal interceptors and no network traffic.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/bae-go/bae-go/internal/config"
+)
+
+// ScopeName is the instrumentation scope of the server's own tracers and
+// meters (the reference server uses the same literal).
+const ScopeName = "baesrv"
+
+// exportTimeout bounds one OTLP export so a hung collector cannot hold the
+// batch processor or the periodic reader for long.
+const exportTimeout = 10 * time.Second
+
+// Options are New's collaborators.
+type Options struct {
+	Log *slog.Logger
+	// Version is reported as service.version.
+	Version string
+	// Lookup resolves ${VAR} tokens in otlp_headers (default os.LookupEnv).
+	Lookup func(string) (string, bool)
+}
+
+// Telemetry is the server's telemetry pipeline. The zero value is not
+// usable; build one with New, Disabled or FromProviders.
+type Telemetry struct {
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Propagator     propagation.TextMapPropagator
+	// Metrics records the bae.* instruments; nil when metrics are off
+	// (every Metrics method accepts a nil receiver).
+	Metrics *Metrics
+
+	log         *slog.Logger
+	traces      bool
+	metrics     bool
+	interceptor interceptor.Interceptor
+	shutdown    []func(context.Context) error
+}
+
+// Disabled returns a pipeline that records and sends nothing.
+func Disabled() *Telemetry {
+	return &Telemetry{
+		TracerProvider: tracenoop.NewTracerProvider(),
+		MeterProvider:  metricnoop.NewMeterProvider(),
+		Propagator:     propagation.TraceContext{},
+		log:            slog.Default(),
+	}
+}
+
+// New builds the pipeline cfg describes. Exporters connect lazily, so an
+// unreachable collector never delays startup or fails a request.
+func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Telemetry, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if !cfg.Enabled || (!cfg.Traces.Enabled && !cfg.Metrics.Enabled) {
+		t := Disabled()
+		t.log = log
+		return t, nil
+	}
+	lookup := opts.Lookup
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	// Resolved here, immediately before the exporters are built, and held
+	// only by them.
+	headers, err := cfg.ResolveOTLPHeaders(lookup)
+	if err != nil {
+		return nil, &config.ValidationError{Msg: "[telemetry] otlp_headers", Err: err}
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		attribute.String("service.name", cfg.EffectiveServiceName()),
+		attribute.String("service.version", opts.Version),
+	))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+
+	var tp trace.TracerProvider
+	var mp metric.MeterProvider
+	var shutdown []func(context.Context) error
+	if cfg.Traces.Enabled {
+		exp, err := otlptracegrpc.New(ctx,
+			otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint),
+			otlptracegrpc.WithHeaders(headers),
+			otlptracegrpc.WithTimeout(exportTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+		sdkTP := sdktrace.NewTracerProvider(
+			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, health: newHealth(log, "traces")}),
+			sdktrace.WithSampler(Sampler(cfg.SampleRatio)),
+			sdktrace.WithResource(res),
+		)
+		tp = sdkTP
+		shutdown = append(shutdown, sdkTP.Shutdown)
+	}
+	if cfg.Metrics.Enabled {
+		exp, err := otlpmetricgrpc.New(ctx,
+			otlpmetricgrpc.WithEndpointURL(cfg.OTLPEndpoint),
+			otlpmetricgrpc.WithHeaders(headers),
+			otlpmetricgrpc.WithTimeout(exportTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("otlp metric exporter: %w", err)
+		}
+		sdkMP := sdkmetric.NewMeterProvider(
+			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, health: newHealth(log, "metrics")})),
+			sdkmetric.WithResource(res),
+		)
+		mp = sdkMP
+		shutdown = append(shutdown, sdkMP.Shutdown)
+	}
+	t, err := FromProviders(tp, mp, cfg.Metrics.Disabled, log)
+	if err != nil {
+		return nil, errors.Join(err, shutdownAll(ctx, shutdown))
+	}
+	t.shutdown = shutdown
+	log.Info("telemetry export enabled", "endpoint", cfg.OTLPEndpoint, "traces", cfg.Traces.Enabled, "metrics", cfg.Metrics.Enabled, "sample_ratio", cfg.SampleRatio)
+	return t, nil
+}
+
+// Sampler is the trace sampler: an incoming traceparent's decision is
+// always kept, sampled or not; ratio applies only to traces baesrv roots.
+func Sampler(ratio float64) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+}
+
+// FromProviders builds a pipeline over providers the caller owns (tests,
+// embedders); Shutdown leaves them running. A nil provider switches that
+// signal off. disabled lists bae.* instruments to suppress.
+func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, disabled []string, log *slog.Logger) (*Telemetry, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	t := Disabled()
+	t.log = log
+	if tp != nil {
+		t.TracerProvider, t.traces = tp, true
+		ic, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+			Tracer:            tp.Tracer("temporal-sdk-go"),
+			TextMapPropagator: t.Propagator,
+			// Workflows started before tracing was switched on carry no span
+			// header; they must keep running.
+			AllowInvalidParentSpans: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("temporal tracing interceptor: %w", err)
+		}
+		t.interceptor = ic
+	}
+	if mp != nil {
+		m, err := NewMetrics(mp, disabled, log)
+		if err != nil {
+			return nil, err
+		}
+		t.MeterProvider, t.metrics, t.Metrics = mp, true, m
+	}
+	return t, nil
+}
+
+// Enabled reports whether anything is recorded at all.
+func (t *Telemetry) Enabled() bool { return t.traces || t.metrics }
+
+// Shutdown flushes buffered spans and metrics and stops the exporters,
+// giving up when ctx ends (the remaining shutdown budget).
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	err := shutdownAll(ctx, t.shutdown)
+	t.shutdown = nil
+	return err
+}
+
+func shutdownAll(ctx context.Context, fns []func(context.Context) error) error {
+	var errs []error
+	for _, fn := range fns {
+		if err := fn(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry shutdown: %w", err)
+	}
+	return nil
+}
+
+// HTTP wraps a router so each request gets a server span, parented on an
+// incoming W3C traceparent/tracestate when one is valid (a malformed one is
+// ignored, as the W3C spec says). Nothing is written to the response. With
+// tracing off the router is returned as is.
+func (t *Telemetry) HTTP(h http.Handler) http.Handler {
+	if !t.traces {
+		return h
+	}
+	routes, _ := h.(chi.Routes)
+	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// chi reuses a routing context it finds in the request, so handing it
+		// one lets us read the matched pattern once the router is done.
+		rctx := chi.NewRouteContext()
+		rctx.Routes = routes
+		r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
+		h.ServeHTTP(w, r)
+		if p := rctx.RoutePattern(); p != "" {
+			span := trace.SpanFromContext(r.Context())
+			span.SetName(r.Method + " " + p)
+			span.SetAttributes(attribute.String("http.route", p))
+		}
+	})
+	return otelhttp.NewHandler(named, "http.request",
+		otelhttp.WithTracerProvider(t.TracerProvider),
+		otelhttp.WithPropagators(t.Propagator),
+		// The metric set is closed (config.MetricNames); no http.* metrics.
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+	)
+}
+
+// TemporalOptions adds the tracing interceptor (client spans, and workflow
+// and activity spans on workers built from the client, all joined through
+// the Temporal headers) and the SDK metrics handler to o. With telemetry
+// off o is returned unchanged.
+func (t *Telemetry) TemporalOptions(o client.Options) client.Options {
+	if t.interceptor != nil {
+		o.Interceptors = append(o.Interceptors, t.interceptor)
+	}
+	if t.metrics {
+		o.MetricsHandler = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
+			Meter:                t.MeterProvider.Meter("temporal-sdk-go"),
+			UseMonotonicCounters: true,
+			// The default panics; a metrics error must never take a worker down.
+			OnError: func(err error) { t.log.Debug("temporal sdk metric", "err", err) },
+		})
+	}
+	return o
+}
