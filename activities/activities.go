@@ -18,6 +18,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -63,6 +64,9 @@ type Activities struct {
 	SubagentTimeout time.Duration
 	// MaxSubagents caps running remote subagents per session (default 8).
 	MaxSubagents int
+
+	// Metrics records provider and tool instruments; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Register adds the activities (and the workflow) to a worker.
@@ -82,7 +86,8 @@ func (a *Activities) Register(w worker.Worker) {
 	reg(a.CleanupSession, workflows.ActCleanupSession)
 }
 
-func (a *Activities) logger(ctx context.Context) *slog.Logger {
+// logger tags lines with the session (the workflow id) and the turn.
+func (a *Activities) logger(ctx context.Context, turnID string) *slog.Logger {
 	l := a.Log
 	if l == nil {
 		l = slog.Default()
@@ -90,6 +95,9 @@ func (a *Activities) logger(ctx context.Context) *slog.Logger {
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		l = l.With("session_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name)
+	}
+	if turnID != "" {
+		l = l.With("turn_id", turnID)
 	}
 	return l
 }

@@ -153,7 +153,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		return workflows.BeginTurnResult{}, err
 	}
 	if _, ok := a.Config.Provider(profile.PrimaryProvider); !ok {
-		a.logger(ctx).Error("profile's primary provider not found in bae-config.toml", "profile_id", profile.ID, "primary_provider", profile.PrimaryProvider)
+		a.logger(ctx, turn).Error("profile's primary provider not found in bae-config.toml", "profile_id", profile.ID, "primary_provider", profile.PrimaryProvider)
 		return a.endInTx(ctx, tx, in.TurnRef, "provider_config", map[string]any{
 			"reason": "provider_config", "detail": fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
 		}, workflows.BeginTurnResult{Outcome: workflows.OutcomeProvidersFailed})
@@ -161,7 +161,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	providers := []string{profile.PrimaryProvider}
 	for _, name := range profile.FallbackProviders {
 		if _, ok := a.Config.Provider(name); !ok {
-			a.logger(ctx).Error("fallback provider not found in bae-config.toml; skipping", "profile_id", profile.ID, "provider", name)
+			a.logger(ctx, turn).Error("fallback provider not found in bae-config.toml; skipping", "profile_id", profile.ID, "provider", name)
 			continue
 		}
 		providers = append(providers, name)

@@ -73,9 +73,17 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil)
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
+	started := time.Now()
 	resp, err := a.Provider.Call(ctx, provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token}, messages, tools)
 	stop()
 	token = ""
+	// Every HTTP call counts, including the transport failures Temporal
+	// retries: the metric is about the provider, not the attempt.
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	a.Metrics.ProviderRequest(ctx, entry.Kind, outcome, time.Since(started))
 	if err != nil {
 		if ctx.Err() != nil {
 			// Cancelled (worker shutdown or timeout): not the provider's
@@ -144,7 +152,7 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 	if _, err := a.Store.AppendEvents(ctx, in.SessionID, evs...); err != nil {
 		return workflows.CallProviderResult{}, err
 	}
-	a.logger(ctx).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
+	a.logger(ctx, in.TurnID).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
 	return workflows.CallProviderResult{OK: false}, nil
 }
 
@@ -171,6 +179,11 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
+	}
+	// Counted once, after the commit: a retry finds the stored response and
+	// returns through storedAttempt instead.
+	for _, c := range res.ToolCalls {
+		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}
 	return res, nil
 }

@@ -100,6 +100,7 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	}
 	var content json.RawMessage
 	var isErr bool
+	started := time.Now()
 	if in.Call.Name == RemoteStatusTool {
 		content, isErr, err = a.subagentStatus(ctx, in.SessionID, input)
 	} else {
@@ -108,6 +109,7 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	if err != nil {
 		return res, err
 	}
+	a.Metrics.ToolLatency(ctx, workflows.DispatchSubagent, time.Since(started))
 	_, err = a.Store.AppendEvents(ctx, in.SessionID,
 		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
 	return res, err

@@ -84,8 +84,16 @@ func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput
 		content = textContent("MCP error: " + msg)
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
+		started := time.Now()
 		result, cerr := a.MCP.CallTool(ctx, in.SessionID, in.Call.Server, in.Call.Name, input)
 		stop()
+		a.Metrics.ToolLatency(ctx, workflows.DispatchMCP, time.Since(started))
+		if cerr != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// The worker is stopping: not the tool's failure. Temporal retries
+			// the call elsewhere; recording it would answer the model with a
+			// bogus error.
+			return fmt.Errorf("MCP tool %s: %w", in.Call.Name, ctx.Err())
+		}
 		if cerr != nil {
 			response = map[string]any{"server_name": server, "ok": false, "error": cerr.Error()}
 			content = textContent("MCP error: " + cerr.Error())
@@ -160,7 +168,9 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	var content json.RawMessage
 	isErr := true
 	switch {
-	case sb == nil || a.Sandbox == nil:
+	// A slot claimed by a start still in progress has no container id yet:
+	// that is not a running sandbox.
+	case sb == nil || sb.ID == "" || a.Sandbox == nil:
 		msg := fmt.Sprintf("no remote sandbox is running for tool '%s'; call session.startRemoteSandbox first", in.Call.Name)
 		response = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
 		content = textContent("sandbox error: " + msg)
@@ -170,8 +180,15 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		content = textContent("sandbox error: " + msg)
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
+		started := time.Now()
 		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command, nil)
 		stop()
+		a.Metrics.ToolLatency(ctx, workflows.DispatchSandbox, time.Since(started))
+		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// As for MCP: a stopping worker is retried, not recorded. (A
+			// deadline is the command's own failure and is recorded.)
+			return fmt.Errorf("sandbox tool %s: %w", in.Call.Name, ctx.Err())
+		}
 		if xerr != nil {
 			msg := xerr.Error()
 			evs = append(evs, a.event(in, "err", "session.sandbox.error", map[string]any{

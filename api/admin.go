@@ -37,6 +37,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.log()))
+	r.Use(limitAuthFailures(d.authLimiter()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.requireAdmin)

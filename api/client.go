@@ -23,6 +23,7 @@ func ClientRouter(d *Deps) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.log()))
+	r.Use(limitAuthFailures(d.authLimiter()))
 	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {

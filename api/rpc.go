@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bae-go/bae-go/store"
 )
@@ -59,6 +63,7 @@ type rpcCall struct {
 	clientID string // the acting client key behind the session key
 	out      *ndjson
 	r        *http.Request
+	log      *slog.Logger // tagged with session_id and rpc_method
 }
 
 func (c *rpcCall) notify() bool { return c.id == nil }
@@ -116,7 +121,11 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	call := &rpcCall{id: env.id, method: env.method, params: env.params, sess: sess, clientID: key.ClientKeyID, out: out, r: r}
+	// Every method shares one route, so the request span names the method
+	// and the session (a no-op when tracing is off).
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.method), attribute.String("bae.session.id", sess.ID))
+	call := &rpcCall{id: env.id, method: env.method, params: env.params, sess: sess, clientID: key.ClientKeyID, out: out, r: r,
+		log: c.log().With("session_id", sess.ID, "rpc_method", env.method)}
 	c.dispatch(call)
 }
 
@@ -147,7 +156,7 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 func (c *clientAPI) requireDriver(call *rpcCall) (store.ClientDecl, bool) {
 	decl, err := c.Store.Client(call.r.Context(), call.sess.ID, call.clientID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		c.log().Error("driver lookup", "err", err)
+		call.log.Error("driver lookup", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return decl, false
 	}
@@ -194,7 +203,7 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 	case errors.As(err, &notOpen):
 		call.fail(NewRPCError(-32000, "session is %s, not open", notOpen.State))
 	case err != nil:
-		c.log().Error("register driver", "err", err)
+		call.log.Error("register driver", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 	default:
 		call.result(map[string]any{"registered": true})
@@ -215,7 +224,7 @@ func (c *clientAPI) sessionTool(call *rpcCall) {
 	case errors.As(err, &re):
 		call.fail(re)
 	case err != nil:
-		c.log().Error("session tool call", "method", call.method, "err", err)
+		call.log.Error("session tool call", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 	default:
 		call.result(res)

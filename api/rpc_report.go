@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/bae-go/bae-go/store"
@@ -10,7 +9,7 @@ import (
 
 func (c *clientAPI) appendOne(call *rpcCall, typ string, payload any) bool {
 	if _, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Type: typ, Payload: payload}); err != nil {
-		c.log().Error("append event", "type", typ, "err", err)
+		call.log.Error("append event", "type", typ, "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return false
 	}
@@ -180,7 +179,7 @@ func (c *clientAPI) updateClientTools(call *rpcCall) {
 	}
 	raw, _ := json.Marshal(tools)
 	if err := c.Store.SetClientTools(call.r.Context(), call.sess.ID, call.clientID, raw); err != nil {
-		c.log().Error("update client tools", "err", fmt.Errorf("session %s: %w", call.sess.ID, err))
+		call.log.Error("update client tools", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}

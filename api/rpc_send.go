@@ -33,7 +33,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	ctx := call.r.Context()
 	turnID := ids.New(ids.TurnPrefix)
 	if err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored); err != nil {
-		c.log().Error("store turn input", "err", err)
+		call.log.Error("store turn input", "turn_id", turnID, "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
@@ -51,6 +51,11 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
 		res, err := c.Engine.SendMessage(uctx, call.sess.ID, workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID})
+		// Counted here, not in the relay, so a turn whose caller went away
+		// still counts. A rejected turn never ran.
+		if err == nil && res.Outcome != workflows.OutcomeRejected {
+			c.Metrics.TurnCompleted(uctx, res.Outcome)
+		}
 		done <- outcome{res, err}
 	}()
 
@@ -134,7 +139,7 @@ func (t *turnRelay) pump(ctx context.Context) error {
 func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.TurnResult, err error) {
 	ctx := call.r.Context()
 	if err != nil {
-		if rpcErr := c.engineError(ctx, call.sess.ID, err); rpcErr != nil {
+		if rpcErr := c.engineError(ctx, call, relay.turnID, err); rpcErr != nil {
 			call.fail(rpcErr)
 			return
 		}
@@ -181,11 +186,11 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 
 // engineError maps a failed update call: a finished workflow means the
 // session is no longer open.
-func (c *clientAPI) engineError(ctx context.Context, sessionID string, err error) *RPCError {
-	sess, serr := c.Store.GetSession(ctx, sessionID)
+func (c *clientAPI) engineError(ctx context.Context, call *rpcCall, turnID string, err error) *RPCError {
+	sess, serr := c.Store.GetSession(ctx, call.sess.ID)
 	if serr == nil && sess.State != store.StateOpen {
 		return NewRPCError(-32000, "session is %s, not open", sess.State)
 	}
-	c.log().Error("send message update failed", "session_id", sessionID, "err", err)
+	call.log.Error("send message update failed", "turn_id", turnID, "err", err)
 	return NewRPCError(-32000, "session loop failed")
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -45,6 +47,8 @@ type Deps struct {
 	Hub     *live.Hub
 	Log     *slog.Logger
 	Version string
+	// Metrics records bae.turns.completed; nil records nothing.
+	Metrics *telemetry.Metrics
 
 	MCP   ToolDiscoverer
 	Tools SessionTools
@@ -56,6 +60,27 @@ type Deps struct {
 	// BodyReadTimeout bounds how long a client-port request body may take
 	// to arrive (default DefaultBodyReadTimeout).
 	BodyReadTimeout time.Duration
+	// AuthFailures per AuthWindow allowed per client address before 429
+	// (defaults 30 per minute).
+	AuthFailures int
+	AuthWindow   time.Duration
+
+	limiterOnce sync.Once
+	limiter     *authLimiter
+}
+
+func (d *Deps) authLimiter() *authLimiter {
+	d.limiterOnce.Do(func() {
+		n, win := d.AuthFailures, d.AuthWindow
+		if n <= 0 {
+			n = 30
+		}
+		if win <= 0 {
+			win = time.Minute
+		}
+		d.limiter = newAuthLimiter(n, win)
+	})
+	return d.limiter
 }
 
 func (d *Deps) maxBody() int64 {

@@ -44,6 +44,15 @@ func TestSimpleTextTurn(t *testing.T) {
 	reqs := e.fake.Requests()
 	require.Len(t, reqs, 1)
 	assert.Equal(t, "sk-fake-secret", reqs[0].Header.Get("x-api-key"))
+	// ...nor does it, or the conversation, reach Temporal history.
+	hist := e.srv.Temporal.GetWorkflowHistory(context.Background(), d.sid, "", false, 0)
+	for hist.HasNext() {
+		ev, err := hist.Next()
+		require.NoError(t, err)
+		text := ev.String() // prototext shows payload bytes as text
+		assert.NotContains(t, text, "sk-fake-secret")
+		assert.NotContains(t, text, "Hello there")
+	}
 
 	// A second turn carries the whole conversation.
 	_, term = d.send("Again")

@@ -35,7 +35,7 @@ const fsListing = "README.md\ndata.csv"
 // newFSServer is the MCP server behind both the stdio and the HTTP tests.
 func newFSServer() *server.MCPServer {
 	s := server.NewMCPServer("fs", "1.0.0", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("list_files", mcp.WithDescription("List the files")),
+	s.AddTool(mcp.NewTool("list_files", mcp.WithDescription("List the files"), mcp.WithString("path")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(fsListing), nil
 		})
@@ -48,5 +48,21 @@ func newFSServer() *server.MCPServer {
 			os.Exit(3)
 			return nil, nil
 		})
+	// hang blocks until the call is cancelled, unless the file named by
+	// $BAE_TEST_FS_RELEASE exists: restart tests interrupt the first call
+	// and let the retry through.
+	s.AddTool(mcp.NewTool("hang", mcp.WithDescription("Block until released")),
+		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if path := os.Getenv(fsReleaseEnv); path != "" {
+				if _, err := os.Stat(path); err == nil {
+					return mcp.NewToolResultText("released"), nil
+				}
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
 	return s
 }
+
+// fsReleaseEnv names the file that releases the hang tool.
+const fsReleaseEnv = "BAE_TEST_FS_RELEASE"

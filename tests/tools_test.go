@@ -24,6 +24,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/internal/testdb"
 	"github.com/bae-go/bae-go/internal/testenv"
 	"github.com/bae-go/bae-go/store"
 )
@@ -274,13 +275,16 @@ var shellTool = map[string]any{
 
 // ---- 1. MCP ----------------------------------------------------------------
 
+// fsTools are the tools newFSServer offers.
+var fsTools = []string{"list_files", "pid", "crash", "hang"}
+
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
 	// An unknown server name is skipped, never fatal.
 	pid := e.profile(map[string]any{"mcp_servers": []string{"not-configured", "fs"}})
 	d := e.openOn(pid, nil)
 	d.register()
-	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", nil), fakeprovider.Text("Two files."))
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}), fakeprovider.Text("Two files."))
 
 	notes, term := d.send("which files?")
 	evs := resultEvents(term)
@@ -291,11 +295,11 @@ func TestMCPStdioToolRoundTrip(t *testing.T) {
 	}, types(evs))
 	assert.Equal(t, types(evs[1:]), types(notifications(notes)), "everything but the caller's own message is streamed live")
 
-	fsTools := []string{"list_files", "pid", "crash"}
 	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
 	assert.ElementsMatch(t, fsTools, e.fake.Requests()[0].ToolNames())
-	assert.Equal(t, map[string]any{"id": "tu_1", "name": "list_files", "input": map[string]any{}, "dispatch": "mcp", "server_name": "fs"}, payload(evs[3]))
-	assert.Equal(t, map[string]any{"method": "tools/call", "server_name": "fs", "tool": "list_files", "input": map[string]any{}}, payload(evs[4]))
+	data := map[string]any{"path": "/data"}
+	assert.Equal(t, map[string]any{"id": "tu_1", "name": "list_files", "input": data, "dispatch": "mcp", "server_name": "fs"}, payload(evs[3]))
+	assert.Equal(t, map[string]any{"method": "tools/call", "server_name": "fs", "tool": "list_files", "input": data}, payload(evs[4]))
 	assert.Equal(t, map[string]any{
 		"server_name": "fs", "ok": true,
 		"result": map[string]any{"content": textBlocks(fsListing), "isError": false},
@@ -411,7 +415,7 @@ headers = { Authorization = "Bearer ${BAE_TEST_MCP_TOKEN}" }
 		"tool.call", "mcp.request", "mcp.response", "tool.result",
 		"provider.request", "provider.response", "server.message.send",
 	}, types(evs))
-	assert.ElementsMatch(t, []string{"list_files", "pid", "crash"}, advertised(payload(evs[1])))
+	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
 	assert.Equal(t, "remote", payload(evs[3])["server_name"])
 	assert.Equal(t, true, payload(evs[5])["ok"])
 	assert.Equal(t, map[string]any{"tool_use_id": "tu_h", "dispatch": "mcp", "server_name": "remote", "is_error": false, "content": textBlocks(fsListing)}, payload(evs[6]))
@@ -618,7 +622,7 @@ func TestMixedClientMCPAndSandboxToolsMergeOnResume(t *testing.T) {
 		"sandbox.request", "sandbox.response", "tool.result",
 		"server.message.send",
 	}, types(evs))
-	assert.ElementsMatch(t, []string{"get_time", "run_shell_command", "list_files", "pid", "crash"}, advertised(payload(evs[1])))
+	assert.ElementsMatch(t, append([]string{"get_time", "run_shell_command"}, fsTools...), advertised(payload(evs[1])))
 	var dispatches []any
 	for _, c := range evs[3:6] {
 		dispatches = append(dispatches, payload(c)["dispatch"])
@@ -824,4 +828,152 @@ func TestUpdateClientTools(t *testing.T) {
 
 	d.closeSession()
 	rpcError(t, d.call("session.updateClientTools", map[string]any{"tools": []any{}}), -32000)
+}
+
+// ---- Restarts ---------------------------------------------------------------
+
+// restartOpts are options for servers taking over from one another on one
+// database and Temporal, with fake as provider "primary".
+func restartOpts(t *testing.T, fake *fakeprovider.Server, extraTOML string) testenv.Options {
+	t.Helper()
+	return testenv.Options{
+		DatabaseURL: testdb.New(t),
+		DataDir:     t.TempDir(),
+		Temporal:    testenv.Temporal(t).GetDefaultClient(),
+		ConfigTOML: fmt.Sprintf(`
+[[providers.entries]]
+name = "primary"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "t"
+`, fake.URL()) + extraTOML,
+		Env: map[string]string{"BAE_TASK_QUEUE": "tools-restart", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"},
+	}
+}
+
+func sendBody(content string) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": content}}}
+}
+
+// finishedTurn waits on a new server for the session's turn to end and
+// returns the whole log.
+func finishedTurn(t *testing.T, ctx context.Context, srv *testenv.Server, sid, sk string) []map[string]any {
+	t.Helper()
+	obs := srv.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	waitEvent(t, obs, "server.message.send")
+	r := srv.Client(t, http.MethodGet, "/api/v1/sessions/"+sid+"/events?limit=200", sk, nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	var out []map[string]any
+	for _, it := range r.Body["items"].([]any) {
+		out = append(out, it.(map[string]any))
+	}
+	return out
+}
+
+func countTypes(evs []map[string]any) map[string]int {
+	out := map[string]int{}
+	for _, e := range evs {
+		out[e["event_type"].(string)]++
+	}
+	return out
+}
+
+// TestMCPCallInterruptedByRestartIsRetried stops the server while an MCP
+// call is in flight: the call is retried on the next server, not answered
+// with the cancellation as an error result.
+func TestMCPCallInterruptedByRestartIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restart test")
+	}
+	release := filepath.Join(t.TempDir(), "release")
+	t.Setenv(fsReleaseEnv, release)
+	fake := fakeprovider.New(t)
+	opts := restartOpts(t, fake, fsStdioTOML(t, "fs"))
+	a := testenv.Start(t, opts)
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "mcp_servers": []string{"fs"}})
+	_, key := a.Key(t, pid)
+	sid, sk := a.Open(t, key, nil)
+	a.Call(t, sid, sk, "session.registerDriver", nil)
+	fake.Enqueue(fakeprovider.ToolUse("tu_h", "hang", nil), fakeprovider.Text("after restart"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := a.RPCStream(t, ctx, sid, sk, sendBody("hang"))
+	waitEvent(t, stream, "mcp.request")
+	stream.Close()
+	a.Stop() // mid MCP call
+	require.Empty(t, fsChildren(t), "the stopped server closed its MCP processes")
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+
+	b := testenv.Start(t, opts)
+	evs := finishedTurn(t, ctx, b, sid, sk)
+	counts := countTypes(evs)
+	for _, typ := range []string{"tool.call", "mcp.request", "mcp.response", "tool.result", "server.message.send"} {
+		assert.Equal(t, 1, counts[typ], typ)
+	}
+	res := ofType(evs, "tool.result")
+	require.Len(t, res, 1)
+	assert.Equal(t, map[string]any{"tool_use_id": "tu_h", "dispatch": "mcp", "server_name": "fs", "is_error": false, "content": textBlocks("released")}, payload(res[0]))
+	assert.Equal(t, "after restart", onlyText(t, payload(ofType(evs, "server.message.send")[0])["content"]))
+}
+
+// TestSandboxExecInterruptedByRestartIsRetried is the Auto-mode sandbox twin.
+func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restart test")
+	}
+	image := buildImages(t, 1)[0]
+	drv, err := sandbox.NewDockerDriver()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = drv.Close() })
+	fake := fakeprovider.New(t)
+	opts := restartOpts(t, fake, "")
+	a := testenv.Start(t, opts)
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	require.NoError(t, a.Parts.Services.Provisioner().Wait(wctx, pid))
+	_, key := a.Key(t, pid)
+	sid, sk := a.Open(t, key, map[string]any{"sandbox_tools": []any{shellTool}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, _ := drv.List(ctx, sandbox.LabelSession+"="+sid)
+		for _, c := range list {
+			_ = drv.Stop(ctx, c.ID)
+		}
+	})
+	a.Call(t, sid, sk, "session.registerDriver", nil)
+	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
+	sbID := result(t, started)["sandbox_id"].(string)
+	cmd := "until [ -e /tmp/release ]; do sleep 0.1; done; echo released"
+	fake.Enqueue(fakeprovider.ToolUse("tu_s", "run_shell_command", map[string]any{"command": cmd}), fakeprovider.Text("after restart"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := a.RPCStream(t, ctx, sid, sk, sendBody("wait"))
+	waitEvent(t, stream, "sandbox.request")
+	stream.Close()
+	a.Stop() // mid exec
+	_, err = drv.Exec(ctx, sbID, "touch /tmp/release", nil)
+	require.NoError(t, err)
+
+	b := testenv.Start(t, opts)
+	evs := finishedTurn(t, ctx, b, sid, sk)
+	counts := countTypes(evs)
+	for _, typ := range []string{"tool.call", "sandbox.request", "sandbox.response", "tool.result", "server.message.send"} {
+		assert.Equal(t, 1, counts[typ], typ)
+	}
+	assert.Zero(t, counts["session.sandbox.error"], "a stopping worker is not a sandbox failure")
+	res := ofType(evs, "tool.result")
+	require.Len(t, res, 1)
+	assert.Equal(t, map[string]any{"tool_use_id": "tu_s", "dispatch": "sandbox", "is_error": false, "content": textBlocks("released\n")}, payload(res[0]))
+
+	r := b.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	list, err := drv.List(ctx, sandbox.LabelSession+"="+sid)
+	require.NoError(t, err)
+	assert.Empty(t, list, "the new server stopped the sandbox the old one started")
 }

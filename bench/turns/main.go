@@ -35,6 +35,8 @@ type options struct {
 	turns           int
 	duration        time.Duration
 	warmup          int
+	rate            float64
+	gzip            bool
 	idle            int
 	idleConcurrency int
 	turnTimeout     time.Duration
@@ -53,6 +55,8 @@ func parseFlags() options {
 	flag.IntVar(&o.turns, "turns", 20, "measured turns per session (ignored with -duration)")
 	flag.DurationVar(&o.duration, "duration", 0, "drive turns for this long instead of -turns (e.g. 5m)")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured turns per session before the measured phase")
+	flag.Float64Var(&o.rate, "rate", 0, "offered load in turns/s across all sessions, paced per session (0 = closed loop: each session sends its next turn as soon as the last one ends)")
+	flag.BoolVar(&o.gzip, "grpc-gzip", true, "gzip Temporal gRPC calls (the SDK default, which baesrv uses); false measures the cost")
 	flag.IntVar(&o.idle, "idle", 0, "idle sessions to open (and keep open) before the measured run")
 	flag.IntVar(&o.idleConcurrency, "idle-concurrency", 16, "parallel opens while creating idle sessions")
 	flag.DurationVar(&o.turnTimeout, "turn-timeout", time.Minute, "client-side timeout for one turn")
@@ -108,6 +112,8 @@ func validate(o options) error {
 		return errors.New("-sessions must be at least 1")
 	case o.duration <= 0 && o.turns < 1:
 		return errors.New("-turns must be at least 1 (or use -duration)")
+	case o.rate < 0:
+		return errors.New("-rate cannot be negative")
 	case o.idle < 0 || o.warmup < 0:
 		return errors.New("-idle and -warmup cannot be negative")
 	case o.idleConcurrency < 1:
@@ -144,7 +150,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		srvLog = os.Stderr
 	}
 	t0 := time.Now()
-	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog})
+	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip})
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +170,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	}
 	defer pg.close(context.Background())
 	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
-	rep.Memory = append(rep.Memory, sampleMem("stack ready"))
+	rep.addMem(sampleMem("stack ready"))
 
 	if o.idle > 0 {
 		rep.Idle = openIdle(ctx, log, a, clientKey, o)
-		rep.Memory = append(rep.Memory, sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
+		rep.addMem(sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
 		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -211,6 +217,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
 	rep.Workflows.Expected = int64(o.idle + o.sessions)
 	rep.summarise(recs, st)
+	if ss, err := pg.storage(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("storage stats unavailable", "err", err)
+	} else {
+		rep.Storage = ss
+	}
 
 	// Server timeline from the database (before it is dropped).
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -258,7 +269,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	}
 	poolStart := st.Parts.Store.Pool.Stat()
 	cpuStart := markCPU(pg.backendPIDs(ctx))
-	rep.Memory = append(rep.Memory, sampleMem("measure start"))
+	rep.addMem(sampleMem("measure start"))
 	start := time.Now()
 	if o.duration > 0 {
 		deadline = start.Add(o.duration)
@@ -286,11 +297,29 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 		go progress(sampleCtx, log, o.progress, start, &done, &failed, pg)
 	}
 
+	// With -rate each session owns evenly staggered slots interval apart.
+	// A turn that overruns its slot delays the next one rather than
+	// bunching the missed ones up, so an overloaded server degrades to the
+	// closed loop and the achieved rate shows it.
+	var interval time.Duration
+	if o.rate > 0 {
+		interval = time.Duration(float64(len(sessions)) / o.rate * float64(time.Second))
+	}
 	perSession := make([][]turnRec, len(sessions))
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
+			next := start.Add(interval * time.Duration(i) / time.Duration(len(sessions)))
 			for n := 0; ctx.Err() == nil; n++ {
+				if interval > 0 {
+					if !deadline.IsZero() && next.After(deadline) {
+						return
+					}
+					if !sleepUntil(ctx, next) {
+						return
+					}
+					next = maxTime(next.Add(interval), time.Now())
+				}
 				if deadline.IsZero() && n >= o.turns || !deadline.IsZero() && time.Now().After(deadline) {
 					return
 				}
@@ -315,7 +344,8 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	elapsed := time.Since(start)
 	cpuEnd := markCPU(pg.backendPIDs(context.WithoutCancel(ctx)))
 	stopSampling()
-	rep.Memory = append(rep.Memory, sampleMem("measure end"))
+	pg.record(context.WithoutCancel(ctx)) // the pool as the run left it
+	rep.addMem(sampleMem("measure end"))
 	rep.Turns.Elapsed = elapsed.Seconds()
 	rep.CPU = cpuBetween(cpuStart, cpuEnd)
 	rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
@@ -330,6 +360,28 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 		return recs, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
 	return recs, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func progress(ctx context.Context, log *slog.Logger, every time.Duration, start time.Time, done, failed *atomic.Int64, pg *pgSampler) {

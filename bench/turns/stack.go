@@ -51,6 +51,7 @@ type stack struct {
 type stackOptions struct {
 	BaseDatabaseURL string
 	ServerLog       io.Writer // baesrv and Temporal warnings; nil discards
+	NoGzip          bool      // turn off the SDK's default gRPC gzip
 }
 
 // startStack brings every part up; on error whatever started is torn down.
@@ -85,10 +86,16 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	if err != nil {
 		return nil, fmt.Errorf("start embedded temporal: %w", err)
 	}
-	s.Temporal, err = client.DialContext(ctx, client.Options{
+	// Dialled like app.Run dials (SDK defaults), so the bench measures the
+	// client baesrv really uses.
+	copts := client.Options{
 		HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(),
 		Logger: sdklog.NewStructuredLogger(srvLog),
-	})
+	}
+	if o.NoGzip {
+		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	s.Temporal, err = client.DialContext(ctx, copts)
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}

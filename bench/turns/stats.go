@@ -85,7 +85,9 @@ func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // pgSampler polls pg_stat_activity for the bench database over its own
 // connection (excluded from the counts).
 type pgSampler struct {
-	conn *pgx.Conn
+	connMu sync.Mutex // a pgx.Conn serves one query at a time
+	conn   *pgx.Conn
+	errs   int
 
 	mu      sync.Mutex
 	samples []pgSample
@@ -98,6 +100,7 @@ type pgSample struct {
 // PGStats summarise the samples.
 type PGStats struct {
 	Samples   int     `json:"samples"`
+	Errors    int     `json:"sample_errors,omitempty"`
 	MaxTotal  int     `json:"max_connections"`
 	MeanTotal float64 `json:"mean_connections"`
 	MaxActive int     `json:"max_active"`
@@ -117,6 +120,8 @@ func newPGSampler(ctx context.Context, dbURL string) (*pgSampler, error) {
 
 func (p *pgSampler) sample(ctx context.Context) (pgSample, error) {
 	var s pgSample
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
 	err := p.conn.QueryRow(ctx, `SELECT count(*),
 		count(*) FILTER (WHERE state = 'active'),
 		count(*) FILTER (WHERE state LIKE 'idle in transaction%')
@@ -132,16 +137,24 @@ func (p *pgSampler) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if s, err := p.sample(ctx); err == nil {
-			p.mu.Lock()
-			p.samples = append(p.samples, s)
-			p.mu.Unlock()
-		}
+		p.record(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// record takes one sample and keeps it.
+func (p *pgSampler) record(ctx context.Context) {
+	s, err := p.sample(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.samples = append(p.samples, s)
+	} else if ctx.Err() == nil {
+		p.errs++
 	}
 }
 
@@ -157,7 +170,7 @@ func (p *pgSampler) last() (pgSample, bool) {
 func (p *pgSampler) stats() PGStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := PGStats{Samples: len(p.samples)}
+	st := PGStats{Samples: len(p.samples), Errors: p.errs}
 	for _, s := range p.samples {
 		st.MaxTotal = max(st.MaxTotal, s.Total)
 		st.MaxActive = max(st.MaxActive, s.Active)
@@ -176,6 +189,8 @@ func (p *pgSampler) stats() PGStats {
 // backendPIDs lists the server processes serving the bench database, so
 // their CPU time can be read from /proc.
 func (p *pgSampler) backendPIDs(ctx context.Context) []int {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
 	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
 	if err != nil {
 		return nil
@@ -184,7 +199,31 @@ func (p *pgSampler) backendPIDs(ctx context.Context) []int {
 	return pids
 }
 
-func (p *pgSampler) close(ctx context.Context) { _ = p.conn.Close(ctx) }
+// StorageStats is what the run left in PostgreSQL.
+type StorageStats struct {
+	DatabaseBytes int64 `json:"database_bytes"`
+	EventsBytes   int64 `json:"session_events_bytes"` // table + indexes + TOAST
+	Events        int64 `json:"session_events_rows"`
+	EventBodies   int64 `json:"session_events_payload_bytes"`
+}
+
+func (p *pgSampler) storage(ctx context.Context) (StorageStats, error) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	var s StorageStats
+	err := p.conn.QueryRow(ctx, `SELECT pg_database_size(current_database()), pg_total_relation_size('session_events'),
+		count(*), coalesce(sum(octet_length(payload::text)), 0) FROM session_events`).Scan(&s.DatabaseBytes, &s.EventsBytes, &s.Events, &s.EventBodies)
+	if err != nil {
+		return s, fmt.Errorf("storage stats: %w", err)
+	}
+	return s, nil
+}
+
+func (p *pgSampler) close(ctx context.Context) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	_ = p.conn.Close(ctx)
+}
 
 // cpuMark is a point-in-time reading of CPU counters, so a phase's CPU use
 // can be split between this process, the PostgreSQL backends serving it

@@ -23,7 +23,9 @@ import (
 	"github.com/bae-go/bae-go/internal/engine"
 	"github.com/bae-go/bae-go/internal/live"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/secretguard"
 	"github.com/bae-go/bae-go/internal/sessiontools"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -36,13 +38,18 @@ type Options struct {
 	File   *config.File
 	Admin  adminkey.Options
 	// Temporal is an already dialed client; when nil, Run dials
-	// Server.TemporalAddr.
+	// Server.TemporalAddr. It is used as is: build it with
+	// Telemetry.TemporalOptions for Temporal spans and SDK metrics.
 	Temporal client.Client
 	Log      *slog.Logger
 	// Ready, when set, receives the bound addresses once serving.
 	Ready func(clientAddr, adminAddr string)
 	// Extra lets callers (issue 4 services) add collaborators.
 	Extend func(*Parts) error
+	// Telemetry, when set, replaces the pipeline built from File's
+	// [telemetry] (tests record spans and metrics in memory); the caller
+	// owns its providers.
+	Telemetry *telemetry.Telemetry
 }
 
 // Parts are the assembled collaborators, exposed so tests and extensions
@@ -68,18 +75,31 @@ func Run(ctx context.Context, opts Options) error {
 		log = slog.Default()
 	}
 	cfg := opts.Server
+	tel, err := newTelemetry(ctx, opts, log)
+	if err != nil {
+		return err
+	}
+	var flushBy time.Time // set when shutdown starts
+	// Deferred first so it runs last, after the worker's final spans.
+	defer func() { flushTelemetry(tel, flushBy, cfg.ShutdownTimeout, log) }()
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if err := tel.Metrics.ObserveCounts(st); err != nil {
+		return err
+	}
 	if err := adminkey.Bootstrap(ctx, st, opts.Admin, log); err != nil {
 		return err
 	}
 
 	tc := opts.Temporal
 	if tc == nil {
-		tc, err = client.Dial(client.Options{HostPort: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace, Logger: newTemporalLogger(log)})
+		tc, err = client.Dial(tel.TemporalOptions(client.Options{
+			HostPort: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace, Logger: newTemporalLogger(log),
+			DataConverter: secretguard.FromConfig(opts.File, os.LookupEnv).DataConverter(),
+		}))
 		if err != nil {
 			return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddr, err)
 		}
@@ -106,6 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
 		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
+	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
 	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts, Sandbox: sandboxStatus{svc.provisioner}, Services: svc}
 	if !opts.Admin.Disabled {
 		parts.AdminAuth = &adminkey.Verifier{Store: st}
@@ -143,8 +164,8 @@ func Run(ctx context.Context, opts Options) error {
 		clientLn.Close()
 		return fmt.Errorf("listen on BAE_ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
 	}
-	clientSrv := &http.Server{Handler: api.ClientRouter(deps), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	adminSrv := &http.Server{Handler: api.AdminRouter(deps, parts.AdminAuth, parts.Sandbox), ReadHeaderTimeout: 10 * time.Second}
+	clientSrv := &http.Server{Handler: tel.HTTP(api.ClientRouter(deps)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	adminSrv := &http.Server{Handler: tel.HTTP(api.AdminRouter(deps, parts.AdminAuth, parts.Sandbox)), ReadHeaderTimeout: 10 * time.Second}
 	errs := make(chan error, 2)
 	var wg sync.WaitGroup
 	for _, s := range []struct {
@@ -172,6 +193,7 @@ func Run(ctx context.Context, opts Options) error {
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	flushBy, _ = sctx.Deadline()
 	_ = adminSrv.Shutdown(sctx)
 	if err := clientSrv.Shutdown(sctx); err != nil {
 		// Streams still open past the budget are cut; their turns continue

@@ -21,6 +21,8 @@ import (
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/secretguard"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testdb"
 )
 
@@ -57,6 +59,10 @@ type Options struct {
 	// DataDir is shared by servers that take over from one another (the
 	// admin key file lives there); default a fresh temp dir.
 	DataDir string
+	// Telemetry replaces the pipeline from [telemetry] (in-memory
+	// recorders in tests). The embedded Temporal client is built with its
+	// options; a client passed in Temporal is used as is.
+	Telemetry *telemetry.Telemetry
 }
 
 // Start runs a baesrv for t on loopback ports.
@@ -71,9 +77,6 @@ func Start(t testing.TB, opts Options) *Server {
 		dbURL = testdb.New(t)
 	}
 	tc := opts.Temporal
-	if tc == nil {
-		tc = Temporal(t).GetDefaultClient()
-	}
 	cfgPath := ""
 	if opts.ConfigTOML != "" {
 		cfgPath = filepath.Join(dir, "bae-config.toml")
@@ -101,6 +104,14 @@ func Start(t testing.TB, opts Options) *Server {
 	srvCfg.TemporalNamespace = "default"
 	file, err := config.LoadFile(cfgPath)
 	require.NoError(t, err)
+	if tc == nil {
+		// Like baesrv, the client redacts configured secrets from payloads.
+		o := client.Options{DataConverter: secretguard.FromConfig(file, lookup).DataConverter()}
+		if opts.Telemetry != nil {
+			o = opts.Telemetry.TemporalOptions(o)
+		}
+		tc = Temporal(t).NewClientWithOptions(o)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{DatabaseURL: dbURL, Temporal: tc, stop: cancel, done: make(chan error, 1)}
@@ -111,7 +122,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	go func() {
 		s.done <- app.Run(ctx, app.Options{
-			Server: srvCfg, File: file, Temporal: tc,
+			Server: srvCfg, File: file, Temporal: tc, Telemetry: opts.Telemetry,
 			Log:   slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Admin: adminkey.Options{KeyFile: srvCfg.AdminKeyFile, HashFile: srvCfg.AdminKeyHashFile},
 			Ready: func(c, a string) {

@@ -1,0 +1,454 @@
+package crashlib
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/bae-go/bae-go/internal/devstack"
+	"github.com/bae-go/bae-go/internal/engine"
+	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/ids"
+)
+
+const (
+	modulePath = "github.com/bae-go/bae-go"
+	// healthWithin bounds how long a restarted baesrv (or Temporal) may take
+	// to serve again before the run gives up.
+	healthWithin = 2 * time.Minute
+	healthPoll   = 50 * time.Millisecond
+)
+
+// stack is the environment of one run: a fresh database, a Temporal that
+// outlives baesrv, the fake provider, and baesrv itself as a subprocess that
+// the killer may SIGKILL at any moment.
+type stack struct {
+	log     *slog.Logger
+	o       Options
+	workDir string
+	logDir  string
+
+	baseDB string
+	dbName string
+	dbURL  string
+
+	fake *fakeprovider.Server
+
+	devMu   sync.Mutex
+	devOpts devstack.Options
+	dev     *devstack.Server
+	tc      client.Client // the run's own Temporal client, for Control queries
+
+	bin        string
+	clientAddr string
+	adminAddr  string
+	dataDir    string
+	env        []string
+	adminKey   string
+
+	srvMu       sync.Mutex
+	srv         *exec.Cmd
+	srvDone     chan struct{}
+	incarnation int
+	closing     bool
+	// unexpected counts baesrv exits nobody asked for (a crash of its own).
+	unexpected []string
+}
+
+func startStack(ctx context.Context, o Options, respond func(fakeprovider.Recorded) fakeprovider.Reply) (_ *stack, err error) {
+	s := &stack{log: o.Log, o: o, baseDB: o.DatabaseURL}
+	defer func() {
+		if err != nil {
+			s.close(true)
+		}
+	}()
+	if s.workDir, err = os.MkdirTemp("", "bae-crash-"); err != nil {
+		return nil, fmt.Errorf("create work dir: %w", err)
+	}
+	s.logDir = filepath.Join(s.workDir, "logs")
+	s.dataDir = filepath.Join(s.workDir, "data")
+	for _, d := range []string{s.logDir, s.dataDir} {
+		if err = os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+
+	s.bin = o.BaesrvPath
+	if s.bin == "" {
+		if s.bin, err = buildServer(ctx, s.log); err != nil {
+			return nil, err
+		}
+	}
+	if err = s.createDatabase(ctx); err != nil {
+		return nil, err
+	}
+
+	s.fake = fakeprovider.Start()
+	s.fake.Respond(respond)
+
+	if err = s.startTemporal(ctx); err != nil {
+		return nil, err
+	}
+	tlog, err := s.fileLogger("temporal-client.log")
+	if err != nil {
+		return nil, err
+	}
+	if s.tc, err = client.DialContext(ctx, client.Options{
+		HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(), Logger: sdklog.NewStructuredLogger(tlog),
+	}); err != nil {
+		return nil, fmt.Errorf("dial temporal: %w", err)
+	}
+
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	// Fixed ports: a restarted baesrv must answer where clients already point.
+	s.clientAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	s.adminAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	cfgPath := filepath.Join(s.workDir, "bae-config.toml")
+	toml := fmt.Sprintf(`
+[[providers.entries]]
+name       = "fake"
+provider   = "anthropic"
+base_url   = %q
+model      = "fake-model"
+auth_token = "not-a-secret"
+`, s.fake.URL())
+	if err = os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	s.env = serverEnv(map[string]string{
+		"BAE_DATABASE_URL":               s.dbURL,
+		"BAE_TEMPORAL_ADDR":              s.dev.FrontendAddr(),
+		"BAE_TEMPORAL_NAMESPACE":         s.dev.Namespace(),
+		"BAE_ADDR":                       s.clientAddr,
+		"BAE_ADMIN_ADDR":                 s.adminAddr,
+		"BAE_CONFIG":                     cfgPath,
+		"BAE_DATA_DIR":                   s.dataDir,
+		"BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s",
+		"BAE_TURN_TIMEOUT":               TurnTimeout.String(),
+		"BAE_TASK_QUEUE":                 "bae-crash",
+	})
+
+	if err = s.startServer(); err != nil {
+		return nil, err
+	}
+	if err = s.awaitHealthy(ctx); err != nil {
+		return nil, err
+	}
+	if s.adminKey, err = adminkey.ReadKeyFile(filepath.Join(s.dataDir, "admin-key.pem")); err != nil {
+		return nil, fmt.Errorf("read admin key: %w", err)
+	}
+	return s, nil
+}
+
+// serverEnv is the parent environment without any BAE_* variable (so the
+// caller's shell cannot change the run), plus vars.
+func serverEnv(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BAE_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (s *stack) fileLogger(name string) (*slog.Logger, error) {
+	f, err := os.OpenFile(filepath.Join(s.logDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", name, err)
+	}
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})), nil
+}
+
+// buildServer builds ./cmd/baesrv into a stable path under the temp dir:
+// go build skips the (slow) link when that file is already up to date.
+func buildServer(ctx context.Context, log *slog.Logger) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("bae-crash-bin-%d", os.Getuid()), "baesrv")
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/baesrv")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/baesrv: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	log.Info("baesrv built", "path", out, "took", time.Since(t0).Round(time.Millisecond))
+	return out, nil
+}
+
+// moduleRoot finds this module's go.mod from the working directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(b, []byte("module "+modulePath+"\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod for %s above the working directory (run from the repository, or pass a baesrv binary)", modulePath)
+		}
+		dir = parent
+	}
+}
+
+func (s *stack) createDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.baseDB)
+	if err != nil {
+		return fmt.Errorf("connect to %s (is PostgreSQL running? scripts/pg-up.sh): %w", redact(s.baseDB), err)
+	}
+	defer conn.Close(ctx)
+	name := "bae_crash_" + ids.New("")[:16]
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	s.dbName = name
+	u, err := url.Parse(s.baseDB)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	u.Path = "/" + name
+	s.dbURL = u.String()
+	return nil
+}
+
+// startTemporal starts the devstack. With -kill-temporal its state lives in
+// a SQLite file, so a Stop/Start keeps every workflow.
+func (s *stack) startTemporal(ctx context.Context) error {
+	if s.devOpts.FrontendPort == 0 {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		tlog, err := s.fileLogger("temporal.log")
+		if err != nil {
+			return err
+		}
+		s.devOpts = devstack.Options{FrontendPort: ports[0], UIPort: -1, Logger: tlog, SearchAttributes: engine.SearchAttributes}
+		if s.o.KillTemporal {
+			s.devOpts.DataDir = filepath.Join(s.workDir, "temporal")
+		}
+	}
+	dev, err := devstack.Start(ctx, s.devOpts)
+	if err != nil {
+		return fmt.Errorf("start temporal: %w", err)
+	}
+	s.dev = dev
+	return nil
+}
+
+// restartTemporal stops the devstack and starts it again on the same port
+// and data dir; baesrv's client and worker reconnect on their own.
+func (s *stack) restartTemporal(ctx context.Context) error {
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
+	if err := s.dev.Stop(); err != nil {
+		s.log.Warn("stop temporal", "err", err)
+	}
+	return s.startTemporal(ctx)
+}
+
+// startServer launches a new baesrv incarnation.
+func (s *stack) startServer() error {
+	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	return s.startServerLocked()
+}
+
+func (s *stack) startServerLocked() error {
+	s.incarnation++
+	logPath := filepath.Join(s.logDir, fmt.Sprintf("baesrv-%02d.log", s.incarnation))
+	f, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", logPath, err)
+	}
+	cmd := exec.Command(s.bin, "serve")
+	cmd.Env = s.env
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start baesrv: %w", err)
+	}
+	done := make(chan struct{})
+	s.srv, s.srvDone = cmd, done
+	n := s.incarnation
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		close(done)
+		s.srvMu.Lock()
+		defer s.srvMu.Unlock()
+		if s.srv != cmd || s.closing {
+			return // killed on purpose, or replaced
+		}
+		// baesrv died by itself: note it and bring it back, as a supervisor
+		// would, so the run measures recovery rather than stopping.
+		s.unexpected = append(s.unexpected, fmt.Sprintf("baesrv incarnation %d exited on its own (%v); log %s", n, err, logPath))
+		s.log.Warn("baesrv exited unexpectedly; restarting", "incarnation", n, "err", err, "log", logPath)
+		if err := s.startServerLocked(); err != nil {
+			s.log.Error("restart baesrv", "err", err)
+		}
+	}()
+	return nil
+}
+
+// killServer SIGKILLs the running baesrv (no shutdown of any kind) and
+// starts a new one with the same environment.
+func (s *stack) killServer() error {
+	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	cmd, done := s.srv, s.srvDone
+	s.srv = nil // tells the exit watcher this death was ours
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill baesrv pid %d: %w", cmd.Process.Pid, err)
+	}
+	<-done
+	return s.startServerLocked()
+}
+
+// awaitHealthy polls /healthz on both ports until they answer 200.
+func (s *stack) awaitHealthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, healthWithin)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	ok := func(addr string) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+		if err != nil {
+			return false
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	tick := time.NewTicker(healthPoll)
+	defer tick.Stop()
+	for !ok(s.clientAddr) || !ok(s.adminAddr) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("baesrv not healthy on %s within %s (logs in %s): %w", s.clientAddr, healthWithin, s.logDir, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func (s *stack) unexpectedExits() []string {
+	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	return append([]string(nil), s.unexpected...)
+}
+
+// close stops everything. The work dir (logs) and database stay when keep
+// is set, for post-mortems.
+func (s *stack) close(keep bool) {
+	s.srvMu.Lock()
+	s.closing = true
+	cmd, done := s.srv, s.srvDone
+	s.srvMu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+	}
+	if s.tc != nil {
+		s.tc.Close()
+	}
+	s.devMu.Lock()
+	if s.dev != nil {
+		if err := s.dev.Stop(); err != nil {
+			s.log.Warn("stop temporal", "err", err)
+		}
+	}
+	s.devMu.Unlock()
+	if s.fake != nil {
+		s.fake.Close()
+	}
+	if keep {
+		if s.workDir != "" {
+			s.log.Info("kept for inspection", "work_dir", s.workDir, "database", s.dbName)
+		}
+		return
+	}
+	if s.dbName != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, s.baseDB); err != nil {
+			s.log.Warn("drop crash database: connect", "db", s.dbName, "err", err)
+		} else {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
+				s.log.Warn("drop crash database", "db", s.dbName, "err", err)
+			}
+			_ = conn.Close(ctx)
+		}
+	}
+	if s.workDir != "" {
+		_ = os.RemoveAll(s.workDir)
+	}
+}
+
+// freePorts asks the kernel for n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = url.User(p.User.Username())
+	return p.String()
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+type report struct {
+	mu sync.Mutex
+
+	Date         string `json:"date"`
+	Command      string `json:"command"`
+	GoVersion    string `json:"go_version"`
+	NumCPU       int    `json:"num_cpu"`
+	LoadAvgStart string `json:"loadavg_start"`
+	LoadAvgEnd   string `json:"loadavg_end"`
+
+	Config struct {
+		Sessions        int     `json:"sessions"`
+		TurnsPerSession int     `json:"turns_per_session,omitempty"`
+		DurationS       float64 `json:"duration_s,omitempty"`
+		Warmup          int     `json:"warmup_turns_per_session"`
+		Idle            int     `json:"idle_sessions"`
+		Rate            float64 `json:"offered_turns_per_s,omitempty"`
+		GRPCGzip        bool    `json:"grpc_gzip"`
+	} `json:"config"`
+
+	Setup struct {
+		StackStart   float64 `json:"stack_start_s"`
+		OpenSessions float64 `json:"open_sessions_s"`
+		Warmup       float64 `json:"warmup_s"`
+		WarmupErrors int64   `json:"warmup_errors"`
+	} `json:"setup"`
+
+	Idle *idleReport `json:"idle,omitempty"`
+
+	Turns struct {
+		Completed      int            `json:"completed"`
+		Errors         int            `json:"errors"`
+		ErrorKinds     map[string]int `json:"error_kinds,omitempty"`
+		FirstError     string         `json:"first_error,omitempty"`
+		Elapsed        float64        `json:"elapsed_s"`
+		PerSecond      float64        `json:"turns_per_s"`
+		Client         dist           `json:"client_latency"`
+		ServerAdded    dist           `json:"server_added_latency"`
+		Fake           dist           `json:"fake_provider_time"`
+		Unattributed   int            `json:"turns_without_fake_time"`
+		ProviderReqs   int64          `json:"provider_requests"`
+		FakeServedS    float64        `json:"fake_served_total_s"`
+		NotifsPerTurn  float64        `json:"notifications_per_turn"`
+		BytesPerTurn   float64        `json:"response_bytes_per_turn"`
+		BytesLastTurns float64        `json:"response_bytes_per_turn_last_decile"`
+	} `json:"turns"`
+
+	Timeline      []phase `json:"server_timeline,omitempty"`
+	TimelineTurns int     `json:"server_timeline_turns"`
+
+	PG        PGStats       `json:"postgres"`
+	Storage   StorageStats  `json:"storage"`
+	Pool      poolStats     `json:"pool"`
+	CPU       CPUStats      `json:"cpu"`
+	Memory    []memSample   `json:"memory"`
+	Workflows workflowCount `json:"temporal_workflows"`
+	Targets   []target      `json:"targets"`
+}
+
+type idleReport struct {
+	Requested       int            `json:"requested"`
+	Opened          int            `json:"opened"`
+	Errors          int            `json:"errors"`
+	ErrorKinds      map[string]int `json:"error_kinds,omitempty"`
+	FirstError      string         `json:"first_error,omitempty"`
+	Elapsed         float64        `json:"elapsed_s"`
+	PerSecond       float64        `json:"opens_per_s"`
+	OpenLatency     dist           `json:"open_latency"`
+	GoroutinesAdded int            `json:"goroutines_added"`
+	HeapLiveAdded   int64          `json:"heap_live_added_bytes"`
+	Workflows       workflowCount  `json:"temporal_workflows"`
+}
+
+type workflowCount struct {
+	Running  int64  `json:"running"`
+	Total    int64  `json:"total"`
+	Expected int64  `json:"expected_running,omitempty"`
+	Err      string `json:"error,omitempty"`
+}
+
+// poolStats is baesrv's pgxpool over the measured phase: how often a query
+// had to wait for a free connection, and for how long on average.
+type poolStats struct {
+	Acquires      int64   `json:"acquires"`
+	EmptyAcquires int64   `json:"waited_acquires"`
+	MeanWaitMs    float64 `json:"mean_acquire_ms"`
+	MaxConns      int32   `json:"max_conns"`
+	TotalConns    int32   `json:"total_conns_end"`
+}
+
+func poolDelta(a, b *pgxpool.Stat) poolStats {
+	p := poolStats{
+		Acquires: b.AcquireCount() - a.AcquireCount(), EmptyAcquires: b.EmptyAcquireCount() - a.EmptyAcquireCount(),
+		MaxConns: b.MaxConns(), TotalConns: b.TotalConns(),
+	}
+	if p.Acquires > 0 {
+		p.MeanWaitMs = ms((b.AcquireDuration() - a.AcquireDuration()) / time.Duration(p.Acquires))
+	}
+	return p
+}
+
+type target struct {
+	Name     string `json:"name"`
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Verdict  string `json:"verdict"` // PASS, MISS or "n/a"
+}
+
+func newReport(o options) *report {
+	r := &report{
+		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
+		GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), LoadAvgStart: loadAvg(),
+	}
+	r.Config.Sessions, r.Config.Warmup, r.Config.Idle = o.sessions, o.warmup, o.idle
+	r.Config.Rate, r.Config.GRPCGzip = o.rate, o.gzip
+	if o.duration > 0 {
+		r.Config.DurationS = o.duration.Seconds()
+	} else {
+		r.Config.TurnsPerSession = o.turns
+	}
+	return r
+}
+
+func (r *report) addMem(m memSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Memory = append(r.Memory, m)
+}
+
+func (r *report) summarise(recs []turnRec, st *stack) {
+	t := &r.Turns
+	t.ErrorKinds = map[string]int{}
+	var client, added, fake []time.Duration
+	var notifs, bytes int64
+	for _, rec := range recs {
+		if rec.err != nil {
+			t.Errors++
+			t.ErrorKinds[errKind(rec.err)]++
+			if t.FirstError == "" {
+				t.FirstError = rec.err.Error()
+			}
+			continue
+		}
+		t.Completed++
+		client = append(client, rec.lat)
+		notifs += int64(rec.notifs)
+		bytes += rec.bytes
+		if !rec.fakeOK {
+			t.Unattributed++
+			continue
+		}
+		fake = append(fake, rec.fake.Total)
+		added = append(added, rec.lat-rec.fake.Total)
+	}
+	if t.Elapsed > 0 {
+		t.PerSecond = float64(t.Completed) / t.Elapsed
+	}
+	t.Client, t.ServerAdded, t.Fake = summarise(client), summarise(added), summarise(fake)
+	if t.Completed > 0 {
+		t.NotifsPerTurn = float64(notifs) / float64(t.Completed)
+		t.BytesPerTurn = float64(bytes) / float64(t.Completed)
+	}
+	// Responses grow with the session's history (provider.request carries
+	// it); the last decile of turns by start time shows where that is going.
+	ok := slices.DeleteFunc(slices.Clone(recs), func(x turnRec) bool { return x.err != nil })
+	slices.SortFunc(ok, func(a, b turnRec) int { return a.start.Compare(b.start) })
+	if tail := ok[len(ok)*9/10:]; len(tail) > 0 {
+		var b int64
+		for _, x := range tail {
+			b += x.bytes
+		}
+		t.BytesLastTurns = float64(b) / float64(len(tail))
+	}
+	t.ProviderReqs = st.Fake.Requests()
+	t.FakeServedS = st.Fake.Served().Seconds()
+}
+
+// evaluate marks the issue-3/issue-6 targets. Informational only: the
+// machine is shared, so a MISS is a prompt to profile, not a failure.
+func (r *report) evaluate() {
+	slices.SortFunc(r.Memory, func(a, b memSample) int { return int((a.At - b.At) * 1e6) })
+	add := func(name, goal, measured string, ok bool, applicable bool) {
+		v := "MISS"
+		switch {
+		case !applicable:
+			v = "n/a"
+		case ok:
+			v = "PASS"
+		}
+		r.Targets = append(r.Targets, target{name, goal, measured, v})
+	}
+	t := r.Turns
+	measured := t.Completed > 0
+	add("server-added p50", "<= 25 ms", fmt.Sprintf("%.1f ms", t.ServerAdded.P50), t.ServerAdded.P50 <= 25, measured)
+	add("server-added p99", "<= 100 ms", fmt.Sprintf("%.1f ms", t.ServerAdded.P99), t.ServerAdded.P99 <= 100, measured)
+	add("throughput", ">= 40 turns/s at 50 sessions", fmt.Sprintf("%.1f turns/s at %d sessions", t.PerSecond, r.Config.Sessions),
+		t.PerSecond >= 40, measured && r.Config.Sessions >= 50 && (r.Config.Rate == 0 || r.Config.Rate >= 40))
+	if r.Idle != nil {
+		add("idle sessions", ">= 1000 open, no errors", fmt.Sprintf("%d open, %d errors", r.Idle.Opened, r.Idle.Errors),
+			r.Idle.Opened >= 1000 && r.Idle.Errors == 0, r.Idle.Requested >= 1000)
+	} else {
+		add("idle sessions", ">= 1000 open, no errors", "not run (-idle 1000)", false, false)
+	}
+	add("no errors", "0 failed turns", fmt.Sprintf("%d failed of %d", t.Errors, t.Errors+t.Completed), t.Errors == 0 && r.Setup.WarmupErrors == 0, measured)
+	if start, mid, end, ok := r.memPhases(); ok {
+		// Stable = the live heap and goroutine count do not keep climbing
+		// through the run: the second half grows no more than the first
+		// (plus slack for GC timing) and goroutines return to their level.
+		g1 := float64(mid.HeapLive) - float64(start.HeapLive)
+		g2 := float64(end.HeapLive) - float64(mid.HeapLive)
+		stable := g2 <= max(g1, 0)*1.5+16<<20 && end.Goroutines <= start.Goroutines+r.Config.Sessions
+		add("memory stable", "live heap/goroutines not climbing", fmt.Sprintf("heap live %s -> %s -> %s, goroutines %d -> %d -> %d",
+			mib(start.HeapLive), mib(mid.HeapLive), mib(end.HeapLive), start.Goroutines, mid.Goroutines, end.Goroutines), stable, true)
+	}
+}
+
+func (r *report) memPhases() (start, mid, end memSample, ok bool) {
+	found := 0
+	for _, m := range r.Memory {
+		switch m.Label {
+		case "measure start":
+			start, found = m, found|1
+		case "measure middle":
+			mid, found = m, found|2
+		case "measure end":
+			end, found = m, found|4
+		}
+	}
+	return start, mid, end, found == 7
+}
+
+func writeJSON(w io.Writer, r *report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	return nil
+}
+
+func writeTable(w io.Writer, r *report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")) }
+	fd := func(d dist) string {
+		return fmt.Sprintf("p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  (mean %.1f, n=%d)", d.P50, d.P90, d.P99, d.Max, d.Mean, d.N)
+	}
+	c := r.Config
+	mode := fmt.Sprintf("%d turns/session", c.TurnsPerSession)
+	if c.DurationS > 0 {
+		mode = fmt.Sprintf("%s", time.Duration(c.DurationS*float64(time.Second)))
+	}
+	fmt.Fprintf(w, "\nbae-go turn benchmark  %s  %s  %d CPU  load %s -> %s\n", r.Date, r.GoVersion, r.NumCPU, r.LoadAvgStart, r.LoadAvgEnd)
+	load := "closed loop"
+	if c.Rate > 0 {
+		load = fmt.Sprintf("paced at %.0f turns/s offered", c.Rate)
+	}
+	fmt.Fprintf(w, "%d sessions x %s, %s, warm-up %d/session, %d idle sessions, grpc gzip %v\n\n", c.Sessions, mode, load, c.Warmup, c.Idle, c.GRPCGzip)
+
+	row("setup", fmt.Sprintf("stack %.1fs, open+register %d sessions %.1fs, warm-up %.1fs (%d errors)",
+		r.Setup.StackStart, c.Sessions, r.Setup.OpenSessions, r.Setup.Warmup, r.Setup.WarmupErrors))
+	if ir := r.Idle; ir != nil {
+		row("idle sessions", fmt.Sprintf("%d/%d opened, %d errors in %.1fs (%.0f/s); +%d goroutines, %+.1f MiB live heap",
+			ir.Opened, ir.Requested, ir.Errors, ir.Elapsed, ir.PerSecond, ir.GoroutinesAdded, float64(ir.HeapLiveAdded)/(1<<20)))
+		row("  open latency ms", fd(ir.OpenLatency))
+		if ir.FirstError != "" {
+			row("  first error", ir.FirstError)
+		}
+	}
+	t := r.Turns
+	row("turns completed", fmt.Sprintf("%d in %.1fs", t.Completed, t.Elapsed))
+	row("errors", fmt.Sprintf("%d %v", t.Errors, t.ErrorKinds))
+	if t.FirstError != "" {
+		row("  first error", t.FirstError)
+	}
+	row("throughput", fmt.Sprintf("%.1f turns/s", t.PerSecond))
+	row("client latency ms", fd(t.Client))
+	row("server-added ms", fd(t.ServerAdded))
+	row("fake provider ms", fd(t.Fake))
+	row("fake requests", fmt.Sprintf("%d (%.2fs total handler time, %d turns unattributed)", t.ProviderReqs, t.FakeServedS, t.Unattributed))
+	row("stream per turn", fmt.Sprintf("%.1f notifications, %.1f KiB (last decile %.1f KiB)", t.NotifsPerTurn, t.BytesPerTurn/1024, t.BytesLastTurns/1024))
+	if len(r.Timeline) > 0 {
+		row("server timeline ms", fmt.Sprintf("(%d turns; PostgreSQL created_at + fake stamps)", r.TimelineTurns))
+		for _, p := range r.Timeline {
+			row("  "+p.Name, fmt.Sprintf("p50 %.1f  p99 %.1f  mean %.1f", p.Dist.P50, p.Dist.P99, p.Dist.Mean))
+		}
+	}
+	row("postgres conns", fmt.Sprintf("max %d, mean %.1f, last %d (active max %d, mean %.1f; idle-in-tx max %d); pool max %d; %d samples",
+		r.PG.MaxTotal, r.PG.MeanTotal, r.PG.Last, r.PG.MaxActive, r.PG.MeanActv, r.PG.MaxIdleTx, r.PG.PoolMax, r.PG.Samples))
+	if ss := r.Storage; ss.Events > 0 {
+		turns := int64(t.Completed) + int64(r.Config.Sessions*r.Config.Warmup)
+		row("postgres storage", fmt.Sprintf("database %s; session_events %d rows, %s on disk, %s of payload (%.1f KiB per turn)",
+			mib(uint64(ss.DatabaseBytes)), ss.Events, mib(uint64(ss.EventsBytes)), mib(uint64(ss.EventBodies)), float64(ss.EventBodies)/1024/float64(max(turns, 1))))
+	}
+	row("pool acquires", fmt.Sprintf("%d, %d waited (%.1f%%), mean acquire %.3f ms", r.Pool.Acquires, r.Pool.EmptyAcquires,
+		pct(r.Pool.EmptyAcquires, r.Pool.Acquires), r.Pool.MeanWaitMs))
+	if r.CPU.Available {
+		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f, other %.2f",
+			r.CPU.MachineBusy, r.CPU.Cores, r.CPU.BenchProcess, r.CPU.PGBackends, r.CPU.Other))
+	}
+	for _, m := range r.Memory {
+		row("memory "+m.Label, fmt.Sprintf("goroutines %d, heap live %s, heap alloc %s, heap sys %s, sys %s, gc %d",
+			m.Goroutines, mib(m.HeapLive), mib(m.HeapAlloc), mib(m.HeapSys), mib(m.Sys), m.NumGC))
+	}
+	wf := r.Workflows
+	if wf.Err != "" {
+		row("temporal workflows", "count failed: "+wf.Err)
+	} else {
+		row("temporal workflows", fmt.Sprintf("%d running (expected %d), %d total", wf.Running, wf.Expected, wf.Total))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tgoal\tmeasured\tverdict")
+	for _, x := range r.Targets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Name, x.Goal, x.Measured, x.Verdict)
+	}
+	tw.Flush()
+}
+
+func pct(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
