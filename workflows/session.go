@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// turnsPerRun bounds history growth; the workflow continues as new after
-// this many turns (well under Temporal's per-run update limit).
-const turnsPerRun = 200
+// defaultTurnsPerRun bounds history growth; the workflow continues as new
+// after this many turns (well under Temporal's per-run update limit).
+const defaultTurnsPerRun = 200
 
 // session is the workflow's control state. All fields are mutated only by
 // workflow code, so they replay deterministically.
@@ -61,11 +61,15 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return fmt.Errorf("register cancel update: %w", err)
 	}
 
+	limit := p.TurnsPerRun
+	if limit <= 0 {
+		limit = defaultTurnsPerRun
+	}
 	err := workflow.Await(ctx, func() bool {
 		if s.closed && s.cleaned {
 			return len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 		}
-		return s.runTurns >= turnsPerRun && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
+		return s.runTurns >= limit && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -190,4 +191,22 @@ func (s *sessionSuite) TestCloseRejectsQueuedTurns() {
 	s.Equal(workflows.OutcomeRejected, out["b1"].res.Outcome)
 	s.Equal(-32000, out["b1"].res.ErrorCode)
 	assert.Contains(s.T(), out["b1"].res.ErrorMessage, "closed")
+}
+
+func (s *sessionSuite) TestContinuesAsNewCarryingThePause() {
+	s.acts.pauseFor["key_a"] = true
+	out, mu := map[string]outcome{}, &sync.Mutex{}
+	s.send(time.Second, "key_b", "b1", out, mu)
+	s.send(2*time.Second, "key_a", "a1", out, mu) // pauses: turn 2 of 2
+	s.env.ExecuteWorkflow(workflows.SessionWorkflow, workflows.SessionParams{SessionID: "ses_1", TurnTimeout: time.Minute, TurnsPerRun: 2})
+	s.True(s.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	s.Require().ErrorAs(s.env.GetWorkflowError(), &can)
+	var next workflows.SessionParams
+	s.Require().NoError(converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	s.Require().NotNil(next.Carry)
+	s.Equal(2, next.Carry.Turns)
+	s.Require().NotNil(next.Carry.Paused, "the paused turn survives continue-as-new")
+	s.Equal("key_a", next.Carry.Paused.Owner)
+	s.Equal("a1", next.Carry.Paused.TurnID)
 }

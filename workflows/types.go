@@ -42,6 +42,9 @@ type SessionParams struct {
 	// HeartbeatTimeout bounds how long a lost worker holds a provider or
 	// tool activity before Temporal retries it elsewhere (0 = 10s).
 	HeartbeatTimeout time.Duration
+	// TurnsPerRun bounds history growth: the workflow continues as new
+	// after this many turns (0 = 200).
+	TurnsPerRun int
 	// Carry is the control state handed over by continue-as-new.
 	Carry *Carry
 }
