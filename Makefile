@@ -3,7 +3,7 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 BIN := bin
 
-.PHONY: all build dev test test-short vet pg bench fuzz clean
+.PHONY: all build dev test test-short vet pg test-deps bench fuzz clean
 
 all: build
 
@@ -12,10 +12,10 @@ build:
 
 ## dev: PostgreSQL + baesrv dev (embedded Temporal and its UI) in one process.
 dev: pg build
-	$(BIN)/baesrv dev
+	./scripts/dev.sh
 
 ## test: every test, against a real PostgreSQL and embedded Temporal.
-test: pg
+test: pg test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 
@@ -27,6 +27,9 @@ vet:
 
 pg:
 	./scripts/pg-up.sh
+
+test-deps:
+	./scripts/test-deps.sh
 
 bench: pg build
 	$(GO) run ./bench/turns
