@@ -329,10 +329,15 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 		if derr != nil {
 			c.log().Error("mcp tool discovery failed", "session_id", sess.ID, "err", derr)
 		} else if err := c.Store.SetMCPTools(ctx, sess.ID, tools); err != nil {
+			c.MCP.CloseSession(sess.ID)
+			_, _, _ = c.Store.EndSession(ctx, sess.ID, store.StateError)
 			return internalError(c.log(), err)
 		}
 	}
 	if err := c.Engine.StartSession(ctx, sess.ID, profile.ID, body.ClientVersion); err != nil {
+		if c.MCP != nil {
+			c.MCP.CloseSession(sess.ID) // no workflow will ever clean these up
+		}
 		_, _, _ = c.Store.EndSession(ctx, sess.ID, store.StateError)
 		return internalError(c.log(), fmt.Errorf("start session workflow: %w", err))
 	}

@@ -36,40 +36,20 @@ func (c *clientAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *P
 
 // bodyDeadline bounds how long a request body may take to arrive, so a
 // client trickling bytes cannot hold a connection and a handler forever.
-// It is not http.Server.ReadTimeout: the deadline is lifted as soon as the
-// body has been read, because the server's background read (which watches
-// for a client going away during a long NDJSON response) would otherwise
-// hit it and cancel the request mid-stream.
+// Unlike http.Server.ReadTimeout it leaves the headers to
+// ReadHeaderTimeout and the admin port alone. It does not cut long NDJSON
+// responses short: once the body hits EOF, net/http starts the background
+// read that watches for the client going away, and that clears the
+// connection's read deadline (TestSlowBodyIsCutOff pins this).
 func bodyDeadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// A bodiless request's background read starts at once; a
-			// deadline would cancel it once d passed, so none is set.
-			if r.Body == nil || r.Body == http.NoBody {
-				next.ServeHTTP(w, r)
-				return
-			}
-			rc := http.NewResponseController(w)
-			if err := rc.SetReadDeadline(time.Now().Add(d)); err == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			// A bodiless request's background read is already running; a
+			// deadline set now would fire in it and cancel the request.
+			if r.Body != nil && r.Body != http.NoBody {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-// deadlineBody clears the read deadline once the body reaches EOF.
-type deadlineBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }

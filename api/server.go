@@ -25,6 +25,8 @@ type Engine interface {
 // each tagged with its server name. Unknown or failing servers are skipped.
 type ToolDiscoverer interface {
 	DiscoverTools(ctx context.Context, sessionID string, serverNames []string) (json.RawMessage, error)
+	// CloseSession drops the session's connections in this process.
+	CloseSession(sessionID string)
 }
 
 // SessionTools serves the RPC methods that act on server-side session

@@ -22,8 +22,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/internal/testdb"
 	"github.com/bae-go/bae-go/internal/testenv"
 	"github.com/bae-go/bae-go/store"
@@ -512,6 +514,166 @@ func TestRemoteSandboxLifecycle(t *testing.T) {
 	assert.Equal(t, want, payload(evs[1]))
 	assert.Equal(t, want, payload(evs[2]))
 	assert.Empty(t, e.containers(d.sid), "DELETE removed the container")
+}
+
+func TestRemoteSandboxStartFailureAndVanishedContainer(t *testing.T) {
+	image := buildImages(t, 1)[0]
+	// Refused at once by any engine: nothing listens on port 1.
+	missing := "127.0.0.1:1/bae-missing:never"
+	e := newEnv(t, envOpts{})
+	pid := e.profile(map[string]any{"available_sandboxes": []string{image, missing}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, e.srv.Parts.Services.Provisioner().Wait(ctx, pid))
+	d := e.openOn(pid, map[string]any{"sandbox_tools": []any{shellTool}})
+	d.reapOnCleanup()
+	mark := d.logLen()
+	d.register()
+	reg := d.since(mark)
+	require.Equal(t, []string{"session.driver.register", "session.sandbox.available"}, types(reg))
+	imgs := payload(reg[1])["images"].([]any)
+	require.Len(t, imgs, 2)
+	assert.Equal(t, map[string]any{"name": image, "status": "available"}, imgs[0])
+	failed := imgs[1].(map[string]any)
+	assert.Equal(t, missing, failed["name"])
+	assert.Equal(t, "error", failed["status"])
+	assert.NotEmpty(t, failed["detail"])
+
+	mark = d.logLen()
+	assert.Contains(t, rpcError(t, d.call("session.startRemoteSandbox", map[string]any{"image": missing}), -32012), "sandbox_start_failed")
+	evs := d.since(mark)
+	require.Equal(t, []string{"session.sandbox.start", "session.sandbox.error"}, types(evs))
+	assert.Equal(t, map[string]any{"image": missing, "dispatch": "remote"}, payload(evs[0]))
+	serr := payload(evs[1])
+	assert.NotEmpty(t, serr["detail"])
+	delete(serr, "detail")
+	assert.Equal(t, map[string]any{"image": missing, "phase": "start", "dispatch": "remote"}, serr, "no sandbox_id: no handle was retained")
+	assert.Empty(t, e.containers(d.sid))
+
+	// The failed start released the session's slot.
+	sbID := result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))["sandbox_id"].(string)
+	// The container vanishes behind the server's back.
+	require.NoError(t, e.srv.Parts.Services.Driver().Stop(ctx, sbID))
+
+	mark = d.logLen()
+	assert.Contains(t, rpcError(t, d.call("session.execRemoteSandbox", map[string]any{"command": "true"}), -32000), "sandbox exec failed")
+	evs = d.since(mark)
+	require.Equal(t, []string{"session.sandbox.error"}, types(evs))
+	xerr := payload(evs[0])
+	assert.NotEmpty(t, xerr["detail"])
+	delete(xerr, "detail")
+	assert.Equal(t, map[string]any{"image": image, "sandbox_id": sbID, "phase": "exec", "dispatch": "remote"}, xerr)
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_x", "run_shell_command", map[string]any{"command": "echo hi"}), fakeprovider.Text("it broke"))
+	_, term := d.send("run")
+	evs = resultEvents(term)
+	require.Equal(t, []string{
+		"client.message.send", "provider.request", "provider.response",
+		"tool.call", "sandbox.request", "session.sandbox.error", "sandbox.response", "tool.result",
+		"provider.request", "provider.response", "server.message.send",
+	}, types(evs))
+	assert.Equal(t, "exec", payload(evs[5])["phase"])
+	resp := payload(evs[6])
+	assert.Equal(t, sbID, resp["sandbox_id"])
+	assert.Equal(t, false, resp["ok"])
+	detail, _ := resp["error"].(string)
+	assert.NotEmpty(t, detail)
+	assert.Equal(t, map[string]any{"tool_use_id": "tu_x", "dispatch": "sandbox", "is_error": true, "content": textBlocks("sandbox error: " + detail)}, payload(evs[7]))
+
+	// Stopping a sandbox whose container is already gone still succeeds.
+	mark = d.logLen()
+	assert.Equal(t, map[string]any{"stopped": true, "image": image, "sandbox_id": sbID}, result(t, d.call("session.stopRemoteSandbox", nil)))
+	assert.Equal(t, []string{"session.sandbox.stop", "session.sandbox.stopped"}, types(d.since(mark)))
+}
+
+// gatedDriver holds the first Start until the caller's context ends, as if
+// the client hung up just as its container came up.
+type gatedDriver struct {
+	sandbox.Driver
+	entered chan struct{}
+	stopped chan string
+	once    atomic.Bool
+}
+
+func (g *gatedDriver) Start(ctx context.Context, image string, labels map[string]string) (sandbox.Handle, error) {
+	h, err := g.Driver.Start(context.WithoutCancel(ctx), image, labels)
+	if g.once.CompareAndSwap(false, true) {
+		close(g.entered)
+		<-ctx.Done()
+	}
+	return h, err
+}
+
+func (g *gatedDriver) Stop(ctx context.Context, id string) error {
+	select {
+	case g.stopped <- id:
+	default:
+	}
+	return g.Driver.Stop(ctx, id)
+}
+
+// TestRemoteSandboxStartSurvivesClientHangup: a client that disconnects
+// while its sandbox starts must not leave the session's slot claimed by a
+// sandbox nobody can use, stop or replace.
+func TestRemoteSandboxStartSurvivesClientHangup(t *testing.T) {
+	image := buildImages(t, 1)[0]
+	fake := fakeprovider.New(t)
+	gated := &gatedDriver{entered: make(chan struct{}), stopped: make(chan string, 4)}
+	srv := testenv.Start(t, testenv.Options{
+		ConfigTOML: fmt.Sprintf("[[providers.entries]]\nname = \"primary\"\nprovider = \"anthropic\"\nbase_url = %q\nmodel = \"m\"\nauth_token = \"t\"\n", fake.URL()),
+		Extend: func(p *app.Parts) error {
+			gated.Driver = p.Services.Driver()
+			dep, err := p.Store.DeploymentID(context.Background())
+			if err != nil {
+				return err
+			}
+			p.Deps.Tools = &sessiontools.Service{Store: p.Store, Driver: gated, Provisioner: p.Services.Provisioner(), Deployment: dep}
+			return nil
+		},
+	})
+	e := &env{t: t, srv: srv, fake: fake}
+	pid := e.profile(map[string]any{"available_sandboxes": []string{image}})
+	e.waitProvisioned(pid, image)
+	d := e.openOn(pid, nil)
+	d.reapOnCleanup()
+	d.register()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs := srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	running := make(chan map[string]any, 1)
+	go func() {
+		for m := range obs.Lines() {
+			if ev, _ := m["params"].(map[string]any); ev != nil && ev["event_type"] == "session.sandbox.running" {
+				running <- ev
+				return
+			}
+		}
+	}()
+
+	reqCtx, hangUp := context.WithCancel(ctx)
+	st := srv.RPCStream(t, reqCtx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "session.startRemoteSandbox", "params": map[string]any{"image": image}})
+	waitFor(t, gated.entered, "the container start")
+	hangUp()
+	st.Close()
+
+	var ev map[string]any
+	select {
+	case ev = <-running:
+	case id := <-gated.stopped:
+		require.FailNow(t, "the server discarded the sandbox it started", "container %s", id)
+	case <-ctx.Done():
+		require.FailNow(t, "the start never finished")
+	}
+	sbID := payload(ev)["sandbox_id"].(string)
+	list := e.containers(d.sid)
+	require.Len(t, list, 1)
+	assert.Equal(t, sbID, list[0].ID)
+	out := result(t, d.call("session.execRemoteSandbox", map[string]any{"command": "echo usable"}))
+	assert.Equal(t, "usable\n", out["stdout"], "the started sandbox is usable")
+	assert.Equal(t, map[string]any{"stopped": true, "image": image, "sandbox_id": sbID}, result(t, d.call("session.stopRemoteSandbox", nil)))
+	assert.Empty(t, e.containers(d.sid))
 }
 
 // ---- 3. Auto-mode sandbox tools ------------------------------------------

@@ -18,6 +18,7 @@ type api struct {
 	clientURL string
 	adminURL  string
 	adminKey  string
+	watch     *stallWatch // optional: counts turns in flight
 }
 
 func newAPI(clientURL, adminURL, adminKey string, conns int) *api {
@@ -210,6 +211,10 @@ type turnReply struct {
 func (a *api) turn(ctx context.Context, s *session, token string, timeout time.Duration) (rpcResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if a.watch != nil {
+		a.watch.begin()
+		defer a.watch.end()
+	}
 	res, err := a.rpc(ctx, s, "session.sendMessage", map[string]any{"message": map[string]any{"role": "user", "content": token}})
 	if err != nil {
 		return res, err

@@ -46,6 +46,7 @@ type options struct {
 	pprofAddr       string
 	cpuProfile      string
 	memProfile      string
+	stallAfter      time.Duration
 	dbURL           string
 }
 
@@ -66,6 +67,7 @@ func parseFlags() options {
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
+	flag.DurationVar(&o.stallAfter, "stall", 10*time.Second, "when no turn finishes for this long, dump goroutines and PostgreSQL states (0 disables)")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.Parse()
 	return o
@@ -169,6 +171,13 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		return rep, err
 	}
 	defer pg.close(context.Background())
+	if o.stallAfter > 0 {
+		a.watch = &stallWatch{after: o.stallAfter, dir: os.TempDir(), log: log, pg: pg, maxDumps: 3}
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go a.watch.run(wctx)
+		defer func() { rep.Stalls = a.watch.reports() }()
+	}
 	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
 	rep.addMem(sampleMem("stack ready"))
 

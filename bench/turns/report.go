@@ -71,6 +71,7 @@ type report struct {
 	CPU       CPUStats      `json:"cpu"`
 	Memory    []memSample   `json:"memory"`
 	Workflows workflowCount `json:"temporal_workflows"`
+	Stalls    []stallReport `json:"stalls,omitempty"`
 	Targets   []target      `json:"targets"`
 }
 
@@ -187,6 +188,10 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 			b += x.bytes
 		}
 		t.BytesLastTurns = float64(b) / float64(len(tail))
+	}
+	if t.Completed > 0 {
+		r.CPU.BenchMsPerTurn = r.CPU.BenchProcess * t.Elapsed * 1000 / float64(t.Completed)
+		r.CPU.PGMsPerTurn = r.CPU.PGBackends * t.Elapsed * 1000 / float64(t.Completed)
 	}
 	t.ProviderReqs = st.Fake.Requests()
 	t.FakeServedS = st.Fake.Served().Seconds()
@@ -314,6 +319,9 @@ func writeTable(w io.Writer, r *report) {
 		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f, other %.2f",
 			r.CPU.MachineBusy, r.CPU.Cores, r.CPU.BenchProcess, r.CPU.PGBackends, r.CPU.Other))
 	}
+	if t.Completed > 0 {
+		row("cpu per turn", fmt.Sprintf("%.1f ms in the bench process + %.1f ms in postgres backends", r.CPU.BenchMsPerTurn, r.CPU.PGMsPerTurn))
+	}
 	for _, m := range r.Memory {
 		row("memory "+m.Label, fmt.Sprintf("goroutines %d, heap live %s, heap alloc %s, heap sys %s, sys %s, gc %d",
 			m.Goroutines, mib(m.HeapLive), mib(m.HeapAlloc), mib(m.HeapSys), mib(m.Sys), m.NumGC))
@@ -323,6 +331,10 @@ func writeTable(w io.Writer, r *report) {
 		row("temporal workflows", "count failed: "+wf.Err)
 	} else {
 		row("temporal workflows", fmt.Sprintf("%d running (expected %d), %d total", wf.Running, wf.Expected, wf.Total))
+	}
+	for _, s := range r.Stalls {
+		row("STALL", fmt.Sprintf("at %.0fs for %.0fs, %d turns in flight; waiting %v; postgres %s; dump %s",
+			s.At, s.DurationS, s.Inflight, s.WaitingStacks, s.PGStates, s.DumpFile))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

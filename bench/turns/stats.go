@@ -249,6 +249,10 @@ type CPUStats struct {
 	MachineBusy  float64 `json:"machine_busy_cores"`
 	Other        float64 `json:"other_cores"` // PostgreSQL background workers, other processes
 	Available    bool    `json:"available"`
+	// CPU time per completed turn: the cost that bounds throughput once
+	// the machine is saturated, and is less noisy than latency on a shared box.
+	BenchMsPerTurn float64 `json:"bench_process_cpu_ms_per_turn"`
+	PGMsPerTurn    float64 `json:"postgres_cpu_ms_per_turn"`
 }
 
 func markCPU(pids []int) cpuMark {

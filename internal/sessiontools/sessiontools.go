@@ -118,19 +118,26 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	} else if err != nil {
 		return nil, err
 	}
-	s.event(ctx, sess.ID, clientKeyID, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"})
+	// From here on the slot is claimed: its bookkeeping must finish even if
+	// the client hangs up, or the placeholder would block the session's
+	// sandbox for good. Only the driver calls stay cancellable.
+	bg := context.WithoutCancel(ctx)
+	s.event(bg, sess.ID, clientKeyID, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"})
 	h, serr := s.startContainer(ctx, sess.ID, image)
 	if serr != nil {
-		_ = s.Store.SetSandbox(context.WithoutCancel(ctx), sess.ID, nil, false)
-		s.event(ctx, sess.ID, clientKeyID, "session.sandbox.error", map[string]any{"image": image, "phase": "start", "detail": serr.Error(), "dispatch": "remote"})
+		if err := s.Store.SetSandbox(bg, sess.ID, nil, false); err != nil {
+			s.log().Error("release sandbox slot", "session_id", sess.ID, "err", err)
+		}
+		s.event(bg, sess.ID, clientKeyID, "session.sandbox.error", map[string]any{"image": image, "phase": "start", "detail": serr.Error(), "dispatch": "remote"})
 		return nil, api.NewRPCError(-32012, "sandbox_start_failed: %s", serr.Error())
 	}
-	if err := s.Store.SetSandbox(ctx, sess.ID, &store.SandboxState{ID: h.ID, Image: image}, false); err != nil {
-		_ = s.Driver.Stop(context.WithoutCancel(ctx), h.ID)
-		return nil, err
+	if err := s.Store.SetSandbox(bg, sess.ID, &store.SandboxState{ID: h.ID, Image: image}, false); err != nil {
+		_ = s.Driver.Stop(bg, h.ID)
+		_ = s.Store.SetSandbox(bg, sess.ID, nil, false)
+		return nil, fmt.Errorf("record sandbox %s: %w", h.ID, err)
 	}
 	var startedAt any
-	if ev := s.event(ctx, sess.ID, clientKeyID, "session.sandbox.running", map[string]any{"image": image, "sandbox_id": h.ID, "dispatch": "remote"}); ev != nil {
+	if ev := s.event(bg, sess.ID, clientKeyID, "session.sandbox.running", map[string]any{"image": image, "sandbox_id": h.ID, "dispatch": "remote"}); ev != nil {
 		startedAt = store.FormatTime(ev.CreatedAt)
 	}
 	return map[string]any{"sandbox_id": h.ID, "image": image, "started_at": startedAt}, nil
@@ -156,7 +163,9 @@ func (s *Service) running(ctx context.Context, sessionID string) (*store.Sandbox
 }
 
 func (s *Service) stop(ctx context.Context, sessionID, clientKeyID string) (any, error) {
-	res, err := s.StopSandbox(ctx, sessionID, clientKeyID, "explicit")
+	// The handle leaves the state before the driver call, so a stop cut
+	// short by a client hang-up would orphan a container nothing tracks.
+	res, err := s.StopSandbox(context.WithoutCancel(ctx), sessionID, clientKeyID, "explicit")
 	if err != nil {
 		return nil, err
 	}

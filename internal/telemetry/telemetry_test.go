@@ -234,3 +234,25 @@ func TestMetricsHonourDisabledList(t *testing.T) {
 	assert.NotContains(t, got, telemetry.MetricSessionsOpen)
 	assert.Contains(t, got, telemetry.MetricProviderRequests)
 }
+
+// The span wrapper must keep http.ResponseController working (the client
+// router sets read deadlines and flushes NDJSON through it).
+func TestHTTPWrapperKeepsResponseController(t *testing.T) {
+	tel, _ := recorded(t, sdktrace.AlwaysSample())
+	srv := httptest.NewServer(tel.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		if err := rc.Flush(); err != nil {
+			panic(err)
+		}
+	})))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

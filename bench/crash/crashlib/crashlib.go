@@ -8,7 +8,6 @@ package crashlib
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -182,5 +181,3 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Wall = time.Since(t0)
 	return rep, nil
 }
-
-var errRun = errors.New("crash run failed")

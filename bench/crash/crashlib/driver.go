@@ -3,7 +3,6 @@ package crashlib
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -65,11 +64,13 @@ type call struct {
 	Broken     bool
 	ErrTerm    *rpcError
 	Recovered  bool
-	Lost       string // why no reply was found in the log
-	Wrong      string // the reply did not match what was sent
-	Terminal   json.RawMessage
-	Reply      json.RawMessage
-	HTTPStatus int
+	// RecoverTook is from the broken stream to the reply found in the log.
+	RecoverTook time.Duration
+	Lost        string // why no reply was found in the log
+	Wrong       string // the reply did not match what was sent
+	Terminal    json.RawMessage
+	Reply       json.RawMessage
+	HTTPStatus  int
 }
 
 // driver drives one session's turns in order, as a single client would.
@@ -171,10 +172,14 @@ func (d *driver) send(ctx context.Context, turn int, kind callKind, content any,
 	case out.RPCErr != nil:
 		// The server said the turn failed; the log tells whether it did.
 		c.ErrTerm = out.RPCErr
+		t := time.Now()
 		c.Reply, c.Lost = d.recover(ctx, key)
+		c.RecoverTook = time.Since(t)
 	default:
 		c.Broken = true
+		t := time.Now()
 		c.Reply, c.Lost = d.recover(ctx, key)
+		c.RecoverTook = time.Since(t)
 	}
 	if c.Reply == nil {
 		return c
@@ -405,5 +410,3 @@ func (p *progress) waitFor(ctx context.Context, n int, stop <-chan struct{}) boo
 		}
 	}
 }
-
-var errNoReply = errors.New("no reply")
