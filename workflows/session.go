@@ -69,7 +69,7 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		if s.closed && s.cleaned {
 			return len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 		}
-		return s.runTurns >= limit && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
+		return (s.runTurns >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 	})
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ func main() {
 	flag.IntVar(&o.Kills, "kills", 10, "crashes to inflict at random points")
 	flag.BoolVar(&o.KillTemporal, "kill-temporal", false, "restart Temporal instead of killing baesrv")
 	flag.Float64Var(&o.ToolShare, "tool-share", 0.3, "fraction of turns that are a client tool round trip")
+	flag.Float64Var(&o.AbandonShare, "abandon-share", 0.2, "fraction of tool turns the client never answers (its next message abandons the pause)")
 	flag.Uint64Var(&o.Seed, "seed", 0, "random seed (0 picks one; printed)")
 	flag.StringVar(&o.BaesrvPath, "baesrv", "", "prebuilt baesrv binary (default: go build ./cmd/baesrv)")
 	flag.StringVar(&o.DatabaseURL, "db", crashlib.DefaultDatabaseURL(), "PostgreSQL maintenance database to create the run's database from")
@@ -39,8 +40,12 @@ func main() {
 	flag.BoolVar(&o.Keep, "keep", false, "keep the work dir and database even on success")
 	verbose := flag.Bool("v", false, "log progress")
 	flag.Parse()
+	// A flag's 0 means none; the library's 0 means its default.
 	if o.ToolShare == 0 {
-		o.ToolShare = -1 // the flag's 0 means none; the library's 0 means default
+		o.ToolShare = -1
+	}
+	if o.AbandonShare == 0 {
+		o.AbandonShare = -1
 	}
 
 	level := slog.LevelWarn

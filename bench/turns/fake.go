@@ -20,7 +20,7 @@ const reqHeader = "X-Bench-Request"
 // over a long run its log would show up as heap growth that is not the
 // server's. Every rotateEvery requests a fresh generation takes over; the
 // old one is garbage once its in-flight requests finish.
-const rotateEvery = 500
+const rotateEvery = 100
 
 // timedFake serves the echoing fakeprovider and measures, per turn, the time
 // spent inside its handler: the same interval fakeprovider.ServedTime sums,

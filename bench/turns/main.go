@@ -47,6 +47,7 @@ type options struct {
 	cpuProfile      string
 	memProfile      string
 	stallAfter      time.Duration
+	logStatements   bool
 	dbURL           string
 }
 
@@ -68,6 +69,7 @@ func parseFlags() options {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
 	flag.DurationVar(&o.stallAfter, "stall", 10*time.Second, "when no turn finishes for this long, dump goroutines and PostgreSQL states (0 disables)")
+	flag.BoolVar(&o.logStatements, "log-statements", false, "diagnostic: PostgreSQL logs every statement of the bench database (server log)")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.Parse()
 	return o
@@ -127,6 +129,8 @@ func validate(o options) error {
 // turnRec is one measured turn.
 type turnRec struct {
 	token      string
+	sessionID  string
+	n          int // index of the turn within its session
 	start, end time.Time
 	lat        time.Duration
 	fake       fakeTime
@@ -152,7 +156,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		srvLog = os.Stderr
 	}
 	t0 := time.Now()
-	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip})
+	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip, LogStatements: o.logStatements})
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +239,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	// Server timeline from the database (before it is dropped).
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if ph, n, err := timeline(tctx, st.DBURL, recs); err != nil {
+	if ph, n, err := timeline(tctx, st.DBURL, st.Temporal, recs); err != nil {
 		log.Warn("server timeline unavailable", "err", err)
 	} else {
 		rep.Timeline, rep.TimelineTurns = ph, n
@@ -277,6 +281,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 		total = 0
 	}
 	poolStart := st.Parts.Store.Pool.Stat()
+	dbStart, dbErr := pg.counters(ctx)
 	cpuStart := markCPU(pg.backendPIDs(ctx))
 	rep.addMem(sampleMem("measure start"))
 	start := time.Now()
@@ -333,7 +338,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 					return
 				}
 				tok := fmt.Sprintf("bench %d/%d", i, n)
-				r := turnRec{token: tok, start: time.Now()}
+				r := turnRec{token: tok, sessionID: s.ID, n: n, start: time.Now()}
 				res, err := a.turn(ctx, s, tok, o.turnTimeout)
 				r.end = time.Now()
 				r.lat = r.end.Sub(r.start)
@@ -354,6 +359,16 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	cpuEnd := markCPU(pg.backendPIDs(context.WithoutCancel(ctx)))
 	stopSampling()
 	pg.record(context.WithoutCancel(ctx)) // the pool as the run left it
+	// Backends publish their statistics when idle, at most once a second.
+	time.Sleep(1500 * time.Millisecond)
+	if dbEnd, err := pg.counters(context.WithoutCancel(ctx)); err == nil && dbErr == nil {
+		if n := float64(done.Load()); n > 0 {
+			rep.PGWork = PGWork{
+				XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
+				UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
+			}
+		}
+	}
 	rep.addMem(sampleMem("measure end"))
 	rep.Turns.Elapsed = elapsed.Seconds()
 	rep.CPU = cpuBetween(cpuStart, cpuEnd)

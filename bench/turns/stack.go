@@ -52,6 +52,9 @@ type stackOptions struct {
 	BaseDatabaseURL string
 	ServerLog       io.Writer // baesrv and Temporal warnings; nil discards
 	NoGzip          bool      // turn off the SDK's default gRPC gzip
+	// LogStatements makes PostgreSQL log every statement on the bench
+	// database (to its server log), to see what a turn costs in queries.
+	LogStatements bool
 }
 
 // startStack brings every part up; on error whatever started is torn down.
@@ -70,7 +73,7 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	if s.dataDir, err = os.MkdirTemp("", "bae-bench-"); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	if err = s.createDatabase(ctx); err != nil {
+	if err = s.createDatabase(ctx, o.LogStatements); err != nil {
 		return nil, err
 	}
 
@@ -180,7 +183,7 @@ auth_token = "not-a-secret"
 }
 
 // createDatabase makes bae_bench_<random>, as internal/testdb does for tests.
-func (s *stack) createDatabase(ctx context.Context) error {
+func (s *stack) createDatabase(ctx context.Context, logStatements bool) error {
 	conn, err := pgx.Connect(ctx, s.baseURL)
 	if err != nil {
 		return fmt.Errorf("connect to %s (is PostgreSQL running? scripts/pg-up.sh): %w", redact(s.baseURL), err)
@@ -191,6 +194,12 @@ func (s *stack) createDatabase(ctx context.Context) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	s.dbName = name
+	if logStatements {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET log_statement = 'all'"); err != nil {
+			return fmt.Errorf("enable statement logging: %w", err)
+		}
+		s.log.Info("postgres logs every statement of the bench database", "database", name)
+	}
 	u, err := url.Parse(s.baseURL)
 	if err != nil {
 		return fmt.Errorf("parse database url: %w", err)

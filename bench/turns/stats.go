@@ -219,6 +219,32 @@ func (p *pgSampler) storage(ctx context.Context) (StorageStats, error) {
 	return s, nil
 }
 
+// dbCounters are cumulative pg_stat_database counters for the bench
+// database (includes the sampler's own few queries).
+type dbCounters struct {
+	Xacts, Returned, Fetched, Inserted, Updated, Deleted int64
+}
+
+func (p *pgSampler) counters(ctx context.Context) (dbCounters, error) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	var c dbCounters
+	err := p.conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback, tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Xacts, &c.Returned, &c.Fetched, &c.Inserted, &c.Updated, &c.Deleted)
+	if err != nil {
+		return c, fmt.Errorf("read pg_stat_database: %w", err)
+	}
+	return c, nil
+}
+
+// PGWork is PostgreSQL work per completed turn over the measured phase.
+type PGWork struct {
+	XactsPerTurn    float64 `json:"transactions_per_turn"`
+	InsertedPerTurn float64 `json:"rows_inserted_per_turn"`
+	UpdatedPerTurn  float64 `json:"rows_updated_per_turn"`
+	FetchedPerTurn  float64 `json:"rows_fetched_per_turn"`
+}
+
 func (p *pgSampler) close(ctx context.Context) {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -15,62 +18,68 @@ type phase struct {
 	Dist dist   `json:"dist"`
 }
 
-// timeline splits each measured turn into phases using wall-clock stamps
-// from four sources on the same host: the load generator (request sent,
-// terminal read), PostgreSQL (created_at = now(), the start of the
-// transaction that appended the event, microsecond precision) and the fake
-// (handler entry and exit). The wire created_at is rounded to milliseconds,
-// so the stamps are read from the database after the run instead.
-func timeline(ctx context.Context, dbURL string, turns []turnRec) ([]phase, int, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
+// timelineSessions bounds how many workflow histories are read.
+const timelineSessions = 50
+
+// timeline splits measured turns into phases using wall-clock stamps from
+// four sources in one process on one host, so they share a clock:
+//
+//   - the load generator: request sent, terminal response decoded;
+//   - PostgreSQL: created_at = now(), the start of the transaction that
+//     appended the turn's client.message.send, provider.request and
+//     provider.response events (read with microseconds after the run; the
+//     wire format rounds to milliseconds);
+//   - the fake provider: handler entry and exit;
+//   - Temporal: event times of the session's workflow history (the update
+//     id is the turn id): workflow task scheduled/started/completed around
+//     the accepted and the completed update, activity started/completed.
+//
+// Only turns with every stamp count, from up to timelineSessions sessions.
+func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnRec) ([]phase, int, error) {
+	db, err := readDBStamps(ctx, dbURL)
 	if err != nil {
-		return nil, 0, fmt.Errorf("timeline: connect: %w", err)
+		return nil, 0, err
 	}
-	defer conn.Close(ctx)
-	// The client.message.send payload carries the turn's unique token, which
-	// joins the database's events to the bench's records.
-	rows, err := conn.Query(ctx, `
-		SELECT c.payload->>'content',
-		       min(e.created_at) FILTER (WHERE e.event_type = 'client.message.send'),
-		       min(e.created_at) FILTER (WHERE e.event_type = 'provider.request'),
-		       max(e.created_at) FILTER (WHERE e.event_type = 'provider.response')
-		FROM session_events c
-		JOIN session_events e ON e.session_id = c.session_id AND e.turn_id = c.turn_id
-		WHERE c.event_type = 'client.message.send'
-		GROUP BY 1`)
-	if err != nil {
-		return nil, 0, fmt.Errorf("timeline: query: %w", err)
-	}
-	type stamps struct{ cms, preq, presp *time.Time }
-	byToken := map[string]stamps{}
-	for rows.Next() {
-		var tok string
-		var s stamps
-		if err := rows.Scan(&tok, &s.cms, &s.preq, &s.presp); err != nil {
-			return nil, 0, fmt.Errorf("timeline: scan: %w", err)
+	hist := map[string]*historyStamps{}
+	seen := map[string]bool{}
+	for _, t := range turns {
+		if seen[t.sessionID] || len(seen) >= timelineSessions {
+			continue
 		}
-		byToken[tok] = s
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("timeline: rows: %w", err)
+		seen[t.sessionID] = true
+		if err := readHistoryStamps(ctx, tc, t.sessionID, hist); err != nil {
+			return nil, 0, err
+		}
 	}
 
 	names := []struct{ name, what string }{
-		{"accept", "request sent -> BeginTurn tx (HTTP, auth, store input, Update to workflow, workflow task, local activity)"},
-		{"dispatch", "BeginTurn -> provider.request tx (workflow task completes, activity task via matching, history + tools read)"},
-		{"provider_out", "provider.request tx -> fake entered (append commit, HTTP request to provider)"},
-		{"fake", "inside the fake provider's handler"},
-		{"provider_in", "fake left -> provider.response tx (HTTP response, decode)"},
-		{"complete", "provider.response tx -> terminal read (append commit, activity completion, workflow task, Update result, TurnEvents read, relay, client decode)"},
+		{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
+		{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
+		{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
+		{"BeginTurn -> wft done", "BeginTurn tx -> workflow task completed: local activity, RespondWorkflowTaskCompleted"},
+		{"activity dispatch", "workflow task completed -> activity started: activity task through matching"},
+		{"activity -> request", "activity started -> provider.request tx: tools and history reads"},
+		{"provider out", "provider.request tx -> fake entered: append commit, HTTP request"},
+		{"fake", "inside the fake provider"},
+		{"provider in", "fake left -> provider.response tx: HTTP response, decode"},
+		{"response -> activity done", "provider.response tx -> activity completed: append commit, RespondActivityTaskCompleted"},
+		{"wft2 dispatch", "activity completed -> workflow task started: new task through matching"},
+		{"wft2 -> update done", "workflow task started -> completed: workflow code, update result"},
+		{"update -> client", "workflow task completed -> terminal read: update result to the handler, TurnEvents, relay, client decode"},
 	}
 	cols := make([][]time.Duration, len(names))
 	used := 0
 	for _, t := range turns {
-		s, ok := byToken[t.token]
-		if t.err != nil || !ok || s.cms == nil || s.preq == nil || s.presp == nil || !t.fakeOK {
+		s, ok := db[t.token]
+		if !ok || t.err != nil || !t.fakeOK {
 			continue
 		}
-		marks := []time.Time{t.start, *s.cms, *s.preq, t.fake.First, t.fake.Last, *s.presp, t.end}
+		h, ok := hist[s.turnID]
+		if !ok || !h.complete() {
+			continue
+		}
+		marks := []time.Time{t.start, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
+			t.fake.First, t.fake.Last, s.presp, h.actDone, h.wft2Start, h.wft2Done, t.end}
 		for i := range names {
 			cols[i] = append(cols[i], marks[i+1].Sub(marks[i]))
 		}
@@ -81,4 +90,108 @@ func timeline(ctx context.Context, dbURL string, turns []turnRec) ([]phase, int,
 		out[i] = phase{Name: n.name, What: n.what, Dist: summarise(cols[i])}
 	}
 	return out, used, nil
+}
+
+type dbStamps struct {
+	turnID           string
+	cms, preq, presp time.Time
+}
+
+func readDBStamps(ctx context.Context, dbURL string) (map[string]dbStamps, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("timeline: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	// The client.message.send payload carries the turn's unique token, which
+	// joins the database's events to the bench's records.
+	rows, err := conn.Query(ctx, `
+		SELECT c.payload->>'content', c.turn_id, c.created_at,
+		       min(e.created_at) FILTER (WHERE e.event_type = 'provider.request'),
+		       max(e.created_at) FILTER (WHERE e.event_type = 'provider.response')
+		FROM session_events c
+		JOIN session_events e ON e.session_id = c.session_id AND e.turn_id = c.turn_id
+		WHERE c.event_type = 'client.message.send'
+		GROUP BY c.session_id, c.seq`)
+	if err != nil {
+		return nil, fmt.Errorf("timeline: query: %w", err)
+	}
+	out := map[string]dbStamps{}
+	for rows.Next() {
+		var tok string
+		var s dbStamps
+		var preq, presp *time.Time
+		if err := rows.Scan(&tok, &s.turnID, &s.cms, &preq, &presp); err != nil {
+			return nil, fmt.Errorf("timeline: scan: %w", err)
+		}
+		if preq != nil && presp != nil {
+			s.preq, s.presp = *preq, *presp
+			out[tok] = s
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("timeline: rows: %w", err)
+	}
+	return out, nil
+}
+
+// historyStamps are one turn's milestones in its workflow history.
+type historyStamps struct {
+	wftSched, wftStart, wftDone    time.Time // the task that accepted the update
+	actStart, actDone              time.Time // the first provider activity
+	wft2Sched, wft2Start, wft2Done time.Time // the task that completed the update
+}
+
+func (h *historyStamps) complete() bool {
+	for _, t := range []time.Time{h.wftSched, h.wftStart, h.wftDone, h.actStart, h.actDone, h.wft2Start, h.wft2Done} {
+		if t.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// readHistoryStamps walks the current run of a session's history. A
+// session's turns are sequential, so the events between an update's
+// acceptance and its completion belong to that turn. Temporal writes the
+// real start time into events it records late (a speculative workflow task,
+// an activity started event kept transient until completion).
+func readHistoryStamps(ctx context.Context, tc client.Client, sessionID string, into map[string]*historyStamps) error {
+	it := tc.GetWorkflowHistory(ctx, sessionID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var sched, started, done time.Time
+	var cur *historyStamps
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("timeline: history of %s: %w", sessionID, err)
+		}
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			sched = at
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			started = at
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			done = at
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			id := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetMeta().GetUpdateId()
+			cur = &historyStamps{wftSched: sched, wftStart: started, wftDone: done}
+			into[id] = cur
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			if cur != nil && cur.actStart.IsZero() {
+				cur.actStart = at
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			if cur != nil && cur.actDone.IsZero() {
+				cur.actDone = at
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			id := ev.GetWorkflowExecutionUpdateCompletedEventAttributes().GetMeta().GetUpdateId()
+			if h, ok := into[id]; ok {
+				h.wft2Sched, h.wft2Start, h.wft2Done = sched, started, done
+			}
+			cur = nil
+		}
+	}
+	return nil
 }

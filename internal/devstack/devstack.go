@@ -354,6 +354,9 @@ func devDynamicConfig() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// Each queued sendMessage is an in-flight update; the stock limit
+		// of 10 per workflow would make an 11th driver retry out of order.
+		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 1000,
 	}
 }
 

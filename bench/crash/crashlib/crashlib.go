@@ -33,6 +33,10 @@ type Options struct {
 	// ToolShare is the fraction of turns that are a client tool round trip
 	// (tool_use, pause, tool_result continuation); default 0.3, <0 for none.
 	ToolShare float64
+	// AbandonShare is the fraction of tool turns whose continuation the
+	// client never sends, so its next message abandons the pause; default
+	// 0.2, <0 for none.
+	AbandonShare float64
 	// Seed makes the plan and kill points reproducible; 0 picks one.
 	Seed uint64
 	// BaesrvPath is a prebuilt baesrv; "" builds ./cmd/baesrv.
@@ -67,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ToolShare == 0 {
 		o.ToolShare = 0.3
+	}
+	if o.AbandonShare == 0 {
+		o.AbandonShare = 0.2
 	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
@@ -132,11 +139,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	for j := range o.Turns {
 		d := drivers[j%o.Sessions]
-		tool := o.ToolShare > 0 && r.Float64() < o.ToolShare
-		d.plan = append(d.plan, tool)
+		var p turnPlan
+		p.tool = o.ToolShare > 0 && r.Float64() < o.ToolShare
+		p.abandon = p.tool && r.Float64() < o.AbandonShare
+		d.plan = append(d.plan, p)
 		total++
-		if tool {
+		if p.tool && !p.abandon {
 			total++
+		}
+		if p.abandon {
+			rep.PlannedAbandons++
 		}
 	}
 	total += o.Sessions // each session's final message

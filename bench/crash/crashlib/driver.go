@@ -73,6 +73,12 @@ type call struct {
 	HTTPStatus  int
 }
 
+// turnPlan is one user turn: plain, or a client tool round trip whose
+// continuation the client may deliberately never send.
+type turnPlan struct {
+	tool, abandon bool
+}
+
 // driver drives one session's turns in order, as a single client would.
 type driver struct {
 	n      int
@@ -80,7 +86,7 @@ type driver struct {
 	st     *stack
 	sess   *session
 	runID  string
-	plan   []bool // per turn: true = client tool round trip
+	plan   []turnPlan
 	within time.Duration
 	prog   *progress
 
@@ -102,18 +108,18 @@ func (d *driver) snapshot() []*call {
 }
 
 func (d *driver) run(ctx context.Context) {
-	for j, tool := range d.plan {
+	for j, p := range d.plan {
 		text := fmt.Sprintf("crash %s s%d t%03d", d.runID, d.n, j)
-		if !tool {
+		if !p.tool {
 			d.send(ctx, j, kindPlain, text, matchKey{Text: text}, "echo: "+text)
 			continue
 		}
 		text += " " + toolMarker
 		c := d.send(ctx, j, kindTool, text, matchKey{Text: text}, "")
 		id := clientToolUseID(c.Reply)
-		if id == "" {
-			// No pause to answer (the reply is lost or wrong): the next
-			// message is an explicit abandonment of whatever is pending.
+		if id == "" || p.abandon {
+			// No pause to answer (the reply is lost or wrong), or a client
+			// that never answers: the next message abandons the pause.
 			continue
 		}
 		result := []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": "probe " + id + " ok"}}

@@ -16,6 +16,7 @@ type Report struct {
 
 	Setup, Drive, Wall time.Duration
 	PlannedCalls       int
+	PlannedAbandons    int // tool turns the client leaves unanswered on purpose
 	Kills              []kill
 	// Unexpected lists baesrv exits the killer did not cause.
 	Unexpected []string
@@ -197,7 +198,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "  streams          %d broken, %d ended in a JSON-RPC error (%d of them for a turn that completed); %d replies recovered from GET /events; %d resends of requests that got no HTTP response\n",
 		r.Broken, r.ErrTerminals, r.FalseFailures, r.Recovered, r.Resends)
 	fmt.Fprintf(w, "  recovery         reply found in the log %s after the stream broke\n", durStats(r.RecoverTimes))
-	fmt.Fprintf(w, "  pauses           longest %s (%d longer than BAE_TURN_TIMEOUT=%s), %d abandoned by the next message\n", r.MaxPause.Round(time.Millisecond), r.LongPauses, TurnTimeout, r.Abandoned)
+	fmt.Fprintf(w, "  pauses           longest %s (%d longer than BAE_TURN_TIMEOUT=%s); %d abandoned by the next message (%d on purpose)\n", r.MaxPause.Round(time.Millisecond), r.LongPauses, TurnTimeout, r.Abandoned, r.PlannedAbandons)
 	fmt.Fprintf(w, "  provider         %d requests served by the fake, %d provider.request logged (%d re-issued after a crash, none logged twice)\n",
 		r.ProviderServed, r.ProviderLogged, r.ProviderServed-r.ProviderLogged)
 	fmt.Fprintf(w, "  events           %d checked\n", r.Events)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -144,8 +145,12 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 		return fmt.Errorf("read turn inputs: %w", err)
 	}
 	for _, o := range orphans {
-		v("turn input %s (session %s, stored %s%s) never began: the server accepted %s and dropped it",
-			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextKill(rep.Kills, o.at), o.msg)
+		v("turn input %s (session %s, stored %s%s) never began: the server accepted %s and dropped it; %s",
+			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextKill(rep.Kills, o.at), o.msg, updateInHistory(ctx, st, o.sess, o.turn))
+	}
+
+	if rep.Abandoned < rep.PlannedAbandons {
+		v("%d pauses were abandoned by the next message, want at least the %d left unanswered on purpose", rep.Abandoned, rep.PlannedAbandons)
 	}
 
 	// The admin API lists every session, open.
@@ -275,6 +280,37 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// updateInHistory says what the Session workflow's history knows of the
+// SendMessage update whose id is turnID.
+func updateInHistory(ctx context.Context, st *stack, sessionID, turnID string) string {
+	it := st.tc.GetWorkflowHistory(ctx, sessionID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var found []string
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return "workflow history unreadable: " + err.Error()
+		}
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
+			if e.GetWorkflowExecutionUpdateAdmittedEventAttributes().GetRequest().GetMeta().GetUpdateId() == turnID {
+				found = append(found, fmt.Sprintf("admitted at event %d", e.GetEventId()))
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			if e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetMeta().GetUpdateId() == turnID {
+				found = append(found, fmt.Sprintf("accepted at event %d", e.GetEventId()))
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			if e.GetWorkflowExecutionUpdateCompletedEventAttributes().GetMeta().GetUpdateId() == turnID {
+				found = append(found, fmt.Sprintf("completed at event %d", e.GetEventId()))
+			}
+		}
+	}
+	if len(found) == 0 {
+		return "the Session workflow's history has no SendMessage update with that id (never accepted)"
+	}
+	return "the Session workflow's history shows the update " + strings.Join(found, ", ")
 }
 
 // nextKill names the first kill after t, for evidence.
