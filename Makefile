@@ -15,9 +15,12 @@ dev: pg build
 	./scripts/dev.sh
 
 ## test: every test, against a real PostgreSQL and embedded Temporal.
+## Plain go test already runs each fuzz target's seed corpus; the short
+## fuzz run after it mutates beyond the seeds (2s per target).
 test: pg test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 test-short: pg
 	$(GO) test -count=1 -short ./...
@@ -33,6 +36,24 @@ test-deps:
 
 bench: pg build
 	$(GO) run ./bench/turns
+
+## fuzz: each fuzz target in turn for FUZZTIME (make fuzz FUZZTIME=1m).
+## A failing input is saved under the package's testdata/fuzz/ and then
+## replays in every plain go test.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./api:FuzzParseEnvelope \
+	./api:FuzzParseSendMessage \
+	./api:FuzzPageParams \
+	./activities:FuzzMergeToolResults \
+	./activities:FuzzCancelAbandoned \
+	./activities:FuzzIsVoluntaryAbandonment \
+	./internal/config:FuzzParse
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) "$${t%%:*}"; \
+	done
 
 clean:
 	rm -rf $(BIN) bae-data

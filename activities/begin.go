@@ -58,7 +58,9 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		return workflows.BeginTurnResult{}, err
 	}
 	if state != store.StateOpen {
-		return rejected(-32000, fmt.Sprintf("session is %s, not open", state)), nil
+		r := rejected(-32000, fmt.Sprintf("session is %s, not open", state))
+		r.SessionEnded = true
+		return r, nil
 	}
 	var msg userMessage
 	if err := json.Unmarshal(ti.Message, &msg); err != nil {

@@ -36,10 +36,10 @@ func parseEnvelope(body []byte) (envelope, *envelopeErr) {
 	answer := func(id json.RawMessage, code int, msg string) *envelopeErr {
 		return &envelopeErr{RPCError: RPCError{Code: code, Message: msg}, id: id}
 	}
-	// Decoding into any also rejects valid JSON holding a number beyond
-	// float64 range; the reference server answers that as a parse error too.
-	// Only JSON whitespace is skipped (no bytes.TrimSpace), so exactly the
-	// bodies that are not JSON get -32700.
+	// Only JSON whitespace is skipped, as in the reference: a body with a
+	// leading form feed or NBSP is not JSON. Decoding into any also rejects
+	// valid JSON holding a number beyond float64 range, which the reference
+	// answers as a parse error too.
 	var raw any
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return envelope{}, answer(nil, -32700, msgParseError)

@@ -19,6 +19,9 @@ type Engine interface {
 	StartSession(ctx context.Context, sessionID, profileID string, clientVersion *string) error
 	SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error)
 	CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error
+	// RestartSession starts a new workflow run for an open session whose
+	// workflow is gone.
+	RestartSession(ctx context.Context, sessionID, profileID string) error
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

@@ -91,3 +91,20 @@ auth_token = "t"
 	res := testenv.Terminal(t, objs)["result"].(map[string]any)
 	assert.Equal(t, "echo: still here?", res["message"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
 }
+
+// TestSessionSurvivesLostWorkflow: when a session is open in PostgreSQL but
+// its workflow is gone (Temporal data lost, or terminated by an operator),
+// the next sendMessage starts a new run and the session carries on.
+func TestSessionSurvivesLostWorkflow(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	_, term := d.send("before")
+	require.Equal(t, "echo: before", firstText(message(term)))
+	require.NoError(t, e.srv.Temporal.TerminateWorkflow(context.Background(), d.sid, "", "simulated loss"))
+	_, term = d.send("after")
+	require.NotNil(t, term["result"], "%v", term)
+	assert.Equal(t, "echo: after", firstText(message(term)))
+	// The conversation survived: the provider saw both turns.
+	reqs := e.fake.Requests()
+	assert.Len(t, reqs[len(reqs)-1].Messages(), 3)
+}

@@ -48,7 +48,8 @@ type BeginTurnResult struct {
 	Outcome      string
 	ErrorCode    int
 	ErrorMessage string
-	// SessionEnded is set when the activity moved the session to error.
+	// SessionEnded is set when the activity moved the session to error, or
+	// found it already ended (a workflow restarted for a closed session).
 	SessionEnded bool
 	// Providers are the registry names to try in order (primary first).
 	Providers []string

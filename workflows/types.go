@@ -4,7 +4,10 @@
 // payloads and events live in PostgreSQL and are written by activities.
 package workflows
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Names visible in the Temporal UI and used by clients of the workflow.
 const (
@@ -96,3 +99,8 @@ type ControlView struct {
 	Closed bool
 	Turns  int
 }
+
+// ErrSessionGone reports that a session's workflow no longer exists (its
+// Temporal history was lost or it was ended out of band) although the
+// session is still open in PostgreSQL.
+var ErrSessionGone = errors.New("session workflow not found")

@@ -48,6 +48,7 @@ type options struct {
 	memProfile      string
 	stallAfter      time.Duration
 	logStatements   bool
+	extraPollers    int
 	dbURL           string
 }
 
@@ -70,6 +71,7 @@ func parseFlags() options {
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
 	flag.DurationVar(&o.stallAfter, "stall", 10*time.Second, "when no turn finishes for this long, dump goroutines and PostgreSQL states (0 disables)")
 	flag.BoolVar(&o.logStatements, "log-statements", false, "diagnostic: PostgreSQL logs every statement of the bench database (server log)")
+	flag.IntVar(&o.extraPollers, "extra-pollers", 0, "diagnostic: start a second worker with this many workflow and activity pollers")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.Parse()
 	return o
@@ -156,7 +158,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		srvLog = os.Stderr
 	}
 	t0 := time.Now()
-	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip, LogStatements: o.logStatements})
+	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers})
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ type report struct {
 		Idle            int     `json:"idle_sessions"`
 		Rate            float64 `json:"offered_turns_per_s,omitempty"`
 		GRPCGzip        bool    `json:"grpc_gzip"`
+		ExtraPollers    int     `json:"extra_worker_pollers,omitempty"`
 	} `json:"config"`
 
 	Setup struct {
@@ -136,7 +137,7 @@ func newReport(o options) *report {
 		GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), LoadAvgStart: loadAvg(),
 	}
 	r.Config.Sessions, r.Config.Warmup, r.Config.Idle = o.sessions, o.warmup, o.idle
-	r.Config.Rate, r.Config.GRPCGzip = o.rate, o.gzip
+	r.Config.Rate, r.Config.GRPCGzip, r.Config.ExtraPollers = o.rate, o.gzip, o.extraPollers
 	if o.duration > 0 {
 		r.Config.DurationS = o.duration.Seconds()
 	} else {
@@ -299,7 +300,11 @@ func writeTable(w io.Writer, r *report) {
 	if c.Rate > 0 {
 		load = fmt.Sprintf("paced at %.0f turns/s offered", c.Rate)
 	}
-	fmt.Fprintf(w, "%d sessions x %s, %s, warm-up %d/session, %d idle sessions, grpc gzip %v\n\n", c.Sessions, mode, load, c.Warmup, c.Idle, c.GRPCGzip)
+	fmt.Fprintf(w, "%d sessions x %s, %s, warm-up %d/session, %d idle sessions, grpc gzip %v", c.Sessions, mode, load, c.Warmup, c.Idle, c.GRPCGzip)
+	if c.ExtraPollers > 0 {
+		fmt.Fprintf(w, ", extra worker with %d pollers", c.ExtraPollers)
+	}
+	fmt.Fprint(w, "\n\n")
 
 	row("setup", fmt.Sprintf("stack %.1fs, open+register %d sessions %.1fs, warm-up %.1fs (%d errors)",
 		r.Setup.StackStart, c.Sessions, r.Setup.OpenSessions, r.Setup.Warmup, r.Setup.WarmupErrors))

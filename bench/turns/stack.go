@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/app"
@@ -46,6 +47,9 @@ type stack struct {
 
 	stopApp context.CancelFunc
 	appDone chan error
+	extra   worker.Worker
+
+	extraPollers int
 }
 
 type stackOptions struct {
@@ -55,11 +59,13 @@ type stackOptions struct {
 	// LogStatements makes PostgreSQL log every statement on the bench
 	// database (to its server log), to see what a turn costs in queries.
 	LogStatements bool
+	// ExtraPollers > 0 starts a second worker with that many pollers.
+	ExtraPollers int
 }
 
 // startStack brings every part up; on error whatever started is torn down.
 func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack, err error) {
-	s := &stack{log: log, baseURL: o.BaseDatabaseURL}
+	s := &stack{log: log, baseURL: o.BaseDatabaseURL, extraPollers: o.ExtraPollers}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -179,6 +185,19 @@ auth_token = "not-a-secret"
 	if s.AdminKey, err = adminkey.ReadKeyFile(srvCfg.AdminKeyFile); err != nil {
 		return fmt.Errorf("read admin key: %w", err)
 	}
+	if s.extraPollers > 0 {
+		// Diagnostic: a second worker in the same process on baesrv's task
+		// queue, as a second replica would add, with more pollers than the
+		// SDK default of 2 per task type.
+		s.extra = worker.New(s.Temporal, srvCfg.TaskQueue, worker.Options{
+			MaxConcurrentWorkflowTaskPollers: s.extraPollers, MaxConcurrentActivityTaskPollers: s.extraPollers,
+		})
+		s.Parts.Activities.Register(s.extra)
+		if err := s.extra.Start(); err != nil {
+			return fmt.Errorf("start extra worker: %w", err)
+		}
+		s.log.Info("extra worker started", "pollers", s.extraPollers)
+	}
 	return nil
 }
 
@@ -212,6 +231,9 @@ func (s *stack) createDatabase(ctx context.Context, logStatements bool) error {
 // Close stops everything in reverse order and drops the database. It runs
 // on a fresh context so an interrupted run still cleans up.
 func (s *stack) Close() {
+	if s.extra != nil {
+		s.extra.Stop()
+	}
 	if s.stopApp != nil {
 		s.stopApp()
 		select {

@@ -102,6 +102,32 @@ func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, 
 	return nil
 }
 
+// RestartSession starts a fresh workflow run for a session that is open in
+// PostgreSQL but whose workflow is gone. Control state is rebuilt from the
+// store (a paused turn's stash lives there), so the session carries on.
+func (e *Engine) RestartSession(ctx context.Context, sessionID, profileID string) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       sessionID,
+		TaskQueue:                e.TaskQueue,
+		Memo:                     map[string]any{"profile_id": profileID, "restarted": true},
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+	if e.UseSearchAttributes {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProfileID).ValueSet(profileID),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet("open"),
+		)
+	}
+	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
+		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("restart session workflow: %w", err)
+	}
+	return nil
+}
+
 // SendMessage submits a SendMessage update and waits for the turn result.
 // The update id is the turn id, so a repeated submission is deduplicated.
 func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error) {
@@ -113,6 +139,10 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return workflows.TurnResult{}, fmt.Errorf("send message update: %w: %w", workflows.ErrSessionGone, err)
+		}
 		return workflows.TurnResult{}, fmt.Errorf("send message update: %w", err)
 	}
 	var res workflows.TurnResult

@@ -210,6 +210,7 @@ func (d *driver) recover(ctx context.Context, key matchKey) (json.RawMessage, st
 	var lastErr error
 	for {
 		evs, err := d.api.events(ctx, d.sess)
+		lastErr = err
 		if err == nil {
 			segs := segments(evs)
 			if i := findTurn(segs, key); i >= 0 {
@@ -217,8 +218,6 @@ func (d *driver) recover(ctx context.Context, key matchKey) (json.RawMessage, st
 					return sms[0].Payload, ""
 				}
 			}
-		} else {
-			lastErr = err
 		}
 		if time.Now().After(deadline) {
 			if lastErr != nil {
