@@ -66,7 +66,7 @@ type Deps struct {
 	// to arrive (default DefaultBodyReadTimeout).
 	BodyReadTimeout time.Duration
 	// AuthFailures per AuthWindow allowed per client address before 429
-	// (defaults 30 per minute).
+	// (defaults 30 per minute; negative disables the limit).
 	AuthFailures int
 	AuthWindow   time.Duration
 
@@ -77,7 +77,10 @@ type Deps struct {
 func (d *Deps) authLimiter() *authLimiter {
 	d.limiterOnce.Do(func() {
 		n, win := d.AuthFailures, d.AuthWindow
-		if n <= 0 {
+		if n < 0 {
+			return // nil limiter: no limit
+		}
+		if n == 0 {
 			n = 30
 		}
 		if win <= 0 {

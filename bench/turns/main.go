@@ -49,6 +49,7 @@ type options struct {
 	stallAfter      time.Duration
 	logStatements   bool
 	extraPollers    int
+	mutexProfile    string
 	dbURL           string
 }
 
@@ -72,6 +73,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.stallAfter, "stall", 10*time.Second, "when no turn finishes for this long, dump goroutines and PostgreSQL states (0 disables)")
 	flag.BoolVar(&o.logStatements, "log-statements", false, "diagnostic: PostgreSQL logs every statement of the bench database (server log)")
 	flag.IntVar(&o.extraPollers, "extra-pollers", 0, "diagnostic: start a second worker with this many workflow and activity pollers")
+	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.Parse()
 	return o
@@ -144,6 +146,14 @@ type turnRec struct {
 
 func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	rep := newReport(o)
+	if o.mutexProfile != "" {
+		runtime.SetMutexProfileFraction(5)
+		defer func() {
+			if err := writeProfile("mutex", o.mutexProfile); err != nil {
+				log.Warn("mutex profile", "err", err)
+			}
+		}()
+	}
 	if o.pprofAddr != "" {
 		go func() {
 			log.Info("pprof serving", "addr", "http://"+o.pprofAddr+"/debug/pprof/")
@@ -520,6 +530,18 @@ func countWorkflows(ctx context.Context, tc client.Client, ns string) workflowCo
 	}
 	wc.Running, wc.Total = running.GetCount(), all.GetCount()
 	return wc
+}
+
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s profile: %w", name, err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		return fmt.Errorf("write %s profile: %w", name, err)
+	}
+	return nil
 }
 
 func writeHeapProfile(path string) error {

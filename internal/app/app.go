@@ -124,6 +124,7 @@ func Run(ctx context.Context, opts Options) error {
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
 		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
+		AuthFailures:     authFailures(cfg.AuthFailureLimit),
 		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
@@ -228,4 +229,12 @@ func ExitCode(err error) int {
 func Fatal(err error) {
 	fmt.Fprintln(os.Stderr, "baesrv:", err)
 	os.Exit(ExitCode(err))
+}
+
+// authFailures maps BAE_AUTH_FAILURE_LIMIT (0 = off) to api.Deps.
+func authFailures(limit int) int {
+	if limit == 0 {
+		return -1
+	}
+	return limit
 }

@@ -11,12 +11,15 @@ import (
 
 // Defaults for the BAE_* environment variables.
 const (
-	DefaultAddr              = "0.0.0.0:8080"
-	DefaultAdminAddr         = "127.0.0.1:8081"
-	DefaultDatabaseURL       = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
-	DefaultShutdownTimeout   = 30 * time.Second
-	DefaultTurnTimeout       = 120 * time.Second
-	DefaultHeartbeatTimeout  = 10 * time.Second
+	DefaultAddr             = "0.0.0.0:8080"
+	DefaultAdminAddr        = "127.0.0.1:8081"
+	DefaultDatabaseURL      = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
+	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultTurnTimeout      = 120 * time.Second
+	DefaultHeartbeatTimeout = 10 * time.Second
+	// DefaultAuthFailureLimit is how many failed authentications per
+	// minute one client address may make before getting 429s.
+	DefaultAuthFailureLimit  = 30
 	DefaultDataDir           = "./bae-data"
 	DefaultSandboxDriver     = "docker"
 	DefaultTemporalAddr      = "127.0.0.1:7233"
@@ -44,7 +47,10 @@ type Server struct {
 	// HeartbeatTimeout is how long a provider or tool activity on a lost
 	// worker is held before Temporal retries it on another
 	// (BAE_ACTIVITY_HEARTBEAT_TIMEOUT).
-	HeartbeatTimeout  time.Duration
+	HeartbeatTimeout time.Duration
+	// AuthFailureLimit is BAE_AUTH_FAILURE_LIMIT: failed authentications
+	// per minute per client address before 429 (0 disables the limit).
+	AuthFailureLimit  int
 	ConfigPath        string // BAE_CONFIG; "" means no config file
 	AdminKeyFile      string
 	AdminKeyHashFile  string
@@ -121,6 +127,14 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	}
 	if s.MaxBodyBytes, err = parseByteSize("BAE_MAX_BODY_BYTES", get("BAE_MAX_BODY_BYTES", ""), DefaultMaxBodyBytes); err != nil {
 		return Server{}, err
+	}
+	s.AuthFailureLimit = DefaultAuthFailureLimit
+	if v := get("BAE_AUTH_FAILURE_LIMIT", ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return Server{}, invalidf("BAE_AUTH_FAILURE_LIMIT: %q is not a non-negative whole number", v)
+		}
+		s.AuthFailureLimit = n
 	}
 	if s.TemporalUIPort, err = parsePort("BAE_TEMPORAL_UI_PORT", get("BAE_TEMPORAL_UI_PORT", ""), DefaultTemporalUIPort); err != nil {
 		return Server{}, err

@@ -18,6 +18,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		ShutdownTimeout:   30 * time.Second,
 		TurnTimeout:       120 * time.Second,
 		HeartbeatTimeout:  10 * time.Second,
+		AuthFailureLimit:  30,
 		AdminKeyFile:      "bae-data/admin-key.pem",
 		AdminKeyHashFile:  "bae-data/admin-key-hash.pem",
 		SandboxDriver:     "docker",
@@ -54,7 +55,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Server{
 		Addr: "127.0.0.1:9000", AdminAddr: "[::1]:9001", DatabaseURL: "postgres://u@db/x",
-		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond, HeartbeatTimeout: 10 * time.Second,
+		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, AuthFailureLimit: 30,
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
