@@ -74,6 +74,11 @@ func Bootstrap(ctx context.Context, st *store.Store, opts Options, log *slog.Log
 		return err
 	}
 	if len(active) > 0 {
+		if _, err := os.Stat(opts.KeyFile); errors.Is(err, os.ErrNotExist) {
+			// Typical after pointing a fresh data dir at an existing
+			// database: the key exists, but nobody here can read it.
+			log.Warn("an admin key exists in the database but the key file is missing; restart once with --rotate-admin-key to mint a new one (or use the key you provisioned)", "path", opts.KeyFile)
+		}
 		return nil
 	}
 	if hf, err := readHashFile(opts.HashFile); err != nil {
