@@ -96,10 +96,14 @@ func Run(ctx context.Context, opts Options) error {
 
 	tc := opts.Temporal
 	if tc == nil {
-		tc, err = client.Dial(tel.TemporalOptions(client.Options{
+		copts := client.Options{
 			HostPort: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace, Logger: newTemporalLogger(log),
 			DataConverter: secretguard.FromConfig(opts.File, os.LookupEnv).DataConverter(),
-		}))
+		}
+		if err := temporalConnection(&copts, os.LookupEnv); err != nil {
+			return err
+		}
+		tc, err = client.Dial(tel.TemporalOptions(copts))
 		if err != nil {
 			return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddr, err)
 		}
