@@ -42,9 +42,9 @@ bench: pg build
 ## replays in every plain go test.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := \
-	./api:FuzzParseEnvelope \
-	./api:FuzzParseSendMessage \
-	./api:FuzzPageParams \
+	./api/wire:FuzzParseEnvelope \
+	./api/wire:FuzzParseSendMessage \
+	./api/wire:FuzzPageParams \
 	./activities:FuzzMergeToolResults \
 	./activities:FuzzCancelAbandoned \
 	./activities:FuzzIsVoluntaryAbandonment \

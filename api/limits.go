@@ -40,7 +40,8 @@ func (c *clientAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *P
 // ReadHeaderTimeout and the admin port alone. It does not cut long NDJSON
 // responses short: once the body hits EOF, net/http starts the background
 // read that watches for the client going away, and that clears the
-// connection's read deadline (TestSlowBodyIsCutOff pins this).
+// connection's read deadline (TestBodyDeadlineSparesRunningHandlers and
+// TestSlowBodyIsCutOff pin this).
 func bodyDeadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -99,11 +99,16 @@ func slowPost(t *testing.T, baseURL, path, token, prefix string, contentLength i
 	// A bound on the test, not a synchronisation: without a body deadline
 	// the server never answers and this read times out.
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(15*time.Second)))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err, "server did not answer a stalled body")
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	// The half-read request cannot be followed by another: the server
+	// hangs up rather than keep the connection.
+	_, err = br.ReadByte()
+	assert.ErrorIs(t, err, io.EOF, "connection left open after the body timed out")
 	out := rawResponse{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type")}
 	require.NoError(t, json.Unmarshal(raw, &out.body), string(raw))
 	return out

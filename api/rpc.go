@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -11,20 +10,16 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/store"
 )
 
 // RPCError is a JSON-RPC error object.
-type RPCError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
+type RPCError = wire.Error
 
 // NewRPCError builds an *RPCError.
 func NewRPCError(code int, format string, args ...any) *RPCError {
-	return &RPCError{Code: code, Message: fmt.Sprintf(format, args...)}
+	return wire.Errorf(code, format, args...)
 }
 
 // ndjson writes newline-delimited JSON-RPC objects, flushing each.
@@ -114,18 +109,18 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &ndjson{w: w}
 
-	env, bad := parseEnvelope(body)
+	env, bad := wire.ParseEnvelope(body)
 	if bad != nil {
-		if !bad.silent {
-			envelopeError(out, bad.id, bad.Code, bad.Message)
+		if !bad.Silent {
+			envelopeError(out, bad.ID, bad.Code, bad.Message)
 		}
 		return
 	}
 	// Every method shares one route, so the request span names the method
 	// and the session (a no-op when tracing is off).
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.method), attribute.String("bae.session.id", sess.ID))
-	call := &rpcCall{id: env.id, method: env.method, params: env.params, sess: sess, clientID: key.ClientKeyID, out: out, r: r,
-		log: c.log().With("session_id", sess.ID, "rpc_method", env.method)}
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.Method), attribute.String("bae.session.id", sess.ID))
+	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, out: out, r: r,
+		log: c.log().With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }
 

@@ -1,11 +1,12 @@
 package api
 
 import (
-	"errors"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/ids"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -25,7 +26,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	if !c.requireOpen(call) {
 		return
 	}
-	stored, bad := parseSendMessage(call.params)
+	stored, bad := wire.ParseSendMessage(call.params)
 	if bad != nil {
 		call.fail(bad)
 		return

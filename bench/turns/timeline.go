@@ -34,7 +34,8 @@ const timelineSessions = 50
 //     id is the turn id): workflow task scheduled/started/completed around
 //     the accepted and the completed update, activity started/completed.
 //
-// Only turns with every stamp count, from up to timelineSessions sessions.
+// Only turns with every stamp and a single provider request count, from up
+// to timelineSessions sessions.
 func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnRec) ([]phase, int, error) {
 	db, err := readDBStamps(ctx, dbURL)
 	if err != nil {
@@ -71,7 +72,9 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 	used := 0
 	for _, t := range turns {
 		s, ok := db[t.token]
-		if !ok || t.err != nil || !t.fakeOK {
+		// A retried provider call has several requests and attempts whose
+		// stamps do not line up; those turns are left out.
+		if !ok || t.err != nil || !t.fakeOK || t.fake.Requests != 1 {
 			continue
 		}
 		h, ok := hist[s.turnID]

@@ -92,6 +92,15 @@ type driver struct {
 
 	mu    sync.Mutex
 	calls []*call
+	// stopped is set when the server rejected a call outright; the driver
+	// sends nothing more.
+	stopped bool
+}
+
+// ambiguous reports a JSON-RPC error that does not say whether the turn
+// ran: the update call failed, not the turn.
+func ambiguous(e *rpcError) bool {
+	return e.Code == -32000 && e.Message == "session loop failed"
 }
 
 func (d *driver) record(c *call) {
@@ -109,6 +118,9 @@ func (d *driver) snapshot() []*call {
 
 func (d *driver) run(ctx context.Context) {
 	for j, p := range d.plan {
+		if d.stopped || ctx.Err() != nil {
+			return
+		}
 		text := fmt.Sprintf("crash %s s%d t%03d", d.runID, d.n, j)
 		if !p.tool {
 			d.send(ctx, j, kindPlain, text, matchKey{Text: text}, "echo: "+text)
@@ -124,9 +136,9 @@ func (d *driver) run(ctx context.Context) {
 		}
 		result := []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": "probe " + id + " ok"}}
 		d.send(ctx, j, kindContinue, result, matchKey{ToolUseID: id}, "echo: "+text)
-		if ctx.Err() != nil {
-			return
-		}
+	}
+	if d.stopped || ctx.Err() != nil {
+		return
 	}
 	text := fmt.Sprintf("crash %s s%d final", d.runID, d.n)
 	d.send(ctx, len(d.plan), kindFinal, text, matchKey{Text: text}, "echo: "+text)
@@ -146,11 +158,12 @@ func (d *driver) send(ctx context.Context, turn int, kind callKind, content any,
 		c.Sends++
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		out = d.api.rpc(cctx, d.sess, "session.sendMessage", params)
+		gaveUp := cctx.Err() != nil
 		cancel()
 		// No HTTP response at all means the server never flushed its 200,
 		// which it does before storing the message: nothing was stored and
 		// resending is not a second turn. Anything later is not resent.
-		if !out.NoResponse || ctx.Err() != nil || c.Sends >= maxSends {
+		if !out.NoResponse || gaveUp || c.Sends >= maxSends {
 			break
 		}
 		if err := d.st.awaitHealthy(ctx); err != nil {
@@ -175,8 +188,15 @@ func (d *driver) send(ctx context.Context, turn int, kind callKind, content any,
 			return c
 		}
 		c.Terminal, c.Reply = res.Message, res.Message
+	case out.RPCErr != nil && !ambiguous(out.RPCErr):
+		// A definite rejection (session ended, bad merge, ...): nothing
+		// will appear in the log, and later turns would be meaningless.
+		c.ErrTerm = out.RPCErr
+		c.Lost = fmt.Sprintf("rejected with %d %q", out.RPCErr.Code, out.RPCErr.Message)
+		d.stopped = true
+		return c
 	case out.RPCErr != nil:
-		// The server said the turn failed; the log tells whether it did.
+		// The server could not tell how the turn went; the log can.
 		c.ErrTerm = out.RPCErr
 		t := time.Now()
 		c.Reply, c.Lost = d.recover(ctx, key)

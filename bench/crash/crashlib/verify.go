@@ -33,6 +33,10 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 
 	for _, d := range drivers {
 		calls := d.snapshot()
+		if d.stopped {
+			last := calls[len(calls)-1]
+			v("s%d: the server rejected %s %s with %d %q; the session's remaining turns were not sent", d.n, last.Kind, last.Key, last.ErrTerm.Code, last.ErrTerm.Message)
+		}
 		evs, err := a.events(ctx, d.sess)
 		if err != nil {
 			return fmt.Errorf("read events of session %d: %w", d.n, err)

@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"encoding/json"
@@ -60,7 +60,7 @@ func FuzzParseEnvelope(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		env, bad := parseEnvelope(body)
+		env, bad := ParseEnvelope(body)
 
 		var decoded any
 		decodeErr := json.Unmarshal(body, &decoded)
@@ -70,52 +70,52 @@ func FuzzParseEnvelope(f *testing.F) {
 		if !json.Valid(body) {
 			require.NotNil(t, bad, "invalid JSON accepted")
 			assert.Equal(t, -32700, bad.Code)
-			assert.Nil(t, bad.id)
-			assert.False(t, bad.silent)
+			assert.Nil(t, bad.ID)
+			assert.False(t, bad.Silent)
 			return
 		}
 		if decodeErr == nil && isArray {
 			require.NotNil(t, bad, "batch accepted")
 			assert.Equal(t, -32600, bad.Code)
 			assert.Equal(t, msgBatch, bad.Message)
-			assert.False(t, bad.silent)
+			assert.False(t, bad.Silent)
 			return
 		}
 
 		if bad != nil {
 			require.Contains(t, envelopeMessages, bad.Code)
 			assert.Contains(t, envelopeMessages[bad.Code], bad.Message)
-			if bad.silent {
+			if bad.Silent {
 				_, hasID := obj["id"]
 				assert.True(t, isObj && !hasID, "only a notification goes unanswered")
 			}
-			if bad.id != nil {
-				assert.True(t, validID(bad.id), "echoed id %s", bad.id)
+			if bad.ID != nil {
+				assert.True(t, ValidID(bad.ID), "echoed id %s", bad.ID)
 			}
 			// The error response must encode, or the client gets nothing.
-			_, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": bad.id, "error": bad.RPCError})
+			_, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": bad.ID, "error": bad.Error})
 			require.NoError(t, err)
 			return
 		}
 
 		require.NoError(t, decodeErr)
 		require.True(t, isObj, "accepted a non-object")
-		assert.NotEmpty(t, env.method)
-		assert.Equal(t, obj["method"], env.method)
+		assert.NotEmpty(t, env.Method)
+		assert.Equal(t, obj["method"], env.Method)
 		assert.Equal(t, "2.0", obj["jsonrpc"])
 		var params map[string]any
-		require.NoError(t, json.Unmarshal(env.params, &params), "params %s", env.params)
+		require.NoError(t, json.Unmarshal(env.Params, &params), "params %s", env.Params)
 		require.NotNil(t, params, "params must be an object")
 		if rawID, hasID := obj["id"]; hasID {
-			require.NotNil(t, env.id)
-			assert.True(t, validID(env.id))
+			require.NotNil(t, env.ID)
+			assert.True(t, ValidID(env.ID))
 			var got any
-			require.NoError(t, json.Unmarshal(env.id, &got))
+			require.NoError(t, json.Unmarshal(env.ID, &got))
 			assert.Equal(t, rawID, got)
 		} else {
-			assert.Nil(t, env.id, "a notification has no id")
+			assert.Nil(t, env.ID, "a notification has no id")
 		}
-		_, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": env.id, "result": nil})
+		_, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": env.ID, "result": nil})
 		require.NoError(t, err)
 	})
 }
@@ -145,24 +145,24 @@ func TestParseEnvelopeCases(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.body, func(t *testing.T) {
-			_, bad := parseEnvelope([]byte(c.body))
+			_, bad := ParseEnvelope([]byte(c.body))
 			require.NotNil(t, bad)
 			assert.Equal(t, c.code, bad.Code)
 			assert.Equal(t, c.msg, bad.Message)
-			assert.Equal(t, c.silent, bad.silent)
+			assert.Equal(t, c.silent, bad.Silent)
 			if c.id == "" {
-				assert.Nil(t, bad.id)
+				assert.Nil(t, bad.ID)
 			} else {
-				assert.Equal(t, c.id, string(bad.id))
+				assert.Equal(t, c.id, string(bad.ID))
 			}
 		})
 	}
 
-	env, bad := parseEnvelope([]byte(` {"jsonrpc":"2.0","id":"x","method":"session.subscribe","params":null} `))
+	env, bad := ParseEnvelope([]byte(` {"jsonrpc":"2.0","id":"x","method":"session.subscribe","params":null} `))
 	require.Nil(t, bad)
-	assert.Equal(t, envelope{id: json.RawMessage(`"x"`), method: "session.subscribe", params: json.RawMessage(`{}`)}, env)
-	env, bad = parseEnvelope([]byte(`{"jsonrpc":"2.0","method":"m","params":{"a":1}}`))
+	assert.Equal(t, Envelope{ID: json.RawMessage(`"x"`), Method: "session.subscribe", Params: json.RawMessage(`{}`)}, env)
+	env, bad = ParseEnvelope([]byte(`{"jsonrpc":"2.0","method":"m","params":{"a":1}}`))
 	require.Nil(t, bad)
-	assert.Nil(t, env.id)
-	assert.JSONEq(t, `{"a":1}`, string(env.params))
+	assert.Nil(t, env.ID)
+	assert.JSONEq(t, `{"a":1}`, string(env.Params))
 }

@@ -1,27 +1,27 @@
-package api
+package wire
 
 import "encoding/json"
 
-// parseSendMessage validates session.sendMessage params and returns the
+// ParseSendMessage validates session.sendMessage params and returns the
 // message to store, {"role","content"}: role defaults to "user"; content is
 // a string or an array, passed through as sent (blocks are not inspected
 // here, as the reference passes them through too). Pure so it can be fuzzed.
-func parseSendMessage(params json.RawMessage) (json.RawMessage, *RPCError) {
+func ParseSendMessage(params json.RawMessage) (json.RawMessage, *Error) {
 	var p struct {
 		Message *json.RawMessage `json:"message"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.Message == nil || string(*p.Message) == "null" {
-		return nil, NewRPCError(-32602, `Invalid params: missing "message"`)
+		return nil, Errorf(-32602, `Invalid params: missing "message"`)
 	}
 	var msg struct {
 		Role    *string          `json:"role"`
 		Content *json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(*p.Message, &msg); err != nil {
-		return nil, NewRPCError(-32602, "Invalid params: message must be an object with string role and content")
+		return nil, Errorf(-32602, "Invalid params: message must be an object with string role and content")
 	}
-	if msg.Content == nil || !(isJSONString(*msg.Content) || isJSONArray(*msg.Content)) {
-		return nil, NewRPCError(-32602, `Invalid params: message.content must be a string or an array of content blocks`)
+	if msg.Content == nil || !(IsJSONString(*msg.Content) || IsJSONArray(*msg.Content)) {
+		return nil, Errorf(-32602, `Invalid params: message.content must be a string or an array of content blocks`)
 	}
 	role := "user"
 	if msg.Role != nil {
@@ -30,13 +30,16 @@ func parseSendMessage(params json.RawMessage) (json.RawMessage, *RPCError) {
 	stored, err := json.Marshal(map[string]any{"role": role, "content": *msg.Content})
 	if err != nil {
 		// Content was decoded above, so it re-encodes; kept as a guard.
-		return nil, NewRPCError(-32602, "Invalid params: %v", err)
+		return nil, Errorf(-32602, "Invalid params: %v", err)
 	}
 	return stored, nil
 }
 
-func isJSONString(r json.RawMessage) bool { var s string; return json.Unmarshal(r, &s) == nil }
-func isJSONArray(r json.RawMessage) bool {
+// IsJSONString reports whether r is a JSON string.
+func IsJSONString(r json.RawMessage) bool { var s string; return json.Unmarshal(r, &s) == nil }
+
+// IsJSONArray reports whether r is a JSON array.
+func IsJSONArray(r json.RawMessage) bool {
 	var a []json.RawMessage
 	return json.Unmarshal(r, &a) == nil && a != nil
 }

@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"net/http"
@@ -25,16 +25,13 @@ func FuzzPageParams(f *testing.F) {
 		// Set directly: a query NewRequest cannot parse is still a query
 		// a handler may be given.
 		r.URL.RawQuery = rawQuery
-		after, limit, p := pageParams(r)
-		if p != nil {
-			assert.Equal(t, http.StatusBadRequest, p.Status)
-			assert.Equal(t, "bad_request", p.Type)
-			assert.Equal(t, "Bad Request", p.Title)
-			assert.NotEmpty(t, p.Detail)
+		after, limit, err := ParsePage(r.URL.Query())
+		if err != nil {
+			assert.NotEmpty(t, err.Error())
 			return
 		}
 		assert.GreaterOrEqual(t, limit, 1)
-		assert.LessOrEqual(t, limit, maxLimit)
+		assert.LessOrEqual(t, limit, MaxLimit)
 		assert.GreaterOrEqual(t, after, int64(0))
 
 		q := r.URL.Query()
@@ -48,9 +45,9 @@ func FuzzPageParams(f *testing.F) {
 		if l := q.Get("limit"); l != "" {
 			v, err := strconv.Atoi(l)
 			require.NoError(t, err, "accepted limit %q", l)
-			assert.Equal(t, min(v, maxLimit), limit)
+			assert.Equal(t, min(v, MaxLimit), limit)
 		} else {
-			assert.Equal(t, defaultLimit, limit)
+			assert.Equal(t, DefaultLimit, limit)
 		}
 	})
 }

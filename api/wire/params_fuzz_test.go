@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"bytes"
@@ -38,10 +38,10 @@ func FuzzParseSendMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, params []byte) {
 		// The envelope hands over only objects; anything else is not a case.
-		if !isObject(params) {
+		if !IsObject(params) {
 			return
 		}
-		stored, bad := parseSendMessage(params)
+		stored, bad := ParseSendMessage(params)
 		if bad != nil {
 			assert.Equal(t, -32602, bad.Code)
 			assert.Nil(t, stored)
@@ -70,11 +70,11 @@ func FuzzParseSendMessage(f *testing.F) {
 		}
 
 		content := out["content"]
-		assert.True(t, isJSONString(content) || isJSONArray(content), "content %s", content)
+		assert.True(t, IsJSONString(content) || IsJSONArray(content), "content %s", content)
 		assert.Equal(t, jsonValue(t, in.Message.Content), jsonValue(t, content), "content passes through unchanged")
 
 		// What is stored validates again as the same message.
-		again, bad := parseSendMessage(json.RawMessage(`{"message":` + string(stored) + `}`))
+		again, bad := ParseSendMessage(json.RawMessage(`{"message":` + string(stored) + `}`))
 		require.Nil(t, bad)
 		assert.JSONEq(t, string(stored), string(again))
 	})
