@@ -87,7 +87,7 @@ func (a *api) setup(ctx context.Context) (string, error) {
 type session struct {
 	ID  string `json:"session_id"`
 	Key string `json:"session_key"`
-	n   int // next JSON-RPC id
+	n   int    // next JSON-RPC id
 }
 
 // open opens a session and registers as its driver, as an SDK's connect()

@@ -200,7 +200,15 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	if o.idle > 0 {
 		rep.Idle = openIdle(ctx, log, a, clientKey, o)
 		rep.addMem(sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
-		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+		// Visibility is written asynchronously: give it a moment to catch up
+		// with the starts before counting.
+		for wait := time.Now().Add(15 * time.Second); ; {
+			rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+			if rep.Idle.Workflows.Running >= int64(rep.Idle.Opened) || time.Now().After(wait) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}

@@ -312,6 +312,9 @@ func writeTable(w io.Writer, r *report) {
 		row("idle sessions", fmt.Sprintf("%d/%d opened, %d errors in %.1fs (%.0f/s); +%d goroutines, %+.1f MiB live heap",
 			ir.Opened, ir.Requested, ir.Errors, ir.Elapsed, ir.PerSecond, ir.GoroutinesAdded, float64(ir.HeapLiveAdded)/(1<<20)))
 		row("  open latency ms", fd(ir.OpenLatency))
+		if wf := ir.Workflows; wf.Err == "" {
+			row("  temporal workflows", fmt.Sprintf("%d running after the idle opens", wf.Running))
+		}
 		if ir.FirstError != "" {
 			row("  first error", ir.FirstError)
 		}

@@ -57,6 +57,7 @@ type call struct {
 	Session    int
 	Turn       int
 	Kind       callKind
+	Abandon    bool // a tool turn the client leaves unanswered on purpose
 	Key        matchKey
 	ExpectText string // the echo the reply must carry; "" for kindTool
 	Start, End time.Time
@@ -128,6 +129,7 @@ func (d *driver) run(ctx context.Context) {
 		}
 		text += " " + toolMarker
 		c := d.send(ctx, j, kindTool, text, matchKey{Text: text}, "")
+		c.Abandon = p.abandon
 		id := clientToolUseID(c.Reply)
 		if id == "" || p.abandon {
 			// No pause to answer (the reply is lost or wrong), or a client

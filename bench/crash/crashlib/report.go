@@ -40,6 +40,12 @@ type Report struct {
 	// session was when the kill landed.
 	Landings map[string]int
 
+	// Undelivered lists messages the server never stored: the kill fell
+	// between the 200 it flushes first and its INSERT of the message. The
+	// client saw "200, then EOF" and cannot tell this from a stored turn;
+	// no turn existed, so nothing was lost from the log or repeated.
+	Undelivered []string
+
 	Violations []string
 }
 
@@ -203,6 +209,10 @@ func (r *Report) Print(w io.Writer) {
 		r.ProviderServed, r.ProviderLogged, r.ProviderServed-r.ProviderLogged)
 	fmt.Fprintf(w, "  events           %d checked\n", r.Events)
 	fmt.Fprintf(w, "  wall             %s (setup %s, turns %s)\n", r.Wall.Round(100*time.Millisecond), r.Setup.Round(100*time.Millisecond), r.Drive.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  undelivered      %d (the server died between its 200 and storing the message)\n", len(r.Undelivered))
+	for _, u := range r.Undelivered {
+		fmt.Fprintf(w, "    - %s\n", u)
+	}
 	fmt.Fprintf(w, "  violations       %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "    - %s\n", v)

@@ -3,6 +3,7 @@ package crashlib
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -24,6 +25,8 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 	}
 	rep.Landings = map[string]int{}
+	pausedAbandons := 0            // pauses the client left unanswered on purpose
+	dropped := map[string]string{} // turn id -> the client call it dropped
 	seenIDs := map[string]string{}
 	conn, err := pgx.Connect(ctx, st.dbURL)
 	if err != nil {
@@ -66,7 +69,20 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 				}
 			}
 			if len(idx) == 0 {
-				v("s%d %s %s: no client.message.send in the log (client: %s; %s)", d.n, c.Kind, c.Key, c.outcome(), storedInput(ctx, conn, d.sess.ID, c.Key))
+				what := fmt.Sprintf("s%d %s %s: no client.message.send in the log (sent %s%s; client: %s)", d.n, c.Kind, c.Key,
+					c.Start.UTC().Format(store.TimeFormat), nextKill(rep.Kills, c.Start), c.outcome())
+				turn, state := storedInput(ctx, conn, d.sess.ID, c.Key)
+				switch state {
+				case neverStored:
+					// The kill fell between the server's 200 and its INSERT:
+					// the wire gives the client no way to know, and no
+					// turn ever existed to finish.
+					rep.Undelivered = append(rep.Undelivered, what+"; never stored")
+				case storedNotBegun:
+					dropped[turn] = what // reported with the turn input below
+				default:
+					v("%s; %s", what, state)
+				}
 				continue
 			}
 			if len(idx) > 1 {
@@ -89,6 +105,9 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 			if len(sms) > 0 {
 				logged := sms[len(sms)-1].Payload
 				if c.Kind == kindTool {
+					if c.Abandon && clientToolUseID(logged) != "" {
+						pausedAbandons++
+					}
 					if clientToolUseID(logged) == "" {
 						v("s%d %s %s: logged reply has no client tool_use: %s", d.n, c.Kind, c.Key, logged)
 					}
@@ -149,12 +168,16 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 		return fmt.Errorf("read turn inputs: %w", err)
 	}
 	for _, o := range orphans {
-		v("turn input %s (session %s, stored %s%s) never began: the server accepted %s and dropped it; %s",
-			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextKill(rep.Kills, o.at), o.msg, updateInHistory(ctx, st, o.sess, o.turn))
+		client := dropped[o.turn]
+		if client == "" {
+			client = "no client call matches it"
+		}
+		v("turn input %s (session %s, stored %s%s) never began: the server stored %s and dropped it; %s; %s",
+			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextKill(rep.Kills, o.at), o.msg, updateInHistory(ctx, st, o.sess, o.turn), client)
 	}
 
-	if rep.Abandoned < rep.PlannedAbandons {
-		v("%d pauses were abandoned by the next message, want at least the %d left unanswered on purpose", rep.Abandoned, rep.PlannedAbandons)
+	if rep.Abandoned < pausedAbandons {
+		v("%d pauses were abandoned by the next message, want at least the %d left unanswered on purpose", rep.Abandoned, pausedAbandons)
 	}
 
 	// The admin API lists every session, open.
@@ -178,8 +201,15 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 	return nil
 }
 
-// storedInput says whether a missing message reached turn_inputs.
-func storedInput(ctx context.Context, conn *pgx.Conn, sessionID string, k matchKey) string {
+// Where a message missing from the log got to, per turn_inputs.
+const (
+	neverStored    = "never stored"
+	storedNotBegun = "stored, never begun"
+)
+
+// storedInput finds a missing message in turn_inputs: its turn id and
+// neverStored, storedNotBegun or another description.
+func storedInput(ctx context.Context, conn *pgx.Conn, sessionID string, k matchKey) (string, string) {
 	needle := k.Text
 	if k.ToolUseID != "" {
 		needle = k.ToolUseID
@@ -188,14 +218,14 @@ func storedInput(ctx context.Context, conn *pgx.Conn, sessionID string, k matchK
 	var began bool
 	err := conn.QueryRow(ctx, `SELECT turn_id, begin_result IS NOT NULL FROM turn_inputs WHERE session_id = $1 AND strpos(message::text, $2) > 0 LIMIT 1`, sessionID, needle).Scan(&turn, &began)
 	switch {
-	case err == pgx.ErrNoRows:
-		return "never stored: the server died before PutTurnInput"
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", neverStored
 	case err != nil:
-		return "turn_inputs lookup failed: " + err.Error()
+		return "", "turn_inputs lookup failed: " + err.Error()
 	case began:
-		return "stored as " + turn + " and begun, yet not in the log"
+		return turn, "stored as " + turn + " and begun, yet not in the log"
 	default:
-		return "stored as " + turn + ", never begun"
+		return turn, storedNotBegun
 	}
 }
 
