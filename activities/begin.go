@@ -142,11 +142,13 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		return workflows.BeginTurnResult{}, err
 	}
 
-	sess, err := a.Store.GetSession(ctx, sid)
+	// Reads stay inside the transaction: with every pool connection held by
+	// a BeginTurn, a second connection would never come.
+	sess, err := store.GetSessionTx(ctx, tx, sid)
 	if err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
-	profile, err := a.Store.GetProfile(ctx, sess.ProfileID)
+	profile, err := store.GetProfileTx(ctx, tx, sess.ProfileID)
 	if errors.Is(err, store.ErrNotFound) {
 		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", map[string]any{"reason": "profile_unavailable", "profile_id": sess.ProfileID},
 			rejected(-32000, "profile_unavailable: the profile bound to this session is no longer available"))

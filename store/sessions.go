@@ -174,7 +174,16 @@ func (e *NotOpenError) Error() string { return "session is " + e.State + ", not 
 
 // GetSession returns a session by id.
 func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
-	sess, err := scanSession(s.Pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
+	return getSession(ctx, s.Pool, id)
+}
+
+// GetSessionTx is GetSession within a caller's transaction.
+func GetSessionTx(ctx context.Context, tx pgx.Tx, id string) (Session, error) {
+	return getSession(ctx, tx, id)
+}
+
+func getSession(ctx context.Context, q dbtx, id string) (Session, error) {
+	sess, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Session{}, ErrNotFound
 	}
@@ -257,6 +266,10 @@ func (s *Store) Client(ctx context.Context, sessionID, clientKeyID string) (Clie
 // session.
 func (s *Store) RegisterDriver(ctx context.Context, sessionID, clientKeyID string, evs func() []NewEvent) (bool, error) {
 	var first bool
+	// Build the events before taking a connection for the transaction: the
+	// builder may query the store, and a transaction must never wait on a
+	// second pool connection (a full pool would deadlock).
+	events := evs()
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1`, sessionID).Scan(&state); err != nil {
@@ -273,7 +286,7 @@ func (s *Store) RegisterDriver(ctx context.Context, sessionID, clientKeyID strin
 			return nil
 		}
 		first = true
-		_, err = appendEvents(ctx, tx, sessionID, evs())
+		_, err = appendEvents(ctx, tx, sessionID, events)
 		return err
 	})
 	return first, err

@@ -16,7 +16,10 @@ type turnResult struct {
 // (no extra task round-trip) and retried until the database answers.
 func dbCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		// Schedule-to-close bounds the retries too; without it one slow
+		// attempt would use up the whole budget.
+		ScheduleToCloseTimeout: 10 * time.Minute,
+		StartToCloseTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    100 * time.Millisecond,
 			BackoffCoefficient: 2,

@@ -50,6 +50,7 @@ type options struct {
 	logStatements   bool
 	extraPollers    int
 	mutexProfile    string
+	timelineCSV     string
 	dbURL           string
 }
 
@@ -74,6 +75,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.logStatements, "log-statements", false, "diagnostic: PostgreSQL logs every statement of the bench database (server log)")
 	flag.IntVar(&o.extraPollers, "extra-pollers", 0, "diagnostic: start a second worker with this many workflow and activity pollers")
 	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	flag.StringVar(&o.timelineCSV, "timeline-csv", "", "write every timeline turn's phases (ms) to this CSV file")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.Parse()
 	return o
@@ -243,9 +245,10 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		return rep, ctx.Err()
 	}
 
-	recs, err := measure(ctx, log, a, st, pg, sessions, o, rep)
-	if err != nil {
-		return rep, err
+	// An interrupted run still reports the turns it finished.
+	recs, runErr := measure(ctx, log, a, st, pg, sessions, o, rep)
+	if runErr != nil && len(recs) == 0 {
+		return rep, runErr
 	}
 	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
 	rep.Workflows.Expected = int64(o.idle + o.sessions)
@@ -259,7 +262,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	// Server timeline from the database (before it is dropped).
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if ph, n, err := timeline(tctx, st.DBURL, st.Temporal, recs); err != nil {
+	if ph, n, err := timeline(tctx, st.DBURL, st.Temporal, recs, o.timelineCSV); err != nil {
 		log.Warn("server timeline unavailable", "err", err)
 	} else {
 		rep.Timeline, rep.TimelineTurns = ph, n
@@ -271,7 +274,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	}
 	rep.LoadAvgEnd = loadAvg()
 	rep.evaluate()
-	return rep, nil
+	return rep, runErr
 }
 
 // measure runs the measured phase: one goroutine per session, each sending
@@ -364,6 +367,9 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 				r.lat = r.end.Sub(r.start)
 				r.err, r.notifs, r.bytes = err, res.Notifications, res.Bytes
 				r.fake, r.fakeOK = st.Fake.take(tok)
+				if err != nil && ctx.Err() != nil {
+					return // cut short by the interrupt: not a server error
+				}
 				if err != nil {
 					failed.Add(1)
 					log.Warn("turn failed", "session", s.ID, "turn", n, "err", err)

@@ -46,21 +46,26 @@ type report struct {
 	Idle *idleReport `json:"idle,omitempty"`
 
 	Turns struct {
-		Completed      int            `json:"completed"`
-		Errors         int            `json:"errors"`
-		ErrorKinds     map[string]int `json:"error_kinds,omitempty"`
-		FirstError     string         `json:"first_error,omitempty"`
-		Elapsed        float64        `json:"elapsed_s"`
-		PerSecond      float64        `json:"turns_per_s"`
-		Client         dist           `json:"client_latency"`
-		ServerAdded    dist           `json:"server_added_latency"`
-		Fake           dist           `json:"fake_provider_time"`
-		Unattributed   int            `json:"turns_without_fake_time"`
-		ProviderReqs   int64          `json:"provider_requests"`
-		FakeServedS    float64        `json:"fake_served_total_s"`
-		NotifsPerTurn  float64        `json:"notifications_per_turn"`
-		BytesPerTurn   float64        `json:"response_bytes_per_turn"`
-		BytesLastTurns float64        `json:"response_bytes_per_turn_last_decile"`
+		Completed  int            `json:"completed"`
+		Errors     int            `json:"errors"`
+		ErrorKinds map[string]int `json:"error_kinds,omitempty"`
+		FirstError string         `json:"first_error,omitempty"`
+		Elapsed    float64        `json:"elapsed_s"`
+		PerSecond  float64        `json:"turns_per_s"`
+		// SendRate is turns started per second between the first and the
+		// last start: the achieved offered load of a paced run (PerSecond
+		// also counts the stagger before the first and the tail after the
+		// last turn).
+		SendRate       float64 `json:"send_rate_per_s"`
+		Client         dist    `json:"client_latency"`
+		ServerAdded    dist    `json:"server_added_latency"`
+		Fake           dist    `json:"fake_provider_time"`
+		Unattributed   int     `json:"turns_without_fake_time"`
+		ProviderReqs   int64   `json:"provider_requests"`
+		FakeServedS    float64 `json:"fake_served_total_s"`
+		NotifsPerTurn  float64 `json:"notifications_per_turn"`
+		BytesPerTurn   float64 `json:"response_bytes_per_turn"`
+		BytesLastTurns float64 `json:"response_bytes_per_turn_last_decile"`
 		// Server-added latency of each session's earliest and latest turns:
 		// every turn re-reads and re-sends the whole history, so cost grows
 		// with session length.
@@ -206,6 +211,11 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 	t.AddedEarly, t.AddedLate = summarise(early), summarise(late)
 	ok := slices.DeleteFunc(slices.Clone(recs), func(x turnRec) bool { return x.err != nil })
 	slices.SortFunc(ok, func(a, b turnRec) int { return a.start.Compare(b.start) })
+	if n := len(ok); n > 1 {
+		if span := ok[n-1].start.Sub(ok[0].start).Seconds(); span > 0 {
+			t.SendRate = float64(n-1) / span
+		}
+	}
 	if tail := ok[len(ok)*9/10:]; len(ok) > 0 && len(tail) > 0 {
 		var b int64
 		for _, x := range tail {
@@ -325,7 +335,11 @@ func writeTable(w io.Writer, r *report) {
 	if t.FirstError != "" {
 		row("  first error", t.FirstError)
 	}
-	row("throughput", fmt.Sprintf("%.1f turns/s", t.PerSecond))
+	if c.Rate > 0 {
+		row("throughput", fmt.Sprintf("%.1f turns/s (sent at %.1f/s of %.0f/s offered)", t.PerSecond, t.SendRate, c.Rate))
+	} else {
+		row("throughput", fmt.Sprintf("%.1f turns/s", t.PerSecond))
+	}
 	row("client latency ms", fd(t.Client))
 	row("server-added ms", fd(t.ServerAdded))
 	row("fake provider ms", fd(t.Fake))

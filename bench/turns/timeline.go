@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -36,7 +38,7 @@ const timelineSessions = 50
 //
 // Only turns with every stamp and a single provider request count, from up
 // to timelineSessions sessions.
-func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnRec) ([]phase, int, error) {
+func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnRec, csvPath string) ([]phase, int, error) {
 	db, err := readDBStamps(ctx, dbURL)
 	if err != nil {
 		return nil, 0, err
@@ -70,6 +72,18 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 	}
 	cols := make([][]time.Duration, len(names))
 	used := 0
+	var csv *os.File
+	if csvPath != "" {
+		if csv, err = os.Create(csvPath); err != nil {
+			return nil, 0, fmt.Errorf("timeline: %w", err)
+		}
+		defer csv.Close()
+		fmt.Fprint(csv, "session,turn,start_unix_ms")
+		for _, n := range names {
+			fmt.Fprintf(csv, ",%s_ms", strings.ReplaceAll(strings.ReplaceAll(n.name, " ", "_"), ">", ""))
+		}
+		fmt.Fprintln(csv)
+	}
 	for _, t := range turns {
 		s, ok := db[t.token]
 		// A retried provider call has several requests and attempts whose
@@ -83,8 +97,18 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		}
 		marks := []time.Time{t.start, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
 			t.fake.First, t.fake.Last, s.presp, h.actDone, h.wft2Start, h.wft2Done, t.end}
+		if csv != nil {
+			fmt.Fprintf(csv, "%s,%d,%d", t.sessionID, t.n, t.start.UnixMilli())
+		}
 		for i := range names {
-			cols[i] = append(cols[i], marks[i+1].Sub(marks[i]))
+			d := marks[i+1].Sub(marks[i])
+			cols[i] = append(cols[i], d)
+			if csv != nil {
+				fmt.Fprintf(csv, ",%.3f", ms(d))
+			}
+		}
+		if csv != nil {
+			fmt.Fprintln(csv)
 		}
 		used++
 	}

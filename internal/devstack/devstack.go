@@ -357,6 +357,9 @@ func devDynamicConfig() dynamicconfig.StaticClient {
 		// Each queued sendMessage is an in-flight update; the stock limit
 		// of 10 per workflow would make an 11th driver retry out of order.
 		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): 1000,
+		// With one shard the stock 20 polls/s throttles the transfer queue:
+		// every activity completion waited ~30 ms for its next task.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 10000,
 	}
 }
 
