@@ -103,8 +103,15 @@ func (s *Store) ListClientKeys(ctx context.Context, after int64, limit int) (Pag
 // the stored secret; the final comparison is constant-time regardless.
 func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, error) {
 	h := ids.HashSecret(secret)
-	k, err := scanKey(s.Pool.QueryRow(ctx, `UPDATE keys SET last_used_at = now()
-		WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL RETURNING `+keyCols, h, role))
+	// last_used_at is stamped at most every 30 s per key: a write on every
+	// request would cost more than the lookup itself.
+	k, err := scanKey(s.Pool.QueryRow(ctx, `WITH found AS (
+			SELECT `+keyCols+` FROM keys WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL
+		), stamp AS (
+			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found)
+			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
+		)
+		SELECT * FROM found`, h, role))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrNotFound
 	}
