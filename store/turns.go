@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -87,4 +88,29 @@ func likePrefix(p string) string {
 		out = append(out, p[i])
 	}
 	return string(out) + "%"
+}
+
+// OrphanTurn is a stored driver message whose turn never began.
+type OrphanTurn struct {
+	TurnID      string
+	SessionID   string
+	ClientKeyID string
+}
+
+// OrphanTurns lists messages of open sessions stored more than olderThan ago
+// whose BeginTurn never ran, oldest first: their submission to the workflow
+// was lost (the server died between storing and the update's acceptance).
+func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit int) ([]OrphanTurn, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, t.client_key_id FROM turn_inputs t
+		JOIN sessions s ON s.id = t.session_id
+		WHERE t.begin_result IS NULL AND s.state = 'open' AND t.created_at < now() - make_interval(secs => $1)
+		ORDER BY t.created_at LIMIT $2`, olderThan.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list orphan turns: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OrphanTurn, error) {
+		var o OrphanTurn
+		err := r.Scan(&o.TurnID, &o.SessionID, &o.ClientKeyID)
+		return o, err
+	})
 }

@@ -108,3 +108,28 @@ func TestSessionSurvivesLostWorkflow(t *testing.T) {
 	reqs := e.fake.Requests()
 	assert.Len(t, reqs[len(reqs)-1].Messages(), 3)
 }
+
+// TestLostSubmissionIsResubmitted: a message stored for a turn whose
+// SendMessage update never reached the workflow (the server died in
+// between) is found by the orphan sweep and runs once.
+func TestLostSubmissionIsResubmitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the orphan sweep")
+	}
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 5, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	// Store the message exactly as the handler does, but never submit it.
+	require.NoError(t, e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostsubmission0000000000000000", d.keyID, []byte(`{"role":"user","content":"was I lost?"}`)))
+	answer := waitEvent(t, obs, "server.message.send")
+	assert.Equal(t, "echo: was I lost?", answer["payload"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
+	counts := map[string]int{}
+	for _, ev := range d.allEvents() {
+		counts[ev["event_type"].(string)]++
+	}
+	assert.Equal(t, 1, counts["client.message.send"])
+	assert.Equal(t, 1, counts["server.message.send"])
+}

@@ -154,6 +154,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer stopHub()
 	go hub.Run(hubCtx)
 	go svc.reap(hubCtx, st, log)
+	go sweepOrphans(hubCtx, st, eng, log)
 	select {
 	case <-hub.Ready():
 	case <-ctx.Done():

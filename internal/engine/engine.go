@@ -190,3 +190,20 @@ func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID strin
 	}
 	return h.Get(ctx, nil)
 }
+
+// ResubmitTurn submits a stored message's SendMessage update again and
+// returns once the workflow accepted it. The update id is the turn id, so a
+// submission that is still alive is deduplicated, not doubled.
+func (e *Engine) ResubmitTurn(ctx context.Context, sessionID string, in workflows.SendMessageInput) error {
+	_, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateID:     in.TurnID,
+		UpdateName:   workflows.UpdateSendMessage,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	if err != nil {
+		return fmt.Errorf("resubmit turn %s: %w", in.TurnID, err)
+	}
+	return nil
+}

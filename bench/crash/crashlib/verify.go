@@ -72,13 +72,13 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 				what := fmt.Sprintf("s%d %s %s: no client.message.send in the log (sent %s%s; client: %s)", d.n, c.Kind, c.Key,
 					c.Start.UTC().Format(store.TimeFormat), nextKill(rep.Kills, c.Start), c.outcome())
 				turn, state := storedInput(ctx, conn, d.sess.ID, c.Key)
-				switch state {
-				case neverStored:
+				switch {
+				case state == neverStored && c.Broken:
 					// The kill fell between the server's 200 and its INSERT:
 					// the wire gives the client no way to know, and no
 					// turn ever existed to finish.
 					rep.Undelivered = append(rep.Undelivered, what+"; never stored")
-				case storedNotBegun:
+				case state == storedNotBegun:
 					dropped[turn] = what // reported with the turn input below
 				default:
 					v("%s; %s", what, state)
