@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -308,17 +309,11 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	runCtx, cancel := context.WithTimeout(ctx, time.Duration(sa.TimeoutSecs)*time.Second)
 	defer cancel()
 	stop := heartbeatEvery(ctx, 5*time.Second)
-	var stdin *strings.Reader
+	var stdin io.Reader // an untyped nil when there is no prompt on stdin
 	if sa.Stdin != nil {
 		stdin = strings.NewReader(*sa.Stdin)
 	}
-	var r ExecResult
-	var xerr error
-	if stdin != nil {
-		r, xerr = a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, stdin)
-	} else {
-		r, xerr = a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, nil)
-	}
+	r, xerr := a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, stdin)
 	stop()
 	switch {
 	case ctx.Err() != nil:
