@@ -80,23 +80,7 @@ func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, 
 	if clientVersion != nil {
 		memo["client_version"] = *clientVersion
 	}
-	opts := client.StartWorkflowOptions{
-		ID:                       sessionID,
-		TaskQueue:                e.TaskQueue,
-		Memo:                     memo,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}
-	if e.UseSearchAttributes {
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProfileID).ValueSet(profileID),
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet("open"),
-		)
-	}
-	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
-		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
-	})
-	if err != nil {
+	if err := e.start(ctx, sessionID, profileID, memo, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE); err != nil {
 		return fmt.Errorf("start session workflow: %w", err)
 	}
 	return nil
@@ -106,11 +90,19 @@ func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, 
 // PostgreSQL but whose workflow is gone. Control state is rebuilt from the
 // store (a paused turn's stash lives there), so the session carries on.
 func (e *Engine) RestartSession(ctx context.Context, sessionID, profileID string) error {
+	memo := map[string]any{"profile_id": profileID, "restarted": true}
+	if err := e.start(ctx, sessionID, profileID, memo, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE); err != nil {
+		return fmt.Errorf("restart session workflow: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) start(ctx context.Context, sessionID, profileID string, memo map[string]any, reuse enumspb.WorkflowIdReusePolicy) error {
 	opts := client.StartWorkflowOptions{
 		ID:                       sessionID,
 		TaskQueue:                e.TaskQueue,
-		Memo:                     map[string]any{"profile_id": profileID, "restarted": true},
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		Memo:                     memo,
+		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
 	if e.UseSearchAttributes {
@@ -122,10 +114,7 @@ func (e *Engine) RestartSession(ctx context.Context, sessionID, profileID string
 	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
 		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
 	})
-	if err != nil {
-		return fmt.Errorf("restart session workflow: %w", err)
-	}
-	return nil
+	return err
 }
 
 // SendMessage submits a SendMessage update and waits for the turn result.
@@ -157,28 +146,27 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows
 func (e *Engine) CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   sessionID,
-		UpdateName:   workflows.UpdateClose,
-		Args:         []any{in},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil
-		}
+	if err := e.updateUnlessGone(ctx, sessionID, workflows.UpdateClose, in); err != nil {
 		return fmt.Errorf("close session update: %w", err)
 	}
-	return h.Get(ctx, nil)
+	return nil
 }
 
 // CancelSubagent stops a remote subagent's background run.
 func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID string) error {
+	if err := e.updateUnlessGone(ctx, sessionID, workflows.UpdateCancelSubagent, subagentID); err != nil {
+		return fmt.Errorf("cancel subagent update: %w", err)
+	}
+	return nil
+}
+
+// updateUnlessGone runs an update to completion; a workflow that no longer
+// exists has nothing left to do, so that is not an error.
+func (e *Engine) updateUnlessGone(ctx context.Context, sessionID, name string, arg any) error {
 	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   sessionID,
-		UpdateName:   workflows.UpdateCancelSubagent,
-		Args:         []any{subagentID},
+		UpdateName:   name,
+		Args:         []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -186,7 +174,7 @@ func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID strin
 		if errors.As(err, &nf) {
 			return nil
 		}
-		return fmt.Errorf("cancel subagent update: %w", err)
+		return err
 	}
 	return h.Get(ctx, nil)
 }
