@@ -176,6 +176,15 @@ func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Pro
 
 const reservedStatusTool = "remote_subagent_status"
 
+// allowedTools is the profile's client-tool allowlist as a set.
+func allowedTools(profile store.Profile) map[string]bool {
+	allowed := make(map[string]bool, len(profile.AllowedTools))
+	for _, n := range profile.AllowedTools {
+		allowed[n] = true
+	}
+	return allowed
+}
+
 // validateDecl runs the declaration checks shared by open and join, in the
 // order the contract gives: reserved names, the allowlist, subagent tools.
 func validateDecl(b openBody, profile store.Profile) *Problem {
@@ -184,10 +193,7 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
 		}
 	}
-	allowed := map[string]bool{}
-	for _, n := range profile.AllowedTools {
-		allowed[n] = true
-	}
+	allowed := allowedTools(profile)
 	for _, t := range b.Tools {
 		if !allowed[t.Name] {
 			return forbidden("tool_not_allowed", fmt.Sprintf("tool %q is not in the profile's allowlist", t.Name))

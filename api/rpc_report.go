@@ -164,10 +164,7 @@ func (c *clientAPI) updateClientTools(call *rpcCall) {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
-	allowed := map[string]bool{}
-	for _, n := range profile.AllowedTools {
-		allowed[n] = true
-	}
+	allowed := allowedTools(profile)
 	for _, t := range tools {
 		if t.Name == reservedStatusTool || !allowed[t.Name] {
 			call.fail(NewRPCError(-32015, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name))

@@ -151,8 +151,8 @@ func (s *Store) Sandbox(ctx context.Context, sessionID string) (*SandboxState, e
 	return &sb, nil
 }
 
-// ClaimSandboxSlot atomically reserves the session's sandbox slot with a
-// placeholder, failing with ErrSandboxBusy when one is present.
+// ErrSandboxBusy is SetSandbox's answer (with onlyIfEmpty) when the
+// session's one sandbox slot is already taken.
 var ErrSandboxBusy = errors.New("a remote sandbox is already running for this session")
 
 // SetSandbox records or (nil) clears the running sandbox. With

@@ -325,12 +325,3 @@ func (s *Store) SetMCPTools(ctx context.Context, sessionID string, tools json.Ra
 	}
 	return nil
 }
-
-// OpenSessionIDs lists every open session.
-func (s *Store) OpenSessionIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id FROM sessions WHERE state = 'open' ORDER BY seq`)
-	if err != nil {
-		return nil, fmt.Errorf("list open sessions: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
-}

@@ -69,27 +69,6 @@ func (s *Store) EventByIdem(ctx context.Context, sessionID, idemKey string) (Eve
 	return e, nil
 }
 
-// EventsByIdemPrefix returns a turn's events whose idempotency key starts
-// with prefix, in order.
-func (s *Store) EventsByIdemPrefix(ctx context.Context, sessionID, prefix string) ([]Event, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key LIKE $2 ORDER BY seq`, sessionID, likePrefix(prefix))
-	if err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
-}
-
-func likePrefix(p string) string {
-	out := make([]byte, 0, len(p)+1)
-	for i := 0; i < len(p); i++ {
-		if p[i] == '%' || p[i] == '_' || p[i] == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, p[i])
-	}
-	return string(out) + "%"
-}
-
 // OrphanTurn is a stored driver message whose turn never began.
 type OrphanTurn struct {
 	TurnID      string
