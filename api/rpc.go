@@ -162,15 +162,12 @@ func (c *clientAPI) requireDriver(call *rpcCall) (store.ClientDecl, bool) {
 	return decl, true
 }
 
+// requireOpen is the -32000 state gate. call.sess was read by authSession
+// for this very request, so it is not read again; the workflow re-checks
+// the state when a turn begins.
 func (c *clientAPI) requireOpen(call *rpcCall) bool {
-	sess, err := c.Store.GetSession(call.r.Context(), call.sess.ID)
-	if err != nil {
-		call.fail(NewRPCError(-32603, "Internal error"))
-		return false
-	}
-	call.sess = sess
-	if sess.State != store.StateOpen {
-		call.fail(NewRPCError(-32000, "session is %s, not open", sess.State))
+	if call.sess.State != store.StateOpen {
+		call.fail(NewRPCError(-32000, "session is %s, not open", call.sess.State))
 		return false
 	}
 	return true
