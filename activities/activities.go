@@ -65,6 +65,10 @@ type Activities struct {
 	// MaxSubagents caps running remote subagents per session (default 8).
 	MaxSubagents int
 
+	// DBRetryBudget is how long one activity attempt waits out a database
+	// outage before it fails (0 = DefaultDBRetryBudget).
+	DBRetryBudget time.Duration
+
 	// Metrics records provider and tool instruments; nil records nothing.
 	Metrics *telemetry.Metrics
 }

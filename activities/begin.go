@@ -71,6 +71,17 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	}
 	content := msg.Content
 	serverIDs := map[string]bool{}
+	if pending == nil {
+		// Only a paused turn may leave the conversation mid-exchange; any
+		// other unfinished tail is a turn that died past every retry.
+		removed, err := store.RepairConversationTx(ctx, tx, sid, "")
+		if err != nil {
+			return workflows.BeginTurnResult{}, err
+		}
+		if len(removed) > 0 {
+			a.logger(ctx, turn).Warn("unfinished turns taken out of the conversation", "turns", removed)
+		}
+	}
 
 	if pending != nil {
 		toolUses := decodeBlocks(pending.ToolUses)

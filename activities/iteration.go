@@ -105,19 +105,30 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 	return workflows.FinishIterationResult{Paused: true}, nil
 }
 
-// FailTurn records why a turn could not finish and moves the session to error.
+// FailTurn records why a turn could not finish. A turn whose step failed
+// (ReasonTurnFailed) leaves the conversation as it was before the turn and
+// the session open; the other reasons move the session to error.
 func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error {
 	payload := map[string]any{"reason": in.Reason}
 	switch in.Reason {
-	case "all_providers_failed":
+	case workflows.ReasonAllProvidersFailed:
 		payload["attempts"] = in.Attempts
-	case "loop_limit":
+	case workflows.ReasonLoopLimit:
 		payload["max_iterations"] = workflows.MaxIterations
+	case workflows.ReasonTurnFailed:
+		payload["step"] = in.Step
 	}
 	return a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
 			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error", Payload: payload,
 		}); err != nil {
+			return err
+		}
+		if in.Reason == workflows.ReasonTurnFailed {
+			removed, err := store.RepairConversationTx(ctx, tx, in.SessionID, in.TurnID)
+			if err == nil && len(removed) > 0 {
+				a.logger(ctx, in.TurnID).Warn("failed turn taken out of the conversation", "turns", removed)
+			}
 			return err
 		}
 		_, err := store.EndSessionTx(ctx, tx, in.SessionID, store.StateError)

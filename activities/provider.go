@@ -31,37 +31,54 @@ func attemptKind(attempt int) string {
 // try, so the log shows one request/response pair per attempt.
 func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	step := fmt.Sprintf("i%d/a%d", in.Iteration, in.Attempt)
-	if ev, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, step+"/resp")); err == nil {
-		return a.storedAttempt(ctx, in, ev)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return workflows.CallProviderResult{}, err
-	}
 	kind := attemptKind(in.Attempt)
-	entry, ok := a.Config.Provider(in.Provider)
-	if !ok {
+	entry, configured := a.Config.Provider(in.Provider)
+	var (
+		stored   *store.Event
+		ts       toolset
+		messages json.RawMessage
+		tools    json.RawMessage
+	)
+	err := a.untilStored(ctx, "prepare provider request", func(ctx context.Context) error {
+		ev, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, step+"/resp"))
+		if err == nil {
+			stored = &ev
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if !configured {
+			return nil
+		}
+		if ts, err = a.toolsFor(ctx, in.SessionID, in.ClientKeyID); err != nil {
+			return err
+		}
+		history, err := a.Store.History(ctx, in.SessionID)
+		if err != nil {
+			return err
+		}
+		if messages, err = json.Marshal(history); err != nil {
+			return fmt.Errorf("marshal history: %w", err)
+		}
+		tools = ts.json()
+		_, err = a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
+			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.request",
+			Payload: map[string]any{
+				"attempt": in.Attempt, "kind": kind, "provider": entry.Kind, "base_url": entry.EffectiveBaseURL(),
+				"model": entry.Model, "max_tokens": entry.MaxTokens, "messages": messages, "tools": tools,
+			},
+		})
+		return err
+	})
+	if err != nil {
+		return workflows.CallProviderResult{}, err
+	}
+	if stored != nil {
+		return a.storedAttempt(ctx, in, *stored)
+	}
+	if !configured {
 		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
-	}
-	ts, err := a.toolsFor(ctx, in.SessionID, in.ClientKeyID)
-	if err != nil {
-		return workflows.CallProviderResult{}, err
-	}
-	history, err := a.Store.History(ctx, in.SessionID)
-	if err != nil {
-		return workflows.CallProviderResult{}, err
-	}
-	messages, err := json.Marshal(history)
-	if err != nil {
-		return workflows.CallProviderResult{}, fmt.Errorf("marshal history: %w", err)
-	}
-	tools := ts.json()
-	if _, err := a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
-		IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.request",
-		Payload: map[string]any{
-			"attempt": in.Attempt, "kind": kind, "provider": entry.Kind, "base_url": entry.EffectiveBaseURL(),
-			"model": entry.Model, "max_tokens": entry.MaxTokens, "messages": json.RawMessage(messages), "tools": tools,
-		},
-	}); err != nil {
-		return workflows.CallProviderResult{}, err
 	}
 
 	lookup := a.Lookup
@@ -149,7 +166,10 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 			Payload: map[string]any{"reason": "provider_call_failed", "provider": prov, "detail": detail},
 		})
 	}
-	if _, err := a.Store.AppendEvents(ctx, in.SessionID, evs...); err != nil {
+	if err := a.untilStored(ctx, "store provider failure", func(ctx context.Context) error {
+		_, err := a.Store.AppendEvents(ctx, in.SessionID, evs...)
+		return err
+	}); err != nil {
 		return workflows.CallProviderResult{}, err
 	}
 	a.logger(ctx, in.TurnID).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
@@ -166,16 +186,20 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	if status == 0 {
 		status = 200
 	}
-	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		all := append([]store.NewEvent{{
-			IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
-			Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": kindName, "ok": true, "status": status, "body": resp.Raw},
-		}}, evs...)
-		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
+	// The answer is kept while the database is away: it is stored when the
+	// database is back, never fetched again from the provider.
+	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
+		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
+			all := append([]store.NewEvent{{
+				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
+				Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": kindName, "ok": true, "status": status, "body": resp.Raw},
+			}}, evs...)
+			if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
+				return err
+			}
+			_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
 			return err
-		}
-		_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
-		return err
+		})
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
@@ -238,14 +262,18 @@ func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProvide
 	if !p.OK {
 		return workflows.CallProviderResult{OK: false}, nil
 	}
-	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
-	if err != nil {
-		return workflows.CallProviderResult{}, fmt.Errorf("load stored assistant message: %w", err)
-	}
-	ts, err := a.toolsFor(ctx, in.SessionID, in.ClientKeyID)
-	if err != nil {
-		return workflows.CallProviderResult{}, err
-	}
-	res, _ := classifyAssistant(in, msg.Content, ts)
-	return res, nil
+	var res workflows.CallProviderResult
+	err := a.untilStored(ctx, "load stored provider answer", func(ctx context.Context) error {
+		msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+		if err != nil {
+			return fmt.Errorf("load stored assistant message: %w", err)
+		}
+		ts, err := a.toolsFor(ctx, in.SessionID, in.ClientKeyID)
+		if err != nil {
+			return err
+		}
+		res, _ = classifyAssistant(in, msg.Content, ts)
+		return nil
+	})
+	return res, err
 }

@@ -111,9 +111,8 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		return res, err
 	}
 	a.Metrics.ToolLatency(ctx, workflows.DispatchSubagent, time.Since(started))
-	_, err = a.Store.AppendEvents(ctx, in.SessionID,
+	return res, a.storeToolOutcome(ctx, in,
 		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
-	return res, err
 }
 
 func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {

@@ -47,6 +47,36 @@ func (a *Activities) event(in workflows.ToolCallInput, step, typ string, payload
 	return store.NewEvent{IdemKey: idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/"+step), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: typ, Payload: payload}
 }
 
+// toolPrologue runs the database steps before a server-side tool's side
+// effect, waiting out a database outage: it reports done when the call's
+// result is already logged (a retry after the outcome was stored), and
+// otherwise loads the tool input and logs the request event built from it.
+func (a *Activities) toolPrologue(ctx context.Context, in workflows.ToolCallInput, request func(input json.RawMessage) store.NewEvent) (json.RawMessage, bool, error) {
+	var input json.RawMessage
+	var done bool
+	err := a.untilStored(ctx, "prepare tool call", func(ctx context.Context) error {
+		var err error
+		if done, err = a.recorded(ctx, in); err != nil || done {
+			return err
+		}
+		if input, err = a.toolInput(ctx, in); err != nil {
+			return err
+		}
+		_, err = a.Store.AppendEvents(ctx, in.SessionID, request(input))
+		return err
+	})
+	return input, done, err
+}
+
+// storeToolOutcome logs a tool's response and result events, waiting out a
+// database outage so that the side effect already done is not repeated.
+func (a *Activities) storeToolOutcome(ctx context.Context, in workflows.ToolCallInput, evs ...store.NewEvent) error {
+	return a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
+		_, err := a.Store.AppendEvents(ctx, in.SessionID, evs...)
+		return err
+	})
+}
+
 func textContent(s string) json.RawMessage {
 	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": s}})
 	return b
@@ -61,17 +91,13 @@ func nullIfEmpty(s string) any {
 
 // CallMCPTool dispatches one tool_use to its MCP server.
 func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
-	if done, err := a.recorded(ctx, in); err != nil || done {
-		return err
-	}
-	input, err := a.toolInput(ctx, in)
-	if err != nil {
-		return err
-	}
 	server := nullIfEmpty(in.Call.Server)
-	if _, err := a.Store.AppendEvents(ctx, in.SessionID, a.event(in, "req", "mcp.request", map[string]any{
-		"method": "tools/call", "server_name": server, "tool": in.Call.Name, "input": input,
-	})); err != nil {
+	input, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
+		return a.event(in, "req", "mcp.request", map[string]any{
+			"method": "tools/call", "server_name": server, "tool": in.Call.Name, "input": input,
+		})
+	})
+	if err != nil || done {
 		return err
 	}
 	var response map[string]any
@@ -111,11 +137,10 @@ func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput
 			response = map[string]any{"server_name": server, "ok": !isErr, "result": result}
 		}
 	}
-	_, err = a.Store.AppendEvents(ctx, in.SessionID,
+	return a.storeToolOutcome(ctx, in,
 		a.event(in, "resp", "mcp.response", response),
 		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "mcp", "server_name": server, "is_error": isErr, "content": content}),
 	)
-	return err
 }
 
 // renderExec renders a sandbox exec result as tool_result content: stdout,
@@ -140,27 +165,28 @@ func renderExec(r ExecResult) json.RawMessage {
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
 // remote sandbox.
 func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) error {
-	if done, err := a.recorded(ctx, in); err != nil || done {
+	var command string
+	var hasCmd bool
+	_, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
+		var parsed map[string]any
+		_ = json.Unmarshal(input, &parsed)
+		command, hasCmd = parsed["command"].(string)
+		var cmdField any
+		if hasCmd {
+			cmdField = command
+		}
+		return a.event(in, "req", "sandbox.request", map[string]any{
+			"tool": in.Call.Name, "input": input, "command": cmdField,
+		})
+	})
+	if err != nil || done {
 		return err
 	}
-	input, err := a.toolInput(ctx, in)
-	if err != nil {
+	var sb *store.SandboxState
+	if err := a.untilStored(ctx, "read sandbox", func(ctx context.Context) error {
+		sb, err = a.Store.Sandbox(ctx, in.SessionID)
 		return err
-	}
-	var parsed map[string]any
-	_ = json.Unmarshal(input, &parsed)
-	command, hasCmd := parsed["command"].(string)
-	var cmdField any
-	if hasCmd {
-		cmdField = command
-	}
-	if _, err := a.Store.AppendEvents(ctx, in.SessionID, a.event(in, "req", "sandbox.request", map[string]any{
-		"tool": in.Call.Name, "input": input, "command": cmdField,
-	})); err != nil {
-		return err
-	}
-	sb, err := a.Store.Sandbox(ctx, in.SessionID)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	var evs []store.NewEvent
@@ -206,6 +232,5 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		a.event(in, "resp", "sandbox.response", response),
 		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "sandbox", "is_error": isErr, "content": content}),
 	)
-	_, err = a.Store.AppendEvents(ctx, in.SessionID, evs...)
-	return err
+	return a.storeToolOutcome(ctx, in, evs...)
 }

@@ -39,6 +39,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	r.Use(requestLog(d.log()))
 	r.Use(limitAuthFailures(d.authLimiter()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Get("/readyz", d.readyz)
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.requireAdmin)
 		r.Post("/profiles", a.h(a.createProfile))

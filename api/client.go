@@ -26,6 +26,7 @@ func ClientRouter(d *Deps) http.Handler {
 	r.Use(limitAuthFailures(d.authLimiter()))
 	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Get("/readyz", d.readyz)
 	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"version": d.Version, "api_versions": []string{"v1"}})
 	})

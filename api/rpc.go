@@ -22,11 +22,35 @@ func NewRPCError(code int, format string, args ...any) *RPCError {
 	return wire.Errorf(code, format, args...)
 }
 
-// ndjson writes newline-delimited JSON-RPC objects, flushing each.
+// ndjson writes newline-delimited JSON-RPC objects, flushing each. The 200
+// status goes out with the first object or an explicit open, not before: a
+// method that stores something opens the stream only once it is stored, so a
+// client that sees the stream open knows its request took effect.
 type ndjson struct {
-	mu  sync.Mutex
-	w   http.ResponseWriter
-	err error
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	err    error
+	opened bool
+}
+
+// open sends the 200 status and headers now.
+func (s *ndjson) open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.openLocked()
+}
+
+func (s *ndjson) openLocked() {
+	if s.opened {
+		return
+	}
+	s.opened = true
+	s.w.Header().Set("Content-Type", "application/x-ndjson")
+	s.w.Header().Set("Cache-Control", "no-store")
+	s.w.WriteHeader(http.StatusOK)
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (s *ndjson) write(v any) error {
@@ -35,6 +59,7 @@ func (s *ndjson) write(v any) error {
 	if s.err != nil {
 		return s.err
 	}
+	s.openLocked()
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -101,13 +126,9 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 	out := &ndjson{w: w}
+	// A method that writes nothing (a notification) still answers 200.
+	defer out.open()
 
 	env, bad := wire.ParseEnvelope(body)
 	if bad != nil {
@@ -119,16 +140,24 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	// Every method shares one route, so the request span names the method
 	// and the session (a no-op when tracing is off).
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.Method), attribute.String("bae.session.id", sess.ID))
+	if env.Method != methodSendMessage {
+		// Only sendMessage stores before it answers (see ndjson); every
+		// other method's stream opens at once, as clients expect.
+		out.open()
+	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, out: out, r: r,
 		log: c.log().With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }
 
+// methodSendMessage is the one method that stores before its stream opens.
+const methodSendMessage = "session.sendMessage"
+
 func (c *clientAPI) dispatch(call *rpcCall) {
 	switch call.method {
 	case "session.registerDriver":
 		c.registerDriver(call)
-	case "session.sendMessage":
+	case methodSendMessage:
 		c.sendMessage(call)
 	case "session.subscribe":
 		c.subscribe(call)

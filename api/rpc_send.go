@@ -39,6 +39,9 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
+	// Stored: the turn will run even if this server dies now (the orphan
+	// sweep resubmits it), so the stream may open.
+	call.out.open()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
 
@@ -155,7 +158,12 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			return
 		}
 	}
-	events, lerr := c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
+	var events []store.Event
+	lerr := waitForStore(ctx, func(ctx context.Context) error {
+		var err error
+		events, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
+		return err
+	})
 	if lerr != nil {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
@@ -176,8 +184,12 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			}
 		}
 	}
-	if res.Outcome == workflows.OutcomeRejected {
+	switch res.Outcome {
+	case workflows.OutcomeRejected:
 		call.fail(&RPCError{Code: res.ErrorCode, Message: res.ErrorMessage})
+		return
+	case workflows.OutcomeFailed:
+		call.fail(NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep))
 		return
 	}
 	message := providerUnavailable

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -39,7 +40,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		}
 		// Replay the backlog without the lag rule.
 		for {
-			evs, err := c.Store.EventsAfter(ctx, call.sess.ID, cursor, 200)
+			evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, 200)
 			if err != nil {
 				return
 			}
@@ -63,7 +64,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	for {
-		evs, err := c.Store.EventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)
+		evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)
 		if err != nil {
 			return
 		}
@@ -78,7 +79,12 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			cursor = e.Seq
 		}
 		if len(evs) == 0 {
-			sess, err := c.Store.GetSession(ctx, call.sess.ID)
+			var sess store.Session
+			err := waitForStore(ctx, func(ctx context.Context) error {
+				var err error
+				sess, err = c.Store.GetSession(ctx, call.sess.ID)
+				return err
+			})
 			if err != nil || sess.State != store.StateOpen {
 				return // the session ended: its stream ends too
 			}
@@ -100,4 +106,16 @@ func (c *clientAPI) unsubscribe(call *rpcCall) {
 		return
 	}
 	call.result(map[string]any{"unsubscribed": true})
+}
+
+// eventsAfter reads the log from a sequence, waiting out a database outage
+// so a live stream resumes where it was instead of ending.
+func (c *clientAPI) eventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+	var evs []store.Event
+	err := waitForStore(ctx, func(ctx context.Context) error {
+		var err error
+		evs, err = c.Store.EventsAfter(ctx, sessionID, after, limit)
+		return err
+	})
+	return evs, err
 }

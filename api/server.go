@@ -22,6 +22,8 @@ type Engine interface {
 	// RestartSession starts a new workflow run for an open session whose
 	// workflow is gone.
 	RestartSession(ctx context.Context, sessionID, profileID string) error
+	// Ready reports whether Temporal answers.
+	Ready(ctx context.Context) error
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -175,4 +176,69 @@ func (s *Store) SetSandbox(ctx context.Context, sessionID string, sb *SandboxSta
 		return ErrSandboxBusy
 	}
 	return nil
+}
+
+// RepairConversationTx takes a failed turn's messages out of the
+// conversation (turnID may be empty), then drops whole turns from the end
+// until the conversation ends cleanly: empty, or with an assistant message
+// that asks for no tool. A turn that died half-way (an outage past every
+// budget, a lost workflow) therefore never leaves two user messages in a row
+// or a tool_use without its tool_result for the next provider call. Events
+// stay in the log; only the provider-facing conversation changes. It returns
+// the turns removed.
+func RepairConversationTx(ctx context.Context, tx pgx.Tx, sessionID, turnID string) ([]string, error) {
+	var removed []string
+	drop := func(turn string) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM session_messages WHERE session_id = $1 AND starts_with(idem_key, $2)`, sessionID, turn+"/")
+		if err != nil {
+			return fmt.Errorf("remove turn %s from conversation: %w", turn, err)
+		}
+		if tag.RowsAffected() > 0 {
+			removed = append(removed, turn)
+		}
+		return nil
+	}
+	if turnID != "" {
+		if err := drop(turnID); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		var key, role string
+		var content []byte
+		err := tx.QueryRow(ctx, `SELECT idem_key, role, content FROM session_messages WHERE session_id = $1 ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&key, &role, &content)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return removed, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read conversation tail: %w", err)
+		}
+		if role == "assistant" && !asksForTool(content) {
+			return removed, nil
+		}
+		turn, _, _ := strings.Cut(key, "/")
+		if err := drop(turn); err != nil {
+			return nil, err
+		}
+		if len(removed) == 0 || removed[len(removed)-1] != turn {
+			// Keys without a turn prefix are not ours to drop.
+			return removed, fmt.Errorf("conversation tail %q does not belong to a turn", key)
+		}
+	}
+}
+
+// asksForTool reports whether message content holds a tool_use block.
+func asksForTool(content json.RawMessage) bool {
+	var blocks []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return false
+	}
+	for _, b := range blocks {
+		if b.Type == "tool_use" {
+			return true
+		}
+	}
+	return false
 }

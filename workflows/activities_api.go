@@ -99,11 +99,15 @@ type FinishIterationResult struct {
 	Paused bool
 }
 
-// FailTurnInput ends a turn and the session in error.
+// FailTurnInput ends a turn in failure. For ReasonTurnFailed the session
+// stays open and the turn's messages leave the conversation; for the other
+// reasons the session moves to error.
 type FailTurnInput struct {
 	TurnRef
 	Reason   string
 	Attempts int
+	// Step is the activity that failed (ReasonTurnFailed).
+	Step string `json:",omitempty"`
 }
 
 // CleanupInput releases a session's server-side resources at its end.

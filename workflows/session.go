@@ -133,7 +133,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	}
 	s.turns++
 	s.runTurns++
-	res, err := runTurn(ctx, begin, s.p.HeartbeatTimeout, func(l SubagentLaunch) { s.launch(ctx, l) })
+	res, err := runTurn(ctx, begin, turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -12,13 +13,32 @@ type turnResult struct {
 	sessionEnded bool
 }
 
+// turnOptions are the session-wide settings every turn's steps use.
+type turnOptions struct {
+	// heartbeat bounds how long a lost worker holds a provider or tool call.
+	heartbeat time.Duration
+	// dbBudget is how long a database step waits out an outage.
+	dbBudget time.Duration
+}
+
+func (o turnOptions) withDefaults() turnOptions {
+	if o.heartbeat <= 0 {
+		o.heartbeat = 10 * time.Second
+	}
+	if o.dbBudget <= 0 {
+		o.dbBudget = 10 * time.Minute
+	}
+	return o
+}
+
 // dbActivity options: short PostgreSQL transactions, run as local activities
-// (no extra task round-trip) and retried until the database answers.
-func dbCtx(ctx workflow.Context) workflow.Context {
+// (no extra task round-trip) and retried until the database answers, for up
+// to the database budget.
+func dbCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// Schedule-to-close bounds the retries too; without it one slow
 		// attempt would use up the whole budget.
-		ScheduleToCloseTimeout: 10 * time.Minute,
+		ScheduleToCloseTimeout: o.dbBudget,
 		StartToCloseTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    100 * time.Millisecond,
@@ -32,10 +52,14 @@ func dbCtx(ctx workflow.Context) workflow.Context {
 // transport failures before it counts as failed.
 const ProviderAttempts = 3
 
-func providerCtx(ctx workflow.Context, hb time.Duration) workflow.Context {
+// providerCtx: one attempt of the fallback walk. Its database steps wait out
+// an outage inside the attempt (the activity heartbeats meanwhile), so the
+// attempt's time bound includes the database budget before and after the
+// call; the retry policy covers only provider transport errors.
+func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    hb,
+		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
+		HeartbeatTimeout:    o.heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    250 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -45,14 +69,14 @@ func providerCtx(ctx workflow.Context, hb time.Duration) workflow.Context {
 	})
 }
 
-func toolCtx(ctx workflow.Context, call ToolCall, hb time.Duration) workflow.Context {
+func toolCtx(ctx workflow.Context, call ToolCall, o turnOptions) workflow.Context {
 	timeout := 5 * time.Minute
 	if call.Dispatch == DispatchSubagent {
 		timeout = 2 * time.Minute
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    3 * hb,
+		StartToCloseTimeout: timeout + 2*o.dbBudget,
+		HeartbeatTimeout:    3 * o.heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -62,19 +86,36 @@ func toolCtx(ctx workflow.Context, call ToolCall, hb time.Duration) workflow.Con
 	})
 }
 
-// runTurn orchestrates one turn: record the client's message, walk the
-// providers, dispatch server-side tools, and loop until a final answer, a
-// pause for client tools, a provider failure, or the iteration cap.
 // launchFn starts a remote subagent's background run.
 type launchFn func(SubagentLaunch)
 
-func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch launchFn) (turnResult, error) {
-	if hb <= 0 {
-		hb = 10 * time.Second
+// runTurn orchestrates one turn: record the client's message, walk the
+// providers, dispatch server-side tools, and loop until a final answer, a
+// pause for client tools, a provider failure, or the iteration cap. A step
+// that fails past its retries ends the turn as OutcomeFailed, logged and
+// taken out of the conversation, so the session can go on.
+func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
+	o = o.withDefaults()
+	res, err := turnSteps(ctx, in, o, launch)
+	if err == nil || temporal.IsCanceledError(err) {
+		return res, err
 	}
+	step := "unknown"
+	var ae *temporal.ActivityError
+	if errors.As(err, &ae) {
+		step = ae.ActivityType().GetName()
+	}
+	workflow.GetLogger(ctx).Error("turn step failed past its retries", "turn_id", in.TurnID, "step", step, "error", err)
+	if ferr := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, FailTurnInput{TurnRef: in.TurnRef, Reason: ReasonTurnFailed, Step: step}).Get(ctx, nil); ferr != nil {
+		return turnResult{}, err
+	}
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step}}, nil
+}
+
+func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
 	ref := in.TurnRef
 	var begin BeginTurnResult
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx), ActBeginTurn, in).Get(ctx, &begin); err != nil {
+	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActBeginTurn, in).Get(ctx, &begin); err != nil {
 		return turnResult{}, err
 	}
 	if begin.Outcome != "" {
@@ -84,7 +125,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch l
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
 			res = CallProviderResult{}
-			if err := workflow.ExecuteActivity(providerCtx(ctx, hb), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
+			if err := workflow.ExecuteActivity(providerCtx(ctx, o), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
 				return turnResult{}, err
 			}
 			if res.OK {
@@ -92,7 +133,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch l
 			}
 		}
 		if !res.OK {
-			return failTurn(ctx, FailTurnInput{TurnRef: ref, Reason: "all_providers_failed", Attempts: len(begin.Providers)})
+			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
 		}
 		if res.Final {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted}}, nil
@@ -110,7 +151,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch l
 				continue // client tools run in the harness
 			}
 			var tr ToolCallResult
-			if err := workflow.ExecuteActivity(toolCtx(ctx, call, hb), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, &tr); err != nil {
+			if err := workflow.ExecuteActivity(toolCtx(ctx, call, o), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, &tr); err != nil {
 				return turnResult{}, err
 			}
 			if tr.Launch != nil && launch != nil {
@@ -118,18 +159,18 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, hb time.Duration, launch l
 			}
 		}
 		var fin FinishIterationResult
-		if err := workflow.ExecuteLocalActivity(dbCtx(ctx), ActFinishIteration, FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls}).Get(ctx, &fin); err != nil {
+		if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFinishIteration, FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls}).Get(ctx, &fin); err != nil {
 			return turnResult{}, err
 		}
 		if fin.Paused {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomePaused}}, nil
 		}
 	}
-	return failTurn(ctx, FailTurnInput{TurnRef: ref, Reason: "loop_limit"})
+	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonLoopLimit})
 }
 
-func failTurn(ctx workflow.Context, in FailTurnInput) (turnResult, error) {
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx), ActFailTurn, in).Get(ctx, nil); err != nil {
+func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult, error) {
+	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, in).Get(ctx, nil); err != nil {
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed}, sessionEnded: true}, nil

@@ -32,6 +32,17 @@ const (
 	OutcomePaused          = "paused"
 	OutcomeProvidersFailed = "providers_failed"
 	OutcomeRejected        = "rejected"
+	// OutcomeFailed: a step of the turn failed past its retries. The turn's
+	// session.error is logged, its messages are taken out of the
+	// conversation, and the session stays open.
+	OutcomeFailed = "failed"
+)
+
+// Reasons a turn ends in failure (the session.error reason).
+const (
+	ReasonAllProvidersFailed = "all_providers_failed"
+	ReasonLoopLimit          = "loop_limit"
+	ReasonTurnFailed         = "turn_failed"
 )
 
 // SessionParams starts (or continues) a Session workflow.
@@ -45,6 +56,10 @@ type SessionParams struct {
 	// HeartbeatTimeout bounds how long a lost worker holds a provider or
 	// tool activity before Temporal retries it elsewhere (0 = 10s).
 	HeartbeatTimeout time.Duration
+	// DBRetryBudget bounds how long each database step of a turn waits out
+	// a database outage (0 = 10 minutes for the workflow's own steps; the
+	// worker's setting for activities).
+	DBRetryBudget time.Duration
 	// TurnsPerRun bounds history growth: the workflow continues as new
 	// after this many turns (0 = 200).
 	TurnsPerRun int
@@ -80,6 +95,8 @@ type TurnResult struct {
 	Outcome      string
 	ErrorCode    int    `json:",omitempty"`
 	ErrorMessage string `json:",omitempty"`
+	// FailedStep names the activity that failed, for OutcomeFailed.
+	FailedStep string `json:",omitempty"`
 }
 
 // CloseInput is the Close update argument.

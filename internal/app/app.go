@@ -109,7 +109,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		defer tc.Close()
 	}
-	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Log: log}
+	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, DBRetryBudget: cfg.DBRetryBudget, Log: log}
 	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
 
 	hub := live.New(st.Pool, log)
@@ -123,7 +123,8 @@ func Run(ctx context.Context, opts Options) error {
 	acts := &activities.Activities{
 		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
-		Cleaners: []activities.Cleaner{subagentCleaner{st}, svc.tools, mcpCleaner{pool: st.Pool}},
+		Cleaners:      []activities.Cleaner{subagentCleaner{st}, svc.tools, mcpCleaner{pool: st.Pool}},
+		DBRetryBudget: cfg.DBRetryBudget,
 	}
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,

@@ -17,6 +17,9 @@ const (
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultTurnTimeout      = 120 * time.Second
 	DefaultHeartbeatTimeout = 10 * time.Second
+	// DefaultDBRetryBudget is how long each database step of a turn waits
+	// out a database outage before the turn fails.
+	DefaultDBRetryBudget = 5 * time.Minute
 	// DefaultAuthFailureLimit is how many failed authentications per
 	// minute one client address may make before getting 429s.
 	DefaultAuthFailureLimit  = 30
@@ -48,6 +51,9 @@ type Server struct {
 	// worker is held before Temporal retries it on another
 	// (BAE_ACTIVITY_HEARTBEAT_TIMEOUT).
 	HeartbeatTimeout time.Duration
+	// DBRetryBudget is BAE_DB_RETRY_BUDGET: how long each database step of
+	// a turn (begin, each event append, finish) waits out an outage.
+	DBRetryBudget time.Duration
 	// AuthFailureLimit is BAE_AUTH_FAILURE_LIMIT: failed authentications
 	// per minute per client address before 429 (0 disables the limit).
 	AuthFailureLimit  int
@@ -115,6 +121,12 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	}
 	if s.HeartbeatTimeout, err = parseTimeout("BAE_ACTIVITY_HEARTBEAT_TIMEOUT", get("BAE_ACTIVITY_HEARTBEAT_TIMEOUT", ""), DefaultHeartbeatTimeout); err != nil {
 		return Server{}, err
+	}
+	if s.DBRetryBudget, err = parseTimeout("BAE_DB_RETRY_BUDGET", get("BAE_DB_RETRY_BUDGET", ""), DefaultDBRetryBudget); err != nil {
+		return Server{}, err
+	}
+	if s.DBRetryBudget == 0 {
+		return Server{}, invalidf("BAE_DB_RETRY_BUDGET: %q must be greater than zero", get("BAE_DB_RETRY_BUDGET", ""))
 	}
 	if s.TurnTimeout, err = parseTimeout("BAE_TURN_TIMEOUT", get("BAE_TURN_TIMEOUT", ""), DefaultTurnTimeout); err != nil {
 		return Server{}, err

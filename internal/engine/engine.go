@@ -25,7 +25,9 @@ type Engine struct {
 	TurnTimeout time.Duration
 	// HeartbeatTimeout is passed to new sessions (0 = workflow default).
 	HeartbeatTimeout time.Duration
-	Log              *slog.Logger
+	// DBRetryBudget is passed to new sessions (0 = workflow default).
+	DBRetryBudget time.Duration
+	Log           *slog.Logger
 	// UseSearchAttributes is set by EnsureSearchAttributes when the
 	// namespace has (or accepted) the custom attributes.
 	UseSearchAttributes bool
@@ -113,8 +115,17 @@ func (e *Engine) start(ctx context.Context, sessionID, profileID string, memo ma
 	}
 	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
 		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
+		DBRetryBudget: e.DBRetryBudget,
 	})
 	return err
+}
+
+// Ready reports whether the Temporal frontend answers.
+func (e *Engine) Ready(ctx context.Context) error {
+	if _, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fmt.Errorf("temporal health check: %w", err)
+	}
+	return nil
 }
 
 // SendMessage submits a SendMessage update and waits for the turn result.

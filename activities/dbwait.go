@@ -1,0 +1,58 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/bae-go/bae-go/store"
+)
+
+// DefaultDBRetryBudget is how long an activity waits out a database outage
+// when Activities.DBRetryBudget is unset.
+const DefaultDBRetryBudget = 5 * time.Minute
+
+// untilStored runs fn, repeating it while the database is unavailable, for
+// up to the retry budget. It is what lets a turn ride out a database outage
+// inside one activity attempt: the attempt's provider answer or tool output
+// is kept in memory and stored once the database is back, instead of the
+// attempt failing and Temporal re-running the side effect. fn must be
+// idempotent (every store write here is keyed).
+func (a *Activities) untilStored(ctx context.Context, what string, fn func(context.Context) error) error {
+	budget := a.DBRetryBudget
+	if budget <= 0 {
+		budget = DefaultDBRetryBudget
+	}
+	deadline := time.Now().Add(budget)
+	wait := 100 * time.Millisecond
+	warned := false
+	for {
+		err := fn(ctx)
+		if err == nil || !store.Unavailable(err) {
+			if warned && err == nil {
+				a.logger(ctx, "").Info("database is back", "step", what)
+			}
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%s: database unavailable for %s: %w", what, budget, err)
+		}
+		if !warned {
+			a.logger(ctx, "").Warn("database unavailable; waiting", "step", what, "budget", budget, "err", err)
+			warned = true
+		}
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(wait):
+		}
+		if wait < 2*time.Second {
+			wait *= 2
+		}
+	}
+}
