@@ -318,7 +318,12 @@ func (a *adminAPI) revokeKey(w http.ResponseWriter, r *http.Request) *Problem {
 		return internalError(a.log(), err)
 	}
 	for _, sid := range closed {
-		if err := a.Engine.CloseSession(r.Context(), sid, workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: id}); err != nil {
+		sess, err := a.Store.GetSession(r.Context(), sid)
+		if err != nil {
+			a.log().Warn("read revoked session", "session_id", sid, "err", err)
+			continue
+		}
+		if err := a.Engine.CloseSession(r.Context(), sessionRef(sess), workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: id}); err != nil {
 			a.log().Warn("close revoked session workflow", "session_id", sid, "err", err)
 		}
 		_ = live.Publish(r.Context(), a.Store.Pool, "closed:"+sid)

@@ -341,13 +341,8 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 			return internalError(c.log(), err)
 		}
 	}
-	if err := c.Engine.StartSession(ctx, sess.ID, profile.ID, body.ClientVersion); err != nil {
-		if c.MCP != nil {
-			c.MCP.CloseSession(sess.ID) // no workflow will ever clean these up
-		}
-		_, _, _ = c.Store.EndSession(ctx, sess.ID, store.StateError)
-		return internalError(c.log(), fmt.Errorf("start session workflow: %w", err))
-	}
+	// The session's workflow starts with its first message (or its close):
+	// an idle session costs Temporal nothing.
 	writeJSON(w, http.StatusCreated, map[string]any{"session_id": sess.ID, "session_key": secret, "profile": c.publicProfile(profile)})
 	return nil
 }
@@ -443,7 +438,7 @@ func (c *clientAPI) closeSession(w http.ResponseWriter, r *http.Request) *Proble
 	}
 	// Release server resources even for an already terminal session; the
 	// workflow's cleanup is idempotent.
-	if cerr := c.Engine.CloseSession(ctx, sess.ID, workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: sess.ClientKeyID}); cerr != nil {
+	if cerr := c.Engine.CloseSession(ctx, sessionRef(sess), workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: sess.ClientKeyID}); cerr != nil {
 		c.log().Warn("close session workflow", "session_id", sess.ID, "err", cerr)
 	}
 	if !ended {

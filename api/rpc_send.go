@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -56,15 +55,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
 		in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
-		res, err := c.Engine.SendMessage(uctx, call.sess.ID, in)
-		if errors.Is(err, workflows.ErrSessionGone) {
-			// Open in the store but no workflow (Temporal data lost, or
-			// ended out of band): start a new run and retry once.
-			c.log().Warn("session workflow missing; restarting it", "session_id", call.sess.ID)
-			if rerr := c.Engine.RestartSession(uctx, call.sess.ID, call.sess.ProfileID); rerr == nil {
-				res, err = c.Engine.SendMessage(uctx, call.sess.ID, in)
-			}
-		}
+		res, err := c.Engine.SendMessage(uctx, sessionRef(call.sess), in)
 		// Counted here, not in the relay, so a turn whose caller went away
 		// still counts. A rejected turn never ran.
 		if err == nil && res.Outcome != workflows.OutcomeRejected {

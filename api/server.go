@@ -16,12 +16,11 @@ import (
 
 // Engine is the API's view of the session workflows.
 type Engine interface {
-	StartSession(ctx context.Context, sessionID, profileID string, clientVersion *string) error
-	SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error)
-	CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error
-	// RestartSession starts a new workflow run for an open session whose
-	// workflow is gone.
-	RestartSession(ctx context.Context, sessionID, profileID string) error
+	// SendMessage runs a turn, starting the session's workflow if it is not
+	// running (a session's workflow starts with its first message).
+	SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error)
+	// CloseSession releases the session's waiters and server resources.
+	CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error
 	// Ready reports whether Temporal answers.
 	Ready(ctx context.Context) error
 }
@@ -112,4 +111,9 @@ func (d *Deps) log() *slog.Logger {
 		return slog.Default()
 	}
 	return d.Log
+}
+
+// sessionRef addresses a stored session's workflow.
+func sessionRef(s store.Session) workflows.SessionRef {
+	return workflows.SessionRef{ID: s.ID, ProfileID: s.ProfileID, ClientVersion: s.ClientVersion}
 }

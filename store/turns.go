@@ -73,6 +73,7 @@ func (s *Store) EventByIdem(ctx context.Context, sessionID, idemKey string) (Eve
 type OrphanTurn struct {
 	TurnID      string
 	SessionID   string
+	ProfileID   string
 	ClientKeyID string
 }
 
@@ -80,7 +81,7 @@ type OrphanTurn struct {
 // whose BeginTurn never ran, oldest first: their submission to the workflow
 // was lost (the server died between storing and the update's acceptance).
 func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit int) ([]OrphanTurn, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, t.client_key_id FROM turn_inputs t
+	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, s.profile_id, t.client_key_id FROM turn_inputs t
 		JOIN sessions s ON s.id = t.session_id
 		WHERE t.begin_result IS NULL AND s.state = 'open' AND t.created_at < now() - make_interval(secs => $1)
 		ORDER BY t.created_at LIMIT $2`, olderThan.Seconds(), limit)
@@ -89,7 +90,7 @@ func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit 
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OrphanTurn, error) {
 		var o OrphanTurn
-		err := r.Scan(&o.TurnID, &o.SessionID, &o.ClientKeyID)
+		err := r.Scan(&o.TurnID, &o.SessionID, &o.ProfileID, &o.ClientKeyID)
 		return o, err
 	})
 }

@@ -5,7 +5,6 @@
 package workflows
 
 import (
-	"errors"
 	"time"
 )
 
@@ -117,7 +116,10 @@ type ControlView struct {
 	Turns  int
 }
 
-// ErrSessionGone reports that a session's workflow no longer exists (its
-// Temporal history was lost or it was ended out of band) although the
-// session is still open in PostgreSQL.
-var ErrSessionGone = errors.New("session workflow not found")
+// SessionRef addresses a session's workflow: enough to start it if it is
+// not running.
+type SessionRef struct {
+	ID            string
+	ProfileID     string
+	ClientVersion *string
+}

@@ -32,15 +32,7 @@ func sweepOrphans(ctx context.Context, st *store.Store, eng *engine.Engine, log 
 		}
 		for _, o := range orphans {
 			in := workflows.SendMessageInput{TurnID: o.TurnID, ClientKeyID: o.ClientKeyID}
-			err := eng.ResubmitTurn(ctx, o.SessionID, in)
-			if err != nil && ctx.Err() == nil {
-				sess, serr := st.GetSession(ctx, o.SessionID)
-				if serr == nil && sess.State == store.StateOpen {
-					if rerr := eng.RestartSession(ctx, o.SessionID, sess.ProfileID); rerr == nil {
-						err = eng.ResubmitTurn(ctx, o.SessionID, in)
-					}
-				}
-			}
+			err := eng.ResubmitTurn(ctx, workflows.SessionRef{ID: o.SessionID, ProfileID: o.ProfileID}, in)
 			if err != nil {
 				log.Warn("could not resubmit a stored message", "session_id", o.SessionID, "turn_id", o.TurnID, "err", err)
 				continue

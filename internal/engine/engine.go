@@ -76,48 +76,49 @@ func (e *Engine) log() *slog.Logger {
 	return e.Log
 }
 
-// StartSession starts the session's workflow (id = session id).
-func (e *Engine) StartSession(ctx context.Context, sessionID, profileID string, clientVersion *string) error {
-	memo := map[string]any{"profile_id": profileID}
-	if clientVersion != nil {
-		memo["client_version"] = *clientVersion
+// startOperation is the start half of every update-with-start call: a
+// session's workflow starts on the first call that needs it (its first
+// message, or its close), so an open session with no turn yet costs Temporal
+// nothing, and a burst of opens adds no workflow tasks in front of other
+// sessions' turns. A run that is gone while the session is still open (its
+// history lost, or terminated by an operator) is started again the same way.
+func (e *Engine) startOperation(ref workflows.SessionRef) client.WithStartWorkflowOperation {
+	memo := map[string]any{"profile_id": ref.ProfileID}
+	if ref.ClientVersion != nil {
+		memo["client_version"] = *ref.ClientVersion
 	}
-	if err := e.start(ctx, sessionID, profileID, memo, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE); err != nil {
-		return fmt.Errorf("start session workflow: %w", err)
-	}
-	return nil
-}
-
-// RestartSession starts a fresh workflow run for a session that is open in
-// PostgreSQL but whose workflow is gone. Control state is rebuilt from the
-// store (a paused turn's stash lives there), so the session carries on.
-func (e *Engine) RestartSession(ctx context.Context, sessionID, profileID string) error {
-	memo := map[string]any{"profile_id": profileID, "restarted": true}
-	if err := e.start(ctx, sessionID, profileID, memo, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE); err != nil {
-		return fmt.Errorf("restart session workflow: %w", err)
-	}
-	return nil
-}
-
-func (e *Engine) start(ctx context.Context, sessionID, profileID string, memo map[string]any, reuse enumspb.WorkflowIdReusePolicy) error {
 	opts := client.StartWorkflowOptions{
-		ID:                       sessionID,
+		ID:                       ref.ID,
 		TaskQueue:                e.TaskQueue,
 		Memo:                     memo,
-		WorkflowIDReusePolicy:    reuse,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
 	if e.UseSearchAttributes {
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProfileID).ValueSet(profileID),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProfileID).ValueSet(ref.ProfileID),
 			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet("open"),
 		)
 	}
-	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.SessionWorkflow, workflows.SessionParams{
-		SessionID: sessionID, ProfileID: profileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes, HeartbeatTimeout: e.HeartbeatTimeout,
-		DBRetryBudget: e.DBRetryBudget,
+	return e.Client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflow, workflows.SessionParams{
+		SessionID: ref.ID, ProfileID: ref.ProfileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes,
+		HeartbeatTimeout: e.HeartbeatTimeout, DBRetryBudget: e.DBRetryBudget,
 	})
-	return err
+}
+
+// updateWithStart submits an update to the session's workflow, starting
+// the workflow first when it is not running, and waits for stage.
+func (e *Engine) updateWithStart(ctx context.Context, ref workflows.SessionRef, updateID, name string, arg any, stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {
+	return e.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: e.startOperation(ref),
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   ref.ID,
+			UpdateID:     updateID,
+			UpdateName:   name,
+			Args:         []any{arg},
+			WaitForStage: stage,
+		},
+	})
 }
 
 // Ready reports whether the Temporal frontend answers.
@@ -130,19 +131,9 @@ func (e *Engine) Ready(ctx context.Context) error {
 
 // SendMessage submits a SendMessage update and waits for the turn result.
 // The update id is the turn id, so a repeated submission is deduplicated.
-func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.TurnResult, error) {
-	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   sessionID,
-		UpdateID:     in.TurnID,
-		UpdateName:   workflows.UpdateSendMessage,
-		Args:         []any{in},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+func (e *Engine) SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error) {
+	h, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageCompleted)
 	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return workflows.TurnResult{}, fmt.Errorf("send message update: %w: %w", workflows.ErrSessionGone, err)
-		}
 		return workflows.TurnResult{}, fmt.Errorf("send message update: %w", err)
 	}
 	var res workflows.TurnResult
@@ -153,11 +144,17 @@ func (e *Engine) SendMessage(ctx context.Context, sessionID string, in workflows
 }
 
 // CloseSession tells the workflow its session ended and waits for cleanup.
-// A workflow that already finished is not an error.
-func (e *Engine) CloseSession(ctx context.Context, sessionID string, in workflows.CloseInput) error {
+// A session that never had a turn gets a workflow for this alone, so its
+// server resources (a sandbox started over RPC, MCP connections) are
+// released by the same cleanup as any other.
+func (e *Engine) CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := e.updateUnlessGone(ctx, sessionID, workflows.UpdateClose, in); err != nil {
+	h, err := e.updateWithStart(ctx, ref, "", workflows.UpdateClose, in, client.WorkflowUpdateStageCompleted)
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
 		return fmt.Errorf("close session update: %w", err)
 	}
 	return nil
@@ -193,15 +190,8 @@ func (e *Engine) updateUnlessGone(ctx context.Context, sessionID, name string, a
 // ResubmitTurn submits a stored message's SendMessage update again and
 // returns once the workflow accepted it. The update id is the turn id, so a
 // submission that is still alive is deduplicated, not doubled.
-func (e *Engine) ResubmitTurn(ctx context.Context, sessionID string, in workflows.SendMessageInput) error {
-	_, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   sessionID,
-		UpdateID:     in.TurnID,
-		UpdateName:   workflows.UpdateSendMessage,
-		Args:         []any{in},
-		WaitForStage: client.WorkflowUpdateStageAccepted,
-	})
-	if err != nil {
+func (e *Engine) ResubmitTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	if _, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageAccepted); err != nil {
 		return fmt.Errorf("resubmit turn %s: %w", in.TurnID, err)
 	}
 	return nil
