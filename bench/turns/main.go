@@ -251,7 +251,9 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		return rep, runErr
 	}
 	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
-	rep.Workflows.Expected = int64(o.idle + o.sessions)
+	// Idle sessions have no workflow: it starts with a session's first
+	// message.
+	rep.Workflows.Expected = int64(o.sessions)
 	rep.summarise(recs, st)
 	if ss, err := pg.storage(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("storage stats unavailable", "err", err)
@@ -479,8 +481,8 @@ func openAll(ctx context.Context, a *api, clientKey string, n, par int) ([]*sess
 	return out, nil
 }
 
-// openIdle opens the idle sessions, which stay open (workflows running,
-// drivers registered) through the measured run.
+// openIdle opens the idle sessions, which stay open (drivers registered,
+// no turn, so no workflow yet) through the measured run.
 func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o options) *idleReport {
 	ir := &idleReport{Requested: o.idle, ErrorKinds: map[string]int{}}
 	before := sampleMem("")
