@@ -148,6 +148,9 @@ func TestTurnRidesOutDatabaseOutage(t *testing.T) {
 	e.fake.Enqueue(fakeprovider.Text("after the outage").UntilReleased())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// An observer from the start of the session's log.
+	obs := e.srv.RPCStream(t, ctx, e.sid, e.sk, map[string]any{"jsonrpc": "2.0", "id": 9, "method": "session.subscribe", "params": map[string]any{"since_event_id": "evt_none"}})
+	defer obs.Close()
 	stream := e.srv.RPCStream(t, ctx, e.sid, e.sk, sendReq(1, "hold on"))
 	defer stream.Close()
 	select {
@@ -188,6 +191,16 @@ func TestTurnRidesOutDatabaseOutage(t *testing.T) {
 	}, eventCounts(t, e.srv, e.sid, e.sk))
 	r = testenv.Do(t, http.MethodGet, e.srv.ClientURL+"/readyz", "", nil)
 	assert.Equal(t, http.StatusOK, r.Status)
+
+	// The observer's stream stayed open through the outage and carries the
+	// whole log once, in order.
+	var observed []string
+	for len(observed) < 6 {
+		m := obs.Next(time.Minute)
+		require.NotNil(t, m, "the subscription survives the outage; so far %v", observed)
+		observed = append(observed, m["params"].(map[string]any)["event_type"].(string))
+	}
+	assert.Equal(t, []string{"session.open", "session.driver.register", "client.message.send", "provider.request", "provider.response", "server.message.send"}, observed)
 }
 
 // TestFailedTurnLeavesConsistentConversation: a turn whose step fails past
