@@ -62,7 +62,14 @@ func (w *stallWatch) run(ctx context.Context) {
 				w.closeStall(now)
 				continue
 			}
-			if w.inflight.Load() == 0 || now.Sub(lastChange) < w.after || !w.stalledAt.IsZero() {
+			if w.inflight.Load() == 0 {
+				// Nothing waits, so nothing stalls: the clock starts when
+				// turns are in flight again (not at the end of an idle-open
+				// phase that had none).
+				lastChange = now
+				continue
+			}
+			if now.Sub(lastChange) < w.after || !w.stalledAt.IsZero() {
 				continue
 			}
 			w.stalledAt = lastChange
