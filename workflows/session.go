@@ -237,6 +237,8 @@ func (s *session) cancelSubagent(ctx workflow.Context, id string) error {
 // is deterministic.
 func (s *session) cancelAllSubagents() {
 	ids := make([]string, 0, len(s.subagents))
+	// The ids are sorted below, so the map's order does not matter.
+	//workflowcheck:ignore
 	for id := range s.subagents {
 		ids = append(ids, id)
 	}

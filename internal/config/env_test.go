@@ -18,6 +18,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		ShutdownTimeout:   30 * time.Second,
 		TurnTimeout:       120 * time.Second,
 		HeartbeatTimeout:  10 * time.Second,
+		DBRetryBudget:     5 * time.Minute,
 		AuthFailureLimit:  30,
 		AdminKeyFile:      "bae-data/admin-key.pem",
 		AdminKeyHashFile:  "bae-data/admin-key-hash.pem",
@@ -40,6 +41,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_DATABASE_URL":                   "postgres://u@db/x",
 		"BAE_SHUTDOWN_TIMEOUT":               " 5 ",
 		"BAE_TURN_TIMEOUT":                   "500ms",
+		"BAE_DB_RETRY_BUDGET":                "90s",
 		"BAE_CONFIG":                         "/etc/bae-config.toml",
 		"BAE_DATA_DIR":                       "/data",
 		"BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH": "TRUE",
@@ -55,7 +57,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Server{
 		Addr: "127.0.0.1:9000", AdminAddr: "[::1]:9001", DatabaseURL: "postgres://u@db/x",
-		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, AuthFailureLimit: 30,
+		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, DBRetryBudget: 90 * time.Second, AuthFailureLimit: 30,
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
@@ -110,6 +112,7 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 		"BAE_TEMPORAL_PORT":     "70000",
 		"BAE_MAX_BODY_BYTES":    "4MiB",
 		"BAE_BODY_READ_TIMEOUT": "0",
+		"BAE_DB_RETRY_BUDGET":   "0",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
