@@ -11,7 +11,10 @@ import (
 
 // Defaults for the BAE_* environment variables.
 const (
-	DefaultAddr             = "0.0.0.0:8080"
+	DefaultAddr = "0.0.0.0:8080"
+	// DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for
+	// one machine: the client port stays on loopback.
+	DefaultDevAddr          = "127.0.0.1:8080"
 	DefaultAdminAddr        = "127.0.0.1:8081"
 	DefaultDatabaseURL      = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
 	DefaultShutdownTimeout  = 30 * time.Second
