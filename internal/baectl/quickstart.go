@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 const (
@@ -23,7 +24,7 @@ const (
 // quickstartCmd gets a fresh server to "an SDK can talk to it" in one step:
 // a profile on a configured provider (reused if it already exists) and a
 // new client key for it.
-func quickstartCmd(fs *flag.FlagSet) runFunc {
+func quickstartCmd(fs *pflag.FlagSet) runFunc {
 	provider := fs.String("provider", "", "provider registry `NAME` (default: the first entry of `baectl list providers`)")
 	profileName := fs.String("profile-name", defaultQuickstartName, "`NAME` of the profile to create or reuse")
 	tools := fs.String("tools", defaultQuickstartTools, "comma-separated client-side `TOOLS` the profile allows (empty: none)")
