@@ -113,6 +113,11 @@ func commands() []command {
 			summary: "Generate an admin key pair locally (no server call): admin-key.pem and admin-key-hash.pem."},
 		{path: "quickstart", setup: quickstartCmd,
 			summary: "Create (or reuse) a profile and a client key in one step, and print how to use them."},
+		{path: "setup", setup: setupCmd,
+			summary: "Write a runnable deployment (docker compose or a single baesrv dev process): an interactive wizard, no server call.\n" +
+				"It asks a few questions; Enter takes each default, and the defaults give a deployment that runs\n" +
+				"offline (the fake provider). Every question has a flag, and --yes asks nothing. It writes\n" +
+				"bae-config.toml, .env (mode 0600) and docker-compose.yml (compose) or bae-dev.sh (dev) into --dir."},
 	}
 }
 
