@@ -11,10 +11,7 @@ import (
 
 // Defaults for the BAE_* environment variables.
 const (
-	DefaultAddr = "0.0.0.0:8080"
-	// DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for
-	// one machine: the client port stays on loopback.
-	DefaultDevAddr          = "127.0.0.1:8080"
+	DefaultAddr             = "0.0.0.0:8080"
 	DefaultAdminAddr        = "127.0.0.1:8081"
 	DefaultDatabaseURL      = "postgres://postgres@127.0.0.1:5432/bae?sslmode=disable"
 	DefaultShutdownTimeout  = 30 * time.Second
@@ -36,6 +33,10 @@ const (
 	DefaultMaxBodyBytes      = 4 << 20
 	DefaultBodyReadTimeout   = 60 * time.Second
 )
+
+// DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for one
+// machine: the client port stays on loopback.
+const DefaultDevAddr = "127.0.0.1:8080"
 
 // Sandbox drivers accepted in BAE_SANDBOX_DRIVER.
 const (
