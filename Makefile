@@ -7,8 +7,11 @@ BIN := bin
 
 all: build
 
+## build: every command and example into bin/, with progress. baesrv is
+## built with the "dev" tag (embedded Temporal for `baesrv dev`); the
+## production image builds it without (see docs/operations.md).
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	GO=$(GO) BIN=$(BIN) ./scripts/build.sh
 
 ## dev: PostgreSQL + baesrv dev (embedded Temporal and its UI) in one process.
 dev: pg build
@@ -19,6 +22,7 @@ dev: pg build
 ## fuzz run after it mutates beyond the seeds (2s per target).
 test: pg test-deps
 	$(GO) vet ./...
+	$(GO) vet -tags dev ./cmd/baesrv
 	$(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
@@ -27,6 +31,7 @@ test-short: pg
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags dev ./cmd/baesrv
 
 pg:
 	./scripts/pg-up.sh

@@ -3,12 +3,14 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -157,7 +159,26 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.AvailableSandboxes, p = stringList("available_sandboxes", b.AvailableSandboxes); p != nil {
 		return in, p
 	}
+	// The primary is fatal at session open when missing, so a name the
+	// registry does not hold is refused here, where the typo is made.
+	// Fallbacks stay unchecked: a missing one is skipped at run time.
+	if _, ok := a.Config.Provider(*b.PrimaryProvider); !ok {
+		return in, unknownPrimary(*b.PrimaryProvider, a.Config)
+	}
 	return in, nil
+}
+
+func unknownPrimary(name string, f *config.File) *Problem {
+	var names []string
+	for _, p := range f.ProvidersView() {
+		names = append(names, p.Name)
+	}
+	configured := "none: bae-config.toml has no [[providers.entries]]"
+	if len(names) > 0 {
+		configured = "configured: " + strings.Join(names, ", ")
+	}
+	return unprocessable("primary_provider_unavailable",
+		fmt.Sprintf("primary_provider %q is not in the provider registry (%s)", name, configured))
 }
 
 func profileView(p store.Profile) map[string]any {

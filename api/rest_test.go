@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/store"
 )
 
 const providersTOML = `
@@ -141,7 +143,14 @@ func TestOpenSessionChecksAndAudit(t *testing.T) {
 	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, first["created_at"])
 
 	// A primary provider missing from the registry: 422 plus an audit row.
-	pid2 := s.Profile(t, map[string]any{"name": "broken", "primary_provider": "nope"})
+	// The admin API refuses such a profile, so write it the way a config
+	// change after the write leaves it: straight into the store.
+	st, err := store.Open(context.Background(), s.DatabaseURL, store.Options{MaxConns: 1})
+	require.NoError(t, err)
+	broken, err := st.CreateProfile(context.Background(), store.ProfileInput{Name: "broken", PrimaryProvider: "nope"})
+	st.Close()
+	require.NoError(t, err)
+	pid2 := broken.ID
 	_, key2 := s.Key(t, pid2)
 	r = s.Client(t, http.MethodPost, "/api/v1/sessions", key2, nil)
 	assert.Equal(t, http.StatusUnprocessableEntity, r.Status)
@@ -283,8 +292,19 @@ func TestProfilesAndKeysAdmin(t *testing.T) {
 		assert.Equal(t, 400, r.Status, "%v", b)
 		assert.Equal(t, "bad_request", problemType(r))
 	}
+	// A primary provider the registry does not hold is refused, on create
+	// and on replace, naming what is configured.
+	r := s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "newp", "primary_provider": "nosuchprovider"})
+	assert.Equal(t, 422, r.Status)
+	assert.Equal(t, "primary_provider_unavailable", problemType(r))
+	assert.Equal(t, `primary_provider "nosuchprovider" is not in the provider registry (configured: main)`, r.Body["detail"])
+	assert.Equal(t, float64(422), r.Body["status"])
+
 	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "main"})
-	r := s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "main", "primary_provider": "main"})
+	r = s.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "main", "primary_provider": "nosuchprovider"})
+	assert.Equal(t, 422, r.Status)
+	assert.Equal(t, "primary_provider_unavailable", problemType(r))
+	r = s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "main", "primary_provider": "main"})
 	assert.Equal(t, 409, r.Status)
 	assert.Equal(t, "duplicate_name", problemType(r))
 

@@ -12,5 +12,5 @@ if [ -z "${BAE_CONFIG:-}" ]; then
     trap 'kill $FAKE_PID 2>/dev/null || true' EXIT
   fi
 fi
-echo "dev: config $BAE_CONFIG; client API http://127.0.0.1:8080, admin http://127.0.0.1:8081, Temporal UI http://127.0.0.1:8233" >&2
+echo "dev: starting bin/baesrv dev with config $BAE_CONFIG; it lists where everything is once it serves" >&2
 bin/baesrv dev "$@"

@@ -1,42 +1,73 @@
 // Command baesrv is the bae-go server.
 //
-//	baesrv [--config <path>] [serve] [options]   production: external Temporal
-//	baesrv [--config <path>] dev [options]       everything in one process
-//	baesrv [--config <path>] migrate             apply database migrations
+//	baesrv [serve] [flags]   production: external Temporal (the default)
+//	baesrv dev [flags]       everything in one process (build tag "dev")
+//	baesrv migrate [flags]   apply database migrations and exit
+//
+// `baesrv --help` lists every subcommand and flag.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/engine"
+	"github.com/bae-go/bae-go/internal/version"
 	"github.com/bae-go/bae-go/store"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		app.Fatal(err)
-	}
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
+// execute runs baesrv and reports a failure as `baesrv: <message>` on
+// stderr, followed by the usage of the command for a command-line mistake.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdout, stderr)
+	if err == nil {
+		return app.ExitOK
+	}
+	fmt.Fprintln(stderr, "baesrv:", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "\n%s", ue.usage)
+	}
+	return app.ExitCode(err)
+}
+
+// usageError is a mistake on the command line, caught by the parser before
+// any command ran. It unwraps to a config.ValidationError, so its exit code
+// is 2 like every other configuration mistake.
+type usageError struct {
+	err   *config.ValidationError
+	usage string
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// ranError marks an error returned by a command itself, as opposed to one
+// cobra produced while parsing.
+type ranError struct{ err error }
+
+func (e *ranError) Error() string { return e.err.Error() }
+func (e *ranError) Unwrap() error { return e.err }
+
+// cliFlags are the flags every subcommand accepts, before or after its name.
 type cliFlags struct {
 	config           string
 	adminKeyFile     string
@@ -45,61 +76,89 @@ type cliFlags struct {
 	disableAuth      bool
 }
 
-// splitCommand finds the subcommand anywhere among the arguments, so flags
-// may come before or after it.
-func splitCommand(args []string) (string, []string) {
-	cmd := ""
-	rest := make([]string, 0, len(args))
-	skipValue := false
-	for _, a := range args {
-		if skipValue {
-			rest = append(rest, a)
-			skipValue = false
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			rest = append(rest, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && (name == "config" || name == "admin-key-file" || name == "admin-key-hash-file") {
-				skipValue = true
-			}
-			continue
-		}
-		if cmd == "" {
-			cmd = a
-			continue
-		}
-		rest = append(rest, a)
+// run parses args and runs the chosen subcommand; the error's exit code is
+// app.ExitCode(err).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return nil
 	}
-	if cmd == "" {
-		cmd = "serve"
+	var re *ranError
+	if errors.As(err, &re) {
+		return re.err
 	}
-	return cmd, rest
+	if cmd == nil {
+		cmd = root
+	}
+	return &usageError{err: &config.ValidationError{Msg: err.Error()}, usage: cmd.UsageString()}
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	cmd, rest := splitCommand(args)
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	var f cliFlags
-	fs := flag.NewFlagSet("baesrv "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "path to bae-config.toml (overrides BAE_CONFIG)")
-	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "plaintext admin key file (overrides BAE_ADMIN_KEY_FILE)")
-	fs.StringVar(&f.adminKeyHashFile, "admin-key-hash-file", "", "pre-provisioned admin key hash file (overrides BAE_ADMIN_KEY_HASH_FILE)")
-	fs.BoolVar(&f.rotate, "rotate-admin-key", false, "revoke the current admin key and mint a new one")
-	fs.BoolVar(&f.disableAuth, "dangerously-disable-admin-auth", false, "serve the admin port without authentication")
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &config.ValidationError{Msg: err.Error()}
+	root := &cobra.Command{
+		Use:   "baesrv",
+		Short: "The bae-go server: the BAE client API on durable Temporal workflows and PostgreSQL",
+		Long: `baesrv serves the client API (BAE_ADDR) and the loopback-only admin API
+(BAE_ADMIN_ADDR), and runs the Temporal worker for session workflows.
+Without a subcommand it runs serve. Settings come from BAE_* environment
+variables and bae-config.toml; docs/configuration.md lists them all.`,
+		Version:       version.String(),
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return ran(serve(cmd.Context(), stderr, &f))
+		},
 	}
-	if fs.NArg() > 0 {
-		return &config.ValidationError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("baesrv {{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.config, "config", "", "path to bae-config.toml (overrides BAE_CONFIG)")
+	pf.StringVar(&f.adminKeyFile, "admin-key-file", "", "plaintext admin key file (overrides BAE_ADMIN_KEY_FILE)")
+	pf.StringVar(&f.adminKeyHashFile, "admin-key-hash-file", "", "pre-provisioned admin key hash file (overrides BAE_ADMIN_KEY_HASH_FILE)")
+	pf.BoolVar(&f.rotate, "rotate-admin-key", false, "revoke the current admin key and mint a new one")
+	pf.BoolVar(&f.disableAuth, "dangerously-disable-admin-auth", false, "serve the admin port without authentication")
 
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "serve",
+			Short: "Run the server against the Temporal cluster at BAE_TEMPORAL_ADDR (production mode)",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return ran(serve(cmd.Context(), stderr, &f))
+			},
+		},
+		devCommand(stderr, &f),
+		&cobra.Command{
+			Use:   "migrate",
+			Short: "Create the database if it is missing, apply migrations and exit",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return ran(migrate(cmd.Context(), stderr, &f))
+			},
+		},
+	)
+	// Flag errors name the flag; a usageError adds the usage after it.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	return root
+}
+
+func ran(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ranError{err: err}
+}
+
+// options reads the environment, applies the flags over it and checks
+// their combination.
+func options(f *cliFlags) (config.Server, bool, error) {
 	srv, err := config.ServerFromEnv(os.LookupEnv)
 	if err != nil {
-		return err
+		return config.Server{}, false, err
 	}
 	if f.config != "" {
 		srv.ConfigPath = f.config
@@ -112,51 +171,66 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	disabled := srv.DisableAdminAuth || f.disableAuth
 	if f.rotate && disabled {
-		return &adminkey.UsageError{Msg: "--rotate-admin-key cannot be combined with --dangerously-disable-admin-auth"}
+		return config.Server{}, false, &adminkey.UsageError{Msg: "--rotate-admin-key cannot be combined with --dangerously-disable-admin-auth"}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	return srv, disabled, nil
+}
 
-	switch cmd {
-	case "migrate":
-		st, err := store.Open(ctx, srv.DatabaseURL, store.Options{MaxConns: 2})
-		if err != nil {
-			return err
-		}
-		st.Close()
-		log.Info("migrations applied", "database", redactURL(srv.DatabaseURL))
-		return nil
-	case "serve", "dev":
-	default:
-		return &config.ValidationError{Msg: fmt.Sprintf("unknown command %q (want serve, dev or migrate)", cmd)}
-	}
+func newLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+}
 
+// loadFile reads the config file, naming where its path came from when it
+// is wrong.
+func loadFile(srv config.Server, f *cliFlags) (*config.File, error) {
 	file, err := config.LoadFile(srv.ConfigPath)
+	if err != nil {
+		from := "BAE_CONFIG"
+		if f.config != "" {
+			from = "--config"
+		}
+		return nil, fmt.Errorf("%w (from %s)", err, from)
+	}
+	return file, nil
+}
+
+// prepare is the common start of serve and dev: settings, log, config file.
+func prepare(stderr io.Writer, f *cliFlags) (app.Options, error) {
+	srv, disabled, err := options(f)
+	if err != nil {
+		return app.Options{}, err
+	}
+	file, err := loadFile(srv, f)
+	if err != nil {
+		return app.Options{}, err
+	}
+	return app.Options{
+		Server: srv, File: file, Log: newLogger(stderr),
+		Admin: adminkey.Options{KeyFile: srv.AdminKeyFile, HashFile: srv.AdminKeyHashFile, Rotate: f.rotate, Disabled: disabled},
+	}, nil
+}
+
+func serve(ctx context.Context, stderr io.Writer, f *cliFlags) error {
+	opts, err := prepare(stderr, f)
 	if err != nil {
 		return err
 	}
-	opts := app.Options{
-		Server: srv, File: file, Log: log,
-		Admin: adminkey.Options{KeyFile: srv.AdminKeyFile, HashFile: srv.AdminKeyHashFile, Rotate: f.rotate, Disabled: disabled},
-	}
-	if cmd == "dev" {
-		dev, err := devstack.Start(ctx, devstack.Options{
-			DataDir:          filepath.Join(srv.DataDir, "temporal"),
-			FrontendPort:     srv.TemporalPort,
-			UIPort:           srv.TemporalUIPort,
-			Namespace:        srv.TemporalNamespace,
-			Logger:           log,
-			SearchAttributes: engine.SearchAttributes,
-		})
-		if err != nil {
-			return fmt.Errorf("start embedded temporal: %w", err)
-		}
-		defer dev.Stop() //nolint:errcheck
-		opts.Server.TemporalAddr = dev.FrontendAddr()
-		if ui := dev.UIAddr(); ui != "" {
-			log.Info("temporal web ui", "url", "http://"+ui)
-		}
-	}
 	return app.Run(ctx, opts)
+}
+
+// migrate checks the same settings as serve but needs no config file.
+func migrate(ctx context.Context, stderr io.Writer, f *cliFlags) error {
+	srv, _, err := options(f)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, srv.DatabaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	st.Close()
+	newLogger(stderr).Info("migrations applied", "database", redactURL(srv.DatabaseURL))
+	return nil
 }
 
 func logLevel() slog.Level {

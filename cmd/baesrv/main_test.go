@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,17 +15,6 @@ import (
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testdb"
 )
-
-func TestSplitCommand(t *testing.T) {
-	cmd, rest := splitCommand([]string{"--config", "x.toml", "dev", "--rotate-admin-key"})
-	assert.Equal(t, "dev", cmd)
-	assert.Equal(t, []string{"--config", "x.toml", "--rotate-admin-key"}, rest)
-	cmd, rest = splitCommand([]string{"--config=x.toml"})
-	assert.Equal(t, "serve", cmd)
-	assert.Equal(t, []string{"--config=x.toml"}, rest)
-	cmd, _ = splitCommand([]string{"migrate", "--config", "y"})
-	assert.Equal(t, "migrate", cmd)
-}
 
 // TestStartupValidationExitsWithUsageCode checks that configuration mistakes
 // stop the server before it serves, with exit code 2.
@@ -51,6 +42,12 @@ func TestStartupValidationExitsWithUsageCode(t *testing.T) {
 		"bad sandbox driver":         {env: map[string]string{"BAE_SANDBOX_DRIVER": "podman"}},
 		"unknown command":            {args: []string{"launch"}},
 		"unknown flag":               {args: []string{"--frobnicate"}},
+		"unknown flag after command": {args: []string{"migrate", "--frobnicate"}},
+		"extra argument":             {args: []string{"serve", "extra"}},
+		"flag without value":         {args: []string{"--config"}},
+		"missing --config file":      {args: []string{"--config", filepath.Join(dir, "absent.toml")}},
+		"missing BAE_CONFIG file":    {env: map[string]string{"BAE_CONFIG": filepath.Join(dir, "absent.toml")}},
+		"missing file, flag after":   {args: []string{"dev", "--config", filepath.Join(dir, "absent.toml")}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -58,18 +55,83 @@ func TestStartupValidationExitsWithUsageCode(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var stderr bytes.Buffer
-			err := run(context.Background(), c.args, &stderr)
+			err := run(context.Background(), c.args, io.Discard, &stderr)
 			require.Error(t, err)
 			assert.Equal(t, app.ExitUsage, app.ExitCode(err), "%v", err)
 		})
 	}
 }
 
-func TestMissingConfigFileIsNotAnError(t *testing.T) {
+func TestNoConfigFileIsNotAnError(t *testing.T) {
 	t.Setenv("BAE_DATABASE_URL", testdb.New(t))
+	t.Setenv("BAE_CONFIG", "")
 	var stderr bytes.Buffer
-	// migrate exercises option parsing and the database without serving.
-	err := run(context.Background(), []string{"--config", filepath.Join(t.TempDir(), "absent.toml"), "migrate"}, &stderr)
+	// migrate exercises option parsing and the database without serving;
+	// the flags may come before or after it.
+	err := run(context.Background(), []string{"--admin-key-file", "k.pem", "migrate", "--rotate-admin-key"}, io.Discard, &stderr)
 	require.NoError(t, err)
 	assert.Contains(t, stderr.String(), "migrations applied")
+}
+
+func TestMissingConfigFileMessageNamesSource(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "absent.toml")
+	t.Setenv("BAE_CONFIG", p)
+	var stdout, stderr bytes.Buffer
+	code := execute(context.Background(), nil, &stdout, &stderr)
+	assert.Equal(t, app.ExitUsage, code)
+	assert.Equal(t, "baesrv: config file \""+p+"\" does not exist (from BAE_CONFIG)\n", stderr.String())
+
+	stderr.Reset()
+	code = execute(context.Background(), []string{"serve", "--config", p}, &stdout, &stderr)
+	assert.Equal(t, app.ExitUsage, code)
+	assert.Contains(t, stderr.String(), "(from --config)")
+	assert.Empty(t, stdout.String())
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		var stdout, stderr bytes.Buffer
+		code := execute(context.Background(), args, &stdout, &stderr)
+		require.Equal(t, app.ExitOK, code, "%v: %s", args, stderr.String())
+		assert.Empty(t, stderr.String(), args)
+		for _, want := range []string{"Usage:", "serve", "dev", "migrate", "completion", "--config string", "--rotate-admin-key", "--version"} {
+			assert.Contains(t, stdout.String(), want, args)
+		}
+	}
+	var stdout bytes.Buffer
+	require.Equal(t, app.ExitOK, execute(context.Background(), []string{"help", "migrate"}, &stdout, io.Discard))
+	assert.Contains(t, stdout.String(), "baesrv migrate [flags]")
+	assert.Contains(t, stdout.String(), "Global Flags:", "subcommand help shows the shared flags")
+}
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, app.ExitOK, execute(context.Background(), []string{"--version"}, &stdout, &stderr))
+	assert.Regexp(t, `^baesrv \S+ rev \S+ go1\.\S+\n$`, stdout.String())
+	assert.Empty(t, stderr.String())
+}
+
+// TestUsageErrorPrintedOnce checks that a command-line mistake prints the
+// error and the usage exactly once, on stderr.
+func TestUsageErrorPrintedOnce(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := execute(context.Background(), []string{"--bogus"}, &stdout, &stderr)
+	assert.Equal(t, app.ExitUsage, code)
+	assert.Empty(t, stdout.String())
+	out := stderr.String()
+	assert.True(t, strings.HasPrefix(out, "baesrv: unknown flag: --bogus\n"), out)
+	assert.Equal(t, 1, strings.Count(out, "unknown flag"), out)
+	assert.Equal(t, 1, strings.Count(out, "Usage:"), out)
+
+	stderr.Reset()
+	code = execute(context.Background(), []string{"launch"}, &stdout, &stderr)
+	assert.Equal(t, app.ExitUsage, code)
+	assert.Contains(t, stderr.String(), `baesrv: unknown command "launch" for "baesrv"`)
+	assert.Equal(t, 1, strings.Count(stderr.String(), "Usage:"))
+}
+
+func TestCompletion(t *testing.T) {
+	var stdout bytes.Buffer
+	require.Equal(t, app.ExitOK, execute(context.Background(), []string{"completion", "bash"}, &stdout, io.Discard))
+	assert.Contains(t, stdout.String(), "bash completion")
 }

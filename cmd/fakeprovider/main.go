@@ -1,7 +1,11 @@
 // Command fakeprovider serves a local stand-in LLM provider that speaks the
 // Anthropic Messages (/v1/messages) and OpenAI Chat Completions
-// (/v1/chat/completions) wire formats and answers "echo: <your message>".
-// It lets you try bae-go without provider credentials or internet access.
+// (/v1/chat/completions) wire formats, so bae-go can be tried without
+// provider credentials or internet access. It answers "echo: <your
+// message>", except that a message naming one of the declared tools (or
+// asking for the time while a time tool is declared) gets a call to that
+// tool, and the tool's result gets a text answer quoting it: see
+// fakeprovider.Demo.
 package main
 
 import (
@@ -18,8 +22,10 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:9999", "listen address")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	h := fakeprovider.NewHandler()
+	h.Respond(fakeprovider.Demo)
 	log.Info("fake provider listening", "base_url", "http://"+*addr)
-	srv := &http.Server{Addr: *addr, Handler: fakeprovider.NewHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {
 		log.Error("fake provider stopped", "err", err)
 		os.Exit(1)

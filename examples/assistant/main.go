@@ -47,7 +47,7 @@ func run(ctx context.Context, log *slog.Logger, prompt, filesDir string, verbose
 	cfg.ClientVersion = "bae-go-assistant/1"
 	cfg.Logger = log
 	if cfg.ClientKey == "" {
-		return errors.New("BAE_CLIENT_KEY is not set (create one with `go run ./cmd/baectl quickstart`)")
+		return errors.New("BAE_CLIENT_KEY is not set (create one with `bin/baectl quickstart`)")
 	}
 
 	opts := []sdk.Option{

@@ -3,13 +3,13 @@ package baectl
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/spf13/pflag"
 )
 
 // Output file names of `auth create key`, matching the server's defaults
@@ -22,7 +22,7 @@ const (
 // authCreateKeyCmd mints an admin key pair locally. It never calls the
 // server: the hash file is what replicas ingest at first boot through
 // BAE_ADMIN_KEY_HASH_FILE, and the plaintext is what operators keep.
-func authCreateKeyCmd(fs *flag.FlagSet) runFunc {
+func authCreateKeyCmd(fs *pflag.FlagSet) runFunc {
 	name := fs.String("name", "provisioned-admin", "`NAME` recorded in the hash file (display only)")
 	outDir := fs.String("out-dir", ".", "existing `DIR` to write admin-key.pem and admin-key-hash.pem into")
 	return func(_ context.Context, e *invocation, _ []string) error {

@@ -1,23 +1,26 @@
 // Package baectl is the admin CLI for bae-go. It drives the admin REST API
 // (/admin/v1) over the loopback admin port and finds the address and admin
-// key on its own, so running it next to baesrv needs no flags.
+// key on its own, so running it next to baesrv needs no flags. `setup` is
+// the exception: it writes a deployment locally and calls no server.
 //
-// Commands are plain functions of (ctx, args, stdout, stderr, env) returning
-// an exit code, which lets tests run them in-process against a real server.
+// The command tree is built with cobra; Run executes it in-process with
+// the given streams and environment, which lets tests drive every command
+// against a real server.
 package baectl
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
-	"sort"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/bae-go/bae-go/internal/version"
 )
 
 // Exit codes, shared with baesrv.
@@ -37,12 +40,25 @@ type command struct {
 	summary string
 	// setup registers the command's own flags and returns the function that
 	// runs once they are parsed; flag values live in its closure.
-	setup func(fs *flag.FlagSet) runFunc
+	setup func(fs *pflag.FlagSet) runFunc
+}
+
+// groups are the summaries of the non-leaf words.
+var groups = map[string]string{
+	"create":      "Create a profile or a client key",
+	"list":        "List profiles, keys, sessions, events, providers, MCP servers or sandbox status",
+	"get":         "Show a profile, the loaded configuration or sandbox status",
+	"update":      "Replace a profile",
+	"delete":      "Delete a profile or revoke a key",
+	"revoke":      "Revoke a client key",
+	"auth":        "Admin key material (local, no server call)",
+	"auth create": "Generate admin key material locally",
 }
 
 // invocation is the state one Run call shares with the command it runs.
 type invocation struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader
 	env            LookupEnv
 	global         globalOpts
 	log            *slog.Logger
@@ -69,24 +85,50 @@ func (e *invocation) admin() (*adminClient, error) {
 
 // Run executes baectl with args (without the program name) and returns the
 // process exit code. Results go to stdout; diagnostics to stderr as
-// `baectl: <message>`.
+// `baectl: <message>`, followed by the command's usage for a usage error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env LookupEnv) int {
-	e := &invocation{stdout: stdout, stderr: stderr, env: env, log: newLogger(stderr, env)}
-	err := dispatch(ctx, e, args, commands())
+	return RunWithInput(ctx, args, nil, stdout, stderr, env)
+}
+
+// RunWithInput is Run with a stdin for the interactive commands (setup);
+// nil reads nothing.
+func RunWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env LookupEnv) int {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	e := &invocation{stdout: stdout, stderr: stderr, stdin: stdin, env: env, log: newLogger(stderr, env)}
+	root := newRoot(e)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "baectl: %v\n", err)
+	var re *ranError
+	var ue *usageError
 	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
-		return ExitOK
-	default:
-		fmt.Fprintf(stderr, "baectl: %v\n", err)
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return ExitUsage
-		}
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "\n%s", cmd.UsageString())
+		return ExitUsage
+	case errors.As(err, &re):
 		return ExitRuntime
+	default:
+		// Anything cobra itself rejected: unknown flag or command, bad
+		// flag value, wrong number of arguments.
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(stderr, "\n%s", cmd.UsageString())
+		return ExitUsage
 	}
 }
+
+// ranError marks an error returned by a command's own code, as opposed to
+// one the parser produced.
+type ranError struct{ err error }
+
+func (e *ranError) Error() string { return e.err.Error() }
+func (e *ranError) Unwrap() error { return e.err }
 
 // newLogger logs request traces to stderr only when BAE_LOG=debug, so normal
 // output stays clean and scriptable.
@@ -97,139 +139,109 @@ func newLogger(stderr io.Writer, env LookupEnv) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// dispatch walks the command path word by word, accepting global flags at
-// every level, then parses the leaf's flags (interleaved with positionals)
-// and runs it.
-func dispatch(ctx context.Context, e *invocation, args []string, cmds []command) error {
-	byPath := map[string]command{}
-	for _, c := range cmds {
-		byPath[c.path] = c
+// newRoot builds the cobra tree from commands(): one cobra command per
+// leaf, and a group command for every word above a leaf.
+func newRoot(e *invocation) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "baectl",
+		Short: "The bae-go admin CLI",
+		Long: `baectl drives the bae-go admin API. Run next to baesrv it needs no flags:
+it finds the admin port (BAE_ADMIN_ADDR, default 127.0.0.1:8081) and the
+admin key (<BAE_DATA_DIR>/admin-key.pem) on its own.`,
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          groupArgs,
+		RunE:          groupRun,
 	}
-	prefix := ""
-	for {
-		gfs := newFlagSet("baectl " + prefix)
-		e.global.register(gfs)
-		if err := gfs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(e.stdout, groupUsage(prefix, cmds, gfs))
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetIn(e.stdin)
+	root.SetVersionTemplate("baectl {{.Version}}\n")
+	e.global.register(root.PersistentFlags())
+
+	nodes := map[string]*cobra.Command{"": root}
+	var parent func(path string) *cobra.Command
+	parent = func(path string) *cobra.Command {
+		if c, ok := nodes[path]; ok {
+			return c
+		}
+		up, word := "", path
+		if i := strings.LastIndex(path, " "); i >= 0 {
+			up, word = path[:i], path[i+1:]
+		}
+		c := &cobra.Command{Use: word, Short: groups[path], Args: groupArgs, RunE: groupRun}
+		parent(up).AddCommand(c)
+		nodes[path] = c
+		return c
+	}
+	for _, lc := range commands() {
+		up, word := "", lc.path
+		if i := strings.LastIndex(lc.path, " "); i >= 0 {
+			up, word = lc.path[:i], lc.path[i+1:]
+		}
+		parent(up).AddCommand(leafCommand(e, word, lc))
+	}
+	return root
+}
+
+func leafCommand(e *invocation, word string, lc command) *cobra.Command {
+	use := word
+	for _, a := range lc.args {
+		use += " <" + a + ">"
+	}
+	summary, _, _ := strings.Cut(lc.summary, "\n")
+	c := &cobra.Command{
+		Use:   use,
+		Short: summary,
+		Long:  lc.summary,
+		Args:  exactArgs(lc.args),
+	}
+	run := lc.setup(c.Flags())
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := run(cmd.Context(), e, args); err != nil {
+			var ue *usageError
+			if errors.As(err, &ue) {
 				return err
 			}
-			return usagef("%s (see `%s --help`)", flagErr(err), strings.TrimSpace("baectl "+prefix))
+			return &ranError{err: err}
 		}
-		args = gfs.Args()
-		if len(args) == 0 {
-			if prefix == "" {
-				return usagef("missing command\n\n%s", groupUsage(prefix, cmds, gfs))
-			}
-			return usagef("%s: missing subcommand (want one of: %s)", prefix, strings.Join(nextWords(prefix, cmds), ", "))
+		return nil
+	}
+	return c
+}
+
+// exactArgs requires the named positionals, naming them when they are not.
+func exactArgs(names []string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
 		}
-		path := strings.TrimSpace(prefix + " " + args[0])
-		args = args[1:]
-		if c, ok := byPath[path]; ok {
-			return runLeaf(ctx, e, c, args)
+		want := "none"
+		if len(names) > 0 {
+			want = "<" + strings.Join(names, "> <") + ">"
 		}
-		if !hasChildren(path, cmds) {
-			return usagef("unknown command %q (want one of: %s; see `%s --help`)",
-				path, strings.Join(nextWords(prefix, cmds), ", "), strings.TrimSpace("baectl "+prefix))
-		}
-		prefix = path
+		return usagef("%s: expected %d argument(s) (%s), got %d", strings.TrimPrefix(cmd.CommandPath(), "baectl "), len(names), want, len(args))
 	}
 }
 
-func hasChildren(prefix string, cmds []command) bool {
-	for _, c := range cmds {
-		if strings.HasPrefix(c.path, prefix+" ") {
-			return true
-		}
-	}
-	return false
-}
+// groupArgs lets groupRun explain an unknown or missing subcommand.
+func groupArgs(*cobra.Command, []string) error { return nil }
 
-func runLeaf(ctx context.Context, e *invocation, c command, args []string) error {
-	fs := newFlagSet("baectl " + c.path)
-	e.global.register(fs)
-	run := c.setup(fs)
-	positional, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(e.stdout, leafUsage(c, fs))
-			return err
-		}
-		return usagef("%s: %v (see `baectl %s --help`)", c.path, flagErr(err), c.path)
-	}
-	if len(positional) != len(c.args) {
-		return usagef("%s: expected %d argument(s) (%s), got %d (see `baectl %s --help`)",
-			c.path, len(c.args), synopsisArgs(c), len(positional), c.path)
-	}
-	return run(ctx, e, positional)
-}
-
-func synopsisArgs(c command) string {
-	parts := make([]string, len(c.args))
-	for i, a := range c.args {
-		parts[i] = "<" + a + ">"
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " ")
-}
-
-func leafUsage(c command, fs *flag.FlagSet) string {
-	syn := "baectl " + c.path
-	if len(c.args) > 0 {
-		syn += " " + synopsisArgs(c)
-	}
-	own := flagDefaults(fs, func(n string) bool { return !isGlobal(n) })
-	if own == "" {
-		own = "  (none)\n"
-	}
-	return fmt.Sprintf("usage: %s [flags]\n\n%s\n\nflags:\n%s\nglobal flags:\n%s", syn, c.summary, own, flagDefaults(fs, isGlobal))
-}
-
-func groupUsage(prefix string, cmds []command, gfs *flag.FlagSet) string {
-	var b strings.Builder
-	name := strings.TrimSpace("baectl " + prefix)
-	fmt.Fprintf(&b, "usage: %s <command> [flags]\n\ncommands:\n", name)
-	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-	for _, c := range childCommands(prefix, cmds) {
-		syn := c.path
-		if len(c.args) > 0 {
-			syn += " " + synopsisArgs(c)
-		}
-		summary, _, _ := strings.Cut(c.summary, "\n")
-		fmt.Fprintf(tw, "  %s\t%s\n", syn, summary)
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(&b, "\nglobal flags (valid before or after any command):\n%s", flagDefaults(gfs, isGlobal))
-	fmt.Fprintf(&b, "\nRun `baectl <command> --help` for a command's flags.\n")
-	return b.String()
-}
-
-// childCommands are the commands under prefix, sorted by path.
-func childCommands(prefix string, cmds []command) []command {
-	var rows []command
-	for _, c := range cmds {
-		if prefix == "" || strings.HasPrefix(c.path, prefix+" ") {
-			rows = append(rows, c)
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].path < rows[j].path })
-	return rows
-}
-
-// nextWords lists the distinct words that may follow prefix.
-func nextWords(prefix string, cmds []command) []string {
+// groupRun runs when a group word is not followed by one of its commands.
+func groupRun(cmd *cobra.Command, args []string) error {
 	var words []string
-	for _, c := range childCommands(prefix, cmds) {
-		rest := strings.TrimPrefix(c.path, prefix+" ")
-		if prefix == "" {
-			rest = c.path
-		}
-		w, _, _ := strings.Cut(rest, " ")
-		if !slices.Contains(words, w) {
-			words = append(words, w)
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() && c.Name() != "help" && c.Name() != "completion" {
+			words = append(words, c.Name())
 		}
 	}
-	return words
+	path := cmd.CommandPath()
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q (want one of: %s)", args[0], path, strings.Join(words, ", "))
+	}
+	if !cmd.HasParent() {
+		return usagef("missing command")
+	}
+	return usagef("%s: missing subcommand (want one of: %s)", strings.TrimPrefix(path, "baectl "), strings.Join(words, ", "))
 }

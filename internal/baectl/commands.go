@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // Wire shapes of the admin API, decoded only for human output; --json
@@ -111,24 +113,31 @@ func commands() []command {
 			summary: "Generate an admin key pair locally (no server call): admin-key.pem and admin-key-hash.pem."},
 		{path: "quickstart", setup: quickstartCmd,
 			summary: "Create (or reuse) a profile and a client key in one step, and print how to use them."},
+		{path: "setup", setup: setupCmd,
+			summary: "Write a runnable deployment (docker compose or a single baesrv dev process): an interactive wizard, no server call.\n" +
+				"It asks a few questions; Enter takes each default, and the defaults give a deployment that runs\n" +
+				"offline (the fake provider). Every question has a flag, and --yes asks nothing. It writes\n" +
+				"bae-config.toml, .env (mode 0600) and docker-compose.yml (compose) or bae-dev.sh (dev) into --dir."},
 	}
 }
 
 // profileFlags are the body fields shared by create and update.
 type profileFlags struct {
-	fallbacks, mcpServers, allowedTools, sandboxes stringList
+	fallbacks, mcpServers, allowedTools, sandboxes []string
 }
 
-func (p *profileFlags) register(fs *flag.FlagSet) {
-	fs.Var(&p.fallbacks, "fallback", "fallback provider registry `NAME`, repeatable, tried in order")
-	fs.Var(&p.mcpServers, "mcp-server", "MCP server `NAME` to enable, repeatable")
-	fs.Var(&p.allowedTools, "allowed-tool", "client-side tool `NAME` to allow, repeatable (none: no client tools)")
-	fs.Var(&p.sandboxes, "sandbox", "sandbox `IMAGE` the profile may use, repeatable")
+// register binds the list flags; each is repeatable and keeps commas
+// literally (StringArray, not StringSlice).
+func (p *profileFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&p.fallbacks, "fallback", nil, "fallback provider registry `NAME`, repeatable, tried in order")
+	fs.StringArrayVar(&p.mcpServers, "mcp-server", nil, "MCP server `NAME` to enable, repeatable")
+	fs.StringArrayVar(&p.allowedTools, "allowed-tool", nil, "client-side tool `NAME` to allow, repeatable (none: no client tools)")
+	fs.StringArrayVar(&p.sandboxes, "sandbox", nil, "sandbox `IMAGE` the profile may use, repeatable")
 }
 
 // body always carries every list, so a PUT clears what was not re-specified.
 func (p *profileFlags) body(name, primary string) map[string]any {
-	nonNil := func(s stringList) []string {
+	nonNil := func(s []string) []string {
 		if s == nil {
 			return []string{}
 		}
@@ -141,7 +150,7 @@ func (p *profileFlags) body(name, primary string) map[string]any {
 	}
 }
 
-func createProfileCmd(fs *flag.FlagSet) runFunc {
+func createProfileCmd(fs *pflag.FlagSet) runFunc {
 	var pf profileFlags
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the raw JSON response")
@@ -174,7 +183,7 @@ func printProfile(e *invocation, p profile) error {
 
 func profilePath(id string) string { return "/admin/v1/profiles/" + url.PathEscape(id) }
 
-func getProfileCmd(fs *flag.FlagSet) runFunc {
+func getProfileCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, args []string) error {
 		c, err := e.admin()
@@ -193,7 +202,7 @@ func getProfileCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func updateProfileCmd(fs *flag.FlagSet) runFunc {
+func updateProfileCmd(fs *pflag.FlagSet) runFunc {
 	var pf profileFlags
 	pf.register(fs)
 	name := fs.String("name", "", "new profile `NAME` (default: keep the current name)")
@@ -204,7 +213,7 @@ func updateProfileCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		newName := *name
-		if !wasSet(fs, "name") {
+		if !fs.Changed("name") {
 			// PUT needs a name but the positional signature has none: keep
 			// the current one.
 			var cur profile
@@ -225,7 +234,7 @@ func updateProfileCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func deleteProfileCmd(_ *flag.FlagSet) runFunc {
+func deleteProfileCmd(_ *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, e *invocation, args []string) error {
 		c, err := e.admin()
 		if err != nil {
@@ -239,7 +248,7 @@ func deleteProfileCmd(_ *flag.FlagSet) runFunc {
 	}
 }
 
-func createKeyCmd(fs *flag.FlagSet) runFunc {
+func createKeyCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON response")
 	return func(ctx context.Context, e *invocation, args []string) error {
 		c, err := e.admin()
@@ -265,7 +274,7 @@ func createKeyCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func deleteKeyCmd(_ *flag.FlagSet) runFunc {
+func deleteKeyCmd(_ *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, e *invocation, args []string) error {
 		c, err := e.admin()
 		if err != nil {
@@ -286,7 +295,7 @@ type listFlags struct {
 	json   bool
 }
 
-func (l *listFlags) register(fs *flag.FlagSet) {
+func (l *listFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&l.limit, "limit", 0, "fetch one page of at most `N` items (disables auto-pagination)")
 	fs.StringVar(&l.cursor, "cursor", "", "fetch one page starting at this opaque `CURSOR` (disables auto-pagination)")
 	fs.BoolVar(&l.json, "json", false, "print raw JSON: a flat array, or the page document with --limit/--cursor")
@@ -294,10 +303,10 @@ func (l *listFlags) register(fs *flag.FlagSet) {
 
 // runList fetches a cursor-paginated list and prints it with render, or as
 // JSON. With neither --limit nor --cursor every page is fetched.
-func runList(ctx context.Context, e *invocation, fs *flag.FlagSet, lf *listFlags, path string, query url.Values,
+func runList(ctx context.Context, e *invocation, fs *pflag.FlagSet, lf *listFlags, path string, query url.Values,
 	render func(items []json.RawMessage) error) error {
-	singlePage := wasSet(fs, "limit") || wasSet(fs, "cursor")
-	if wasSet(fs, "limit") && lf.limit <= 0 {
+	singlePage := fs.Changed("limit") || fs.Changed("cursor")
+	if fs.Changed("limit") && lf.limit <= 0 {
 		return usagef("--limit must be a positive integer")
 	}
 	c, err := e.admin()
@@ -318,7 +327,7 @@ func runList(ctx context.Context, e *invocation, fs *flag.FlagSet, lf *listFlags
 	for k, v := range query {
 		q[k] = v
 	}
-	if wasSet(fs, "limit") {
+	if fs.Changed("limit") {
 		q.Set("limit", fmt.Sprint(lf.limit))
 	}
 	if lf.cursor != "" {
@@ -341,7 +350,7 @@ func runList(ctx context.Context, e *invocation, fs *flag.FlagSet, lf *listFlags
 	return nil
 }
 
-func listProfilesCmd(fs *flag.FlagSet) runFunc {
+func listProfilesCmd(fs *pflag.FlagSet) runFunc {
 	var lf listFlags
 	lf.register(fs)
 	return func(ctx context.Context, e *invocation, _ []string) error {
@@ -363,7 +372,7 @@ func listProfilesCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func listKeysCmd(fs *flag.FlagSet) runFunc {
+func listKeysCmd(fs *pflag.FlagSet) runFunc {
 	var lf listFlags
 	lf.register(fs)
 	return func(ctx context.Context, e *invocation, _ []string) error {
@@ -385,7 +394,7 @@ func listKeysCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func listSessionsCmd(fs *flag.FlagSet) runFunc {
+func listSessionsCmd(fs *pflag.FlagSet) runFunc {
 	var lf listFlags
 	lf.register(fs)
 	state := fs.String("state", "", "only sessions in this `STATE`: open, closed or error")
@@ -416,12 +425,14 @@ func listSessionsCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// payloadWidth keeps an event row on one terminal line; --json has it all.
+// payloadWidth keeps an ordinary event row on one terminal line; --wide and
+// --json show everything.
 const payloadWidth = 80
 
-func listEventsCmd(fs *flag.FlagSet) runFunc {
+func listEventsCmd(fs *pflag.FlagSet) runFunc {
 	var lf listFlags
 	lf.register(fs)
+	wide := fs.Bool("wide", false, "print every payload in full (default: failures in full, others shortened)")
 	return func(ctx context.Context, e *invocation, args []string) error {
 		path := "/admin/v1/sessions/" + url.PathEscape(args[0]) + "/events"
 		return runList(ctx, e, fs, &lf, path, nil, func(items []json.RawMessage) error {
@@ -435,11 +446,37 @@ func listEventsCmd(fs *flag.FlagSet) runFunc {
 			}
 			rows := make([][]string, 0, len(evs))
 			for _, ev := range evs {
-				rows = append(rows, []string{ev.ID, ev.CreatedAt, ev.EventType, truncate(compactJSON(ev.Payload), payloadWidth)})
+				rows = append(rows, []string{ev.ID, ev.CreatedAt, ev.EventType, eventPayloadCell(ev, *wide)})
 			}
 			return table(e.stdout, []string{"ID", "CREATED_AT", "EVENT_TYPE", "PAYLOAD"}, rows)
 		})
 	}
+}
+
+// eventPayloadCell renders a payload for the table. The reason for a failure
+// is what `list events` is read for, so a session.error, or any payload with
+// "ok": false, is never shortened; only a failed provider.response's "body"
+// (the provider's whole answer) is elided.
+func eventPayloadCell(ev event, wide bool) string {
+	if wide {
+		return compactJSON(ev.Payload)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(ev.Payload, &fields) == nil {
+		failed := ev.EventType == "session.error" || string(fields["ok"]) == "false"
+		if failed {
+			if _, ok := fields["body"]; ok {
+				fields["body"] = json.RawMessage(`"…"`)
+			}
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false) // error texts often quote HTML bodies
+			if enc.Encode(fields) == nil {
+				return strings.TrimSpace(b.String())
+			}
+		}
+	}
+	return truncate(compactJSON(ev.Payload), payloadWidth)
 }
 
 func compactJSON(raw json.RawMessage) string {
@@ -467,7 +504,7 @@ func getItems(ctx context.Context, e *invocation, path string) ([]json.RawMessag
 	return *doc.Items, raw, nil
 }
 
-func listProvidersCmd(fs *flag.FlagSet) runFunc {
+func listProvidersCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, _ []string) error {
 		items, raw, err := getItems(ctx, e, "/admin/v1/providers")
@@ -493,7 +530,7 @@ func listProvidersCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func listMCPServersCmd(fs *flag.FlagSet) runFunc {
+func listMCPServersCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, _ []string) error {
 		items, raw, err := getItems(ctx, e, "/admin/v1/mcp-servers")
@@ -519,7 +556,7 @@ func listMCPServersCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func sandboxStatusCmd(fs *flag.FlagSet) runFunc {
+func sandboxStatusCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, _ []string) error {
 		items, raw, err := getItems(ctx, e, "/admin/v1/sandbox-status")

@@ -3,10 +3,11 @@ package baectl
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // configDoc is GET /admin/v1/config. Telemetry stays generic: it mirrors the
@@ -27,7 +28,7 @@ type configDoc struct {
 	Telemetry map[string]json.RawMessage `json:"telemetry"`
 }
 
-func getConfigCmd(fs *flag.FlagSet) runFunc {
+func getConfigCmd(fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, _ []string) error {
 		c, err := e.admin()

@@ -102,18 +102,6 @@ func TestResolveClientURL(t *testing.T) {
 	assert.Equal(t, "https://bae.example", resolveClientURL("https://bae.example/", env("BAE_ADDR", "0.0.0.0:9090")))
 }
 
-func TestParseInterleaved(t *testing.T) {
-	fs := newFlagSet("t")
-	j := fs.Bool("json", false, "")
-	var names stringList
-	fs.Var(&names, "n", "")
-	pos, err := parseInterleaved(fs, []string{"a", "--json", "b", "-n", "x", "-n=y", "--", "--not-a-flag"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a", "b", "--not-a-flag"}, pos)
-	assert.True(t, *j)
-	assert.Equal(t, stringList{"x", "y"}, names)
-}
-
 func TestUsageErrorsExitTwo(t *testing.T) {
 	cases := map[string][]string{
 		"no command":       {},
@@ -138,15 +126,69 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestHelpExitsZeroOnStdout(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"create", "--help"}, {"create", "profile", "--help"}, {"auth", "create", "key", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"create", "--help"}, {"create", "profile", "--help"},
+		{"help", "create", "profile"}, {"auth", "create", "key", "-h"}} {
 		r := runCLI(t, nil, args...)
 		assert.Equal(t, ExitOK, r.code, args)
-		assert.Contains(t, r.stdout, "usage: baectl", args)
+		assert.Contains(t, r.stdout, "Usage:\n  baectl", args)
 		assert.Empty(t, r.stderr, args)
 	}
 	r := runCLI(t, nil, "create", "profile", "--help")
+	assert.Contains(t, r.stdout, "baectl create profile <name> <primary_provider> [flags]")
 	assert.Contains(t, r.stdout, "--allowed-tool NAME")
 	assert.Contains(t, r.stdout, "--admin-addr HOST:PORT")
+
+	r = runCLI(t, nil, "--help")
+	for _, want := range []string{"create", "list", "quickstart", "setup", "completion", "--version"} {
+		assert.Contains(t, r.stdout, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runCLI(t, nil, "--version")
+	require.Equal(t, ExitOK, r.code)
+	assert.Regexp(t, `^baectl \S+ rev \S+ go1\.\S+\n$`, r.stdout)
+	assert.Empty(t, r.stderr)
+}
+
+// TestUsageErrorPrintedOnce: the error line, then the usage of the command
+// that was being parsed, each exactly once and only on stderr.
+func TestUsageErrorPrintedOnce(t *testing.T) {
+	cases := map[string]struct {
+		args      []string
+		first     string
+		usageLine string
+	}{
+		"unknown root flag": {[]string{"--bogus"}, "baectl: unknown flag: --bogus\n", "baectl [flags]"},
+		"unknown leaf flag": {[]string{"list", "profiles", "--bogus"}, "baectl: unknown flag: --bogus\n", "baectl list profiles [flags]"},
+		"unknown resource":  {[]string{"list", "widgets"}, `baectl: unknown command "widgets" for "baectl list" (want one of: `, "baectl list [flags]"},
+		"missing arg": {[]string{"create", "profile", "only-name"},
+			"baectl: create profile: expected 2 argument(s) (<name> <primary_provider>), got 1\n", "baectl create profile <name> <primary_provider> [flags]"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := runCLI(t, map[string]string{"BAE_ADMIN_ADDR": "127.0.0.1:1"}, c.args...)
+			assert.Equal(t, ExitUsage, r.code)
+			assert.Empty(t, r.stdout)
+			assert.True(t, strings.HasPrefix(r.stderr, c.first), r.stderr)
+			assert.Equal(t, 1, strings.Count(r.stderr, "baectl: "), r.stderr)
+			assert.Equal(t, 1, strings.Count(r.stderr, "Usage:"), r.stderr)
+			assert.Contains(t, r.stderr, c.usageLine)
+		})
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		r := runCLI(t, nil, "completion", shell)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "baectl", shell)
+	}
+	// Cobra's hidden __complete command is what the scripts call.
+	r := runCLI(t, nil, "__complete", "list", "")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "profiles")
+	assert.Contains(t, r.stdout, "events")
 }
 
 func TestUnreachableServer(t *testing.T) {
@@ -239,4 +281,21 @@ func TestAPIErrorMessages(t *testing.T) {
 			assert.Contains(t, msg, w)
 		}
 	}
+}
+
+func TestEventPayloadCellKeepsFailureReasons(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	failed := event{EventType: "provider.response", Payload: json.RawMessage(
+		`{"attempt":0,"ok":false,"status":401,"error":"provider returned 401: <html>` + long + `</html>","body":{"huge":"` + long + `"}}`)}
+	cell := eventPayloadCell(failed, false)
+	assert.Contains(t, cell, "provider returned 401: <html>"+long+"</html>", "the reason is whole")
+	assert.Contains(t, cell, `"body":"…"`)
+	assert.NotContains(t, cell, `"huge"`)
+
+	sessErr := event{EventType: "session.error", Payload: json.RawMessage(`{"reason":"provider_call_failed","detail":"` + long + `"}`)}
+	assert.Contains(t, eventPayloadCell(sessErr, false), long)
+
+	ok := event{EventType: "provider.response", Payload: json.RawMessage(`{"ok":true,"body":"` + long + `"}`)}
+	assert.Len(t, []rune(eventPayloadCell(ok, false)), payloadWidth)
+	assert.Contains(t, eventPayloadCell(ok, true), long)
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 const (
@@ -23,11 +24,12 @@ const (
 // quickstartCmd gets a fresh server to "an SDK can talk to it" in one step:
 // a profile on a configured provider (reused if it already exists) and a
 // new client key for it.
-func quickstartCmd(fs *flag.FlagSet) runFunc {
+func quickstartCmd(fs *pflag.FlagSet) runFunc {
 	provider := fs.String("provider", "", "provider registry `NAME` (default: the first entry of `baectl list providers`)")
 	profileName := fs.String("profile-name", defaultQuickstartName, "`NAME` of the profile to create or reuse")
 	tools := fs.String("tools", defaultQuickstartTools, "comma-separated client-side `TOOLS` the profile allows (empty: none)")
 	keyName := fs.String("key-name", "", "`NAME` of the client key (default: the profile name)")
+	mcpServers := fs.StringArray("mcp-server", nil, "MCP server `NAME` the profile enables, repeatable (see `baectl list mcp-servers`)")
 	clientURL := fs.String("client-url", "", "client API `URL` shown in the next steps (default: from BAE_ADDR, else "+defaultClientURL+")")
 	asJSON := fs.Bool("json", false, `print {"profile", "profile_created", "key"} as JSON`)
 	return func(ctx context.Context, e *invocation, _ []string) error {
@@ -42,13 +44,16 @@ func quickstartCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if err := checkMCPServers(ctx, e, *mcpServers); err != nil {
+			return err
+		}
 		allowed := splitList(*tools)
-		prof, created, err := ensureProfile(ctx, c, *profileName, primary, allowed)
+		prof, created, err := ensureProfile(ctx, c, *profileName, primary, allowed, *mcpServers)
 		if err != nil {
 			return err
 		}
 		if !created {
-			warnReuse(e, prof, primary, *provider != "", allowed)
+			warnReuse(e, prof, primary, *provider != "", allowed, *mcpServers)
 		}
 		name := *keyName
 		if strings.TrimSpace(name) == "" {
@@ -77,8 +82,7 @@ func quickstartCmd(fs *flag.FlagSet) runFunc {
 			verb, prof.Name, prof.ID, prof.PrimaryProvider, listOrNone(prof.AllowedTools))
 		fmt.Fprintf(w, "created key %s (%s), prefix %s\n\n", k.ID, k.Name, k.Prefix)
 		fmt.Fprintf(w, "Client key (shown once):\n  %s\n\n", k.Key)
-		fmt.Fprintf(w, "Next, from the repository root:\n  export BAE_CLIENT_KEY=%s\n  go run ./examples/assistant -prompt \"hello\"\n\n", k.Key)
-		fmt.Fprintf(w, "Or with curl (needs jq):\n%s", curlSteps(url))
+		fmt.Fprint(w, nextSteps(k.Key, url, prof.profile))
 		return nil
 	}
 }
@@ -121,11 +125,11 @@ type foundProfile struct {
 // ensureProfile returns the profile named name, creating it if absent. A
 // concurrent quickstart that wins the create race is handled by looking the
 // name up again.
-func ensureProfile(ctx context.Context, c *adminClient, name, primary string, tools []string) (foundProfile, bool, error) {
+func ensureProfile(ctx context.Context, c *adminClient, name, primary string, tools, mcpServers []string) (foundProfile, bool, error) {
 	if p, ok, err := findProfile(ctx, c, name); err != nil || ok {
 		return p, false, err
 	}
-	body := (&profileFlags{allowedTools: tools}).body(name, primary)
+	body := (&profileFlags{allowedTools: tools, mcpServers: mcpServers}).body(name, primary)
 	var created profile
 	_, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", body, &created)
 	var apiErr *apiError
@@ -166,7 +170,7 @@ func findProfile(ctx context.Context, c *adminClient, name string) (foundProfile
 
 // warnReuse points out where a reused profile differs from what this run
 // asked for; it is left unchanged because other keys may depend on it.
-func warnReuse(e *invocation, p foundProfile, primary string, explicitProvider bool, tools []string) {
+func warnReuse(e *invocation, p foundProfile, primary string, explicitProvider bool, tools, mcpServers []string) {
 	if explicitProvider && p.PrimaryProvider != primary {
 		fmt.Fprintf(e.stderr, "baectl: reusing existing profile %s whose primary_provider is %s, not %s; change it with `baectl update profile %s %s`\n",
 			p.Name, p.PrimaryProvider, primary, p.ID, primary)
@@ -180,6 +184,71 @@ func warnReuse(e *invocation, p foundProfile, primary string, explicitProvider b
 	if len(missing) > 0 {
 		fmt.Fprintf(e.stderr, "baectl: reusing existing profile %s, which does not allow tool(s) %s\n", p.Name, strings.Join(missing, ", "))
 	}
+	missing = nil
+	for _, m := range mcpServers {
+		if !slices.Contains(p.MCPServers, m) {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(e.stderr, "baectl: reusing existing profile %s, which does not enable MCP server(s) %s; use a new --profile-name\n", p.Name, strings.Join(missing, ", "))
+	}
+}
+
+// checkMCPServers validates --mcp-server names against the live registry:
+// a profile naming an unknown server would open sessions without it.
+func checkMCPServers(ctx context.Context, e *invocation, want []string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	items, _, err := getItems(ctx, e, "/admin/v1/mcp-servers")
+	if err != nil {
+		return err
+	}
+	ms, err := decodeItems[mcpServer](items)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	for _, w := range want {
+		if !slices.Contains(names, w) {
+			return fmt.Errorf("MCP server %q is not configured on the server (configured: %s)", w, listOrNone(names))
+		}
+	}
+	return nil
+}
+
+// exampleMCPServer is the bundled examples/mcp-words server of dev.toml,
+// for which nextSteps can show a prompt that calls one of its tools.
+const exampleMCPServer = "words"
+
+// nextSteps are commands that work as printed in a new shell from the
+// repository root: binaries from bin/ (make build), or go run with the
+// toolchain named, since a shell's default Go may be older than go.mod's.
+func nextSteps(key, url string, p profile) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Next, in any shell from the repository root (`make build` put the binaries in bin/):\n")
+	fmt.Fprintf(&b, "  export BAE_CLIENT_KEY=%s\n", key)
+	if url != defaultClientURL {
+		fmt.Fprintf(&b, "  export BAE_SERVER_URL=%s\n", url)
+	}
+	fmt.Fprintf(&b, "  bin/assistant -prompt \"hello\"\n")
+	if slices.Contains(p.AllowedTools, defaultQuickstartTools) {
+		fmt.Fprintf(&b, "  bin/assistant -prompt \"What time is it?\"   # the model calls %s; the assistant runs it\n", defaultQuickstartTools)
+	}
+	for _, m := range p.MCPServers {
+		if m == exampleMCPServer {
+			fmt.Fprintf(&b, "  bin/assistant -prompt \"Use count_words on: the quick brown fox\"   # MCP server %s runs it on the server\n", m)
+		} else {
+			fmt.Fprintf(&b, "  bin/assistant -v   # MCP server %s: ask for one of its tools\n", m)
+		}
+	}
+	fmt.Fprintf(&b, "  (without bin/: GOTOOLCHAIN=go1.27.3 go run ./examples/assistant -prompt \"hello\")\n\n")
+	fmt.Fprintf(&b, "Or with curl (needs jq):\n%s", curlSteps(url))
+	return b.String()
 }
 
 func splitList(s string) []string {
@@ -216,12 +285,12 @@ func resolveClientURL(flagValue string, env LookupEnv) string {
 }
 
 func curlSteps(url string) string {
-	return fmt.Sprintf(`  read SID SKEY < <(curl -s -X POST %[1]s/api/v1/sessions \
+	return fmt.Sprintf(`  read SID SKEY < <(curl -fsS -X POST %[1]s/api/v1/sessions \
     -H "Authorization: Bearer $BAE_CLIENT_KEY" -H 'Content-Type: application/json' \
     -d '{"client_version":"curl"}' | jq -r '"\(.session_id) \(.session_key)"')
-  curl -sN -X POST %[1]s/api/v1/sessions/$SID/rpc -H "Authorization: Bearer $SKEY" \
+  curl -fsSN -X POST %[1]s/api/v1/sessions/$SID/rpc -H "Authorization: Bearer $SKEY" \
     -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"session.registerDriver","params":{}}'
-  curl -sN -X POST %[1]s/api/v1/sessions/$SID/rpc -H "Authorization: Bearer $SKEY" \
+  curl -fsSN -X POST %[1]s/api/v1/sessions/$SID/rpc -H "Authorization: Bearer $SKEY" \
     -H 'Content-Type: application/json' \
     -d '{"jsonrpc":"2.0","id":2,"method":"session.sendMessage","params":{"message":{"role":"user","content":"hello"}}}'
 `, url)

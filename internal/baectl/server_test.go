@@ -369,8 +369,11 @@ func TestAgainstServer(t *testing.T) {
 		assert.Contains(t, r.stdout, "primary_provider alpha-provider", "defaults to the first registry entry")
 		key := regexp.MustCompile(`export BAE_CLIENT_KEY=(bae_[0-9a-f]{48})\n`).FindStringSubmatch(r.stdout)
 		require.Len(t, key, 2, r.stdout)
-		assert.Contains(t, r.stdout, `go run ./examples/assistant -prompt "hello"`)
-		assert.Contains(t, r.stdout, "curl -s -X POST http://127.0.0.1:8080/api/v1/sessions")
+		assert.Contains(t, r.stdout, `bin/assistant -prompt "hello"`)
+		assert.Contains(t, r.stdout, `bin/assistant -prompt "What time is it?"`)
+		assert.Contains(t, r.stdout, `GOTOOLCHAIN=go1.27.3 go run ./examples/assistant`, "go run needs the toolchain named in a new shell")
+		assert.NotContains(t, r.stdout, "BAE_SERVER_URL", "the default URL needs no export")
+		assert.Contains(t, r.stdout, "curl -fsS -X POST http://127.0.0.1:8080/api/v1/sessions")
 		assert.Contains(t, r.stderr, "copy the key now")
 
 		// The key works on the client port: the profile is usable as-is.
@@ -408,6 +411,23 @@ func TestAgainstServer(t *testing.T) {
 
 		r = c.ok("quickstart", "--profile-name", "qs-zulu", "--client-url", "http://bae.test:9000")
 		assert.Contains(t, r.stdout, "http://bae.test:9000/api/v1/sessions")
+		assert.Contains(t, r.stdout, "export BAE_SERVER_URL=http://bae.test:9000\n")
+
+		// MCP servers: validated against the registry, then enabled.
+		res = okJSON[map[string]any](c, "quickstart", "--profile-name", "qs-mcp", "--mcp-server", "echo-tools")
+		assert.Equal(t, []any{"echo-tools"}, res["profile"].(map[string]any)["mcp_servers"])
+		r = c.ok("quickstart", "--profile-name", "qs-mcp", "--mcp-server", "echo-tools")
+		assert.Contains(t, r.stdout, "MCP server echo-tools")
+		r = c.ok("quickstart", "--profile-name", "qs-mcp", "--mcp-server", "remote-search")
+		assert.Contains(t, r.stderr, "does not enable MCP server(s) remote-search")
+		r = c.run("quickstart", "--profile-name", "qs-nomcp", "--mcp-server", "ghost")
+		assert.Equal(t, ExitRuntime, r.code)
+		assert.Contains(t, r.stderr, `MCP server "ghost" is not configured on the server (configured: echo-tools, remote-search)`)
+
+		// create profile checks the provider on the server: a clear 422.
+		r = c.run("create", "profile", "newp", "nosuchprovider")
+		assert.Equal(t, ExitRuntime, r.code)
+		assert.Contains(t, r.stderr, `baectl: primary_provider "nosuchprovider" is not in the provider registry (configured: alpha-provider, zulu-provider) (422 primary_provider_unavailable)`)
 
 		r = c.run("quickstart", "--provider", "nope")
 		assert.Equal(t, ExitRuntime, r.code)

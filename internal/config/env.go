@@ -34,6 +34,10 @@ const (
 	DefaultBodyReadTimeout   = 60 * time.Second
 )
 
+// DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for one
+// machine: the client port stays on loopback.
+const DefaultDevAddr = "127.0.0.1:8080"
+
 // Sandbox drivers accepted in BAE_SANDBOX_DRIVER.
 const (
 	SandboxDocker         = "docker"

@@ -168,17 +168,18 @@ func LoadFile(path string) (*File, error) {
 	return LoadFileWithEnv(path, os.LookupEnv)
 }
 
-// LoadFileWithEnv reads and validates the file at path. An empty path or a
-// file that does not exist yields an empty File and no error (nothing is
-// available unless configured); any other read failure, and every parse or
-// validation failure, is a *ValidationError.
+// LoadFileWithEnv reads and validates the file at path. An empty path yields
+// an empty File and no error (nothing is available unless configured). A
+// named file that does not exist is a *ValidationError, like any other read,
+// parse or validation failure: a mistyped path must not start a server with
+// empty registries.
 func LoadFileWithEnv(path string, lookup func(string) (string, bool)) (*File, error) {
 	if path == "" {
 		return &File{Telemetry: DefaultTelemetry()}, nil
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &File{Telemetry: DefaultTelemetry()}, nil
+		return nil, invalidf("config file %q does not exist", path)
 	}
 	if err != nil {
 		return nil, &ValidationError{Msg: fmt.Sprintf("cannot read config file %q", path), Err: err}

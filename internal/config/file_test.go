@@ -23,14 +23,18 @@ func requireValidation(t *testing.T, err error, contains string) {
 	assert.Contains(t, err.Error(), contains)
 }
 
-func TestLoadFileMissingIsEmpty(t *testing.T) {
-	for _, path := range []string{"", filepath.Join(t.TempDir(), "nope.toml")} {
-		f, err := LoadFile(path)
-		require.NoError(t, err)
-		assert.Empty(t, f.MCP.Servers)
-		assert.Empty(t, f.Providers.Entries)
-		assert.Equal(t, DefaultTelemetry(), f.Telemetry)
-	}
+func TestLoadFileNoPathIsEmpty(t *testing.T) {
+	f, err := LoadFile("")
+	require.NoError(t, err)
+	assert.Empty(t, f.MCP.Servers)
+	assert.Empty(t, f.Providers.Entries)
+	assert.Equal(t, DefaultTelemetry(), f.Telemetry)
+}
+
+func TestLoadFileMissingNamedFileIsError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nope.toml")
+	_, err := LoadFile(p)
+	requireValidation(t, err, "config file \""+p+"\" does not exist")
 }
 
 func TestLoadFileUnreadableIsError(t *testing.T) {
