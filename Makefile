@@ -3,7 +3,7 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 BIN := bin
 
-.PHONY: all build dev test test-short vet pg test-deps bench fuzz clean
+.PHONY: all build dev test test-short vet check pg test-deps bench fuzz clean
 
 all: build
 
@@ -20,9 +20,7 @@ dev: pg build
 ## test: every test, against a real PostgreSQL and embedded Temporal.
 ## Plain go test already runs each fuzz target's seed corpus; the short
 ## fuzz run after it mutates beyond the seeds (2s per target).
-test: pg test-deps
-	$(GO) vet ./...
-	$(GO) vet -tags dev ./cmd/baesrv
+test: pg test-deps check
 	$(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
@@ -32,6 +30,12 @@ test-short: pg
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags dev ./cmd/baesrv
+
+## check: vet, a tidy go.mod, and workflow code free of non-determinism.
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+check: vet
+	$(GO) mod tidy -diff
+	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
 pg:
 	./scripts/pg-up.sh

@@ -150,25 +150,25 @@ func TestTurnBranches(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		script  scripted
+		script  *scripted
 		outcome string
 		calls   []string
 		check   func(t *testing.T, s *scripted, res workflows.TurnResult)
 	}{{
 		name:    "text answer from the primary",
-		script:  scripted{begin: primary(), provider: final},
+		script:  &scripted{begin: primary(), provider: final},
 		outcome: workflows.OutcomeCompleted,
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CleanupSession session_close"},
 	}, {
 		name: "fallback after a failed primary",
-		script: scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{OK: in.Attempt == 1, Final: in.Attempt == 1}
 		}},
 		outcome: workflows.OutcomeCompleted,
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "CleanupSession session_close"},
 	}, {
 		name: "every provider failed: the session ends",
-		script: scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{}
 		}},
 		outcome: workflows.OutcomeProvidersFailed,
@@ -178,17 +178,17 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name:    "begin rejects the turn",
-		script:  scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: -32602, ErrorMessage: "bad"}},
+		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: -32602, ErrorMessage: "bad"}},
 		outcome: workflows.OutcomeRejected,
 		calls:   []string{"BeginTurn", "CleanupSession session_close"},
 	}, {
 		name:    "begin ends the session",
-		script:  scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, SessionEnded: true}},
+		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, SessionEnded: true}},
 		outcome: workflows.OutcomeRejected,
 		calls:   []string{"BeginTurn", "CleanupSession session_error"},
 	}, {
 		name: "each tool kind to its own activity, then a pause for the client tool",
-		script: scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{OK: true, ToolCalls: allKinds}
 		}},
 		outcome: workflows.OutcomePaused,
@@ -196,7 +196,7 @@ func TestTurnBranches(t *testing.T) {
 			"CallMCPTool i0 m1", "ExecSandbox i0 s1", "RunSubagentTool i0 a1", "FinishIteration i0 calls=4", "CleanupSession session_close"},
 	}, {
 		name: "server tools only: the loop goes on to the next iteration",
-		script: scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
 			if in.Iteration == 0 {
 				return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[:1]}
 			}
@@ -206,7 +206,7 @@ func TestTurnBranches(t *testing.T) {
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallMCPTool i0 m1", "FinishIteration i0 calls=1", "CallProvider i1 a0 primary", "CleanupSession session_close"},
 	}, {
 		name: "a subagent launch runs in the background",
-		script: scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
 			if in.Iteration == 0 {
 				return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[2:3]}
 			}
@@ -221,7 +221,7 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name: "the iteration cap ends the turn",
-		script: scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[1:2]}
 		}},
 		outcome: workflows.OutcomeProvidersFailed,
@@ -233,7 +233,7 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name: "a step failing past its retries fails the turn, not the session",
-		script: scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[1:2]}
 		}, tool: func(string, workflows.ToolCallInput) (workflows.ToolCallResult, error) {
 			return workflows.ToolCallResult{}, temporal.NewNonRetryableApplicationError("broken", "test", nil)
@@ -248,13 +248,13 @@ func TestTurnBranches(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.script
-			res := runOneTurn(t, &s)
+			res := runOneTurn(t, s)
 			assert.Equal(t, c.outcome, res.Outcome)
 			if c.calls != nil {
 				assert.Equal(t, c.calls, s.calls)
 			}
 			if c.check != nil {
-				c.check(t, &s, res)
+				c.check(t, s, res)
 			}
 		})
 	}
