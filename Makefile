@@ -54,6 +54,7 @@ FUZZ_TARGETS := \
 	./api/wire:FuzzParseEnvelope \
 	./api/wire:FuzzParseSendMessage \
 	./api/wire:FuzzPageParams \
+	./api/wire:FuzzCheckToolDecls \
 	./activities:FuzzMergeToolResults \
 	./activities:FuzzCancelAbandoned \
 	./activities:FuzzIsVoluntaryAbandonment \

@@ -53,6 +53,14 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 
 func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginTurnInput, ti store.TurnInput) (workflows.BeginTurnResult, error) {
 	sid, cid, turn := in.SessionID, in.ClientKeyID, in.TurnID
+	// A message queued by a key revoked since never runs. Checked first so
+	// the key row is locked before the session row, in the order a
+	// revocation takes them.
+	if live, err := store.ClientKeyLiveTx(ctx, tx, cid); err != nil {
+		return workflows.BeginTurnResult{}, err
+	} else if !live {
+		return rejected(-32000, "unauthorized: the client key was revoked"), nil
+	}
 	pending, state, err := store.PendingTurnTx(ctx, tx, sid)
 	if err != nil {
 		return workflows.BeginTurnResult{}, err
@@ -71,6 +79,11 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	}
 	content := msg.Content
 	serverIDs := map[string]bool{}
+	if pending == nil && hasToolResult(content) {
+		// No provider accepts a tool_result that answers no tool_use: stored,
+		// it would fail this turn and every later one.
+		return rejected(-32602, "Invalid params: tool_result blocks answer a paused tool call, and no turn is paused"), nil
+	}
 	if pending == nil {
 		// Only a paused turn may leave the conversation mid-exchange; any
 		// other unfinished tail is a turn that died past every retry.
@@ -196,6 +209,16 @@ func (a *Activities) endInTx(ctx context.Context, tx pgx.Tx, ref workflows.TurnR
 	}
 	res.SessionEnded = true
 	return res, nil
+}
+
+func hasToolResult(content json.RawMessage) bool {
+	arr, _ := blocksOf(content)
+	for _, b := range arr {
+		if blockType(b) == "tool_result" {
+			return true
+		}
+	}
+	return false
 }
 
 func decodeBlocks(raws []json.RawMessage) []block {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -39,7 +40,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.log()))
-	r.Use(limitAuthFailures(d.authLimiter()))
+	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)
 	r.Route("/admin/v1", func(r chi.Router) {
@@ -114,6 +115,36 @@ type profileBody struct {
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
 }
 
+// Bounds on admin-supplied fields, checked before anything is stored: an
+// index row has a size limit and PostgreSQL text cannot hold NUL, and
+// either would otherwise surface as a 500.
+const (
+	maxAdminNameBytes = 256  // names and ids
+	maxListItemBytes  = 512  // one list entry (an image reference is the longest)
+	maxListItems      = 1000 // entries per list
+)
+
+// adminString checks a required name-like field.
+func adminString(field string, v *string) (string, *Problem) {
+	if v == nil || strings.TrimSpace(*v) == "" {
+		return "", badRequest(field + " must be a non-blank string")
+	}
+	if p := boundedText(field, *v, maxAdminNameBytes); p != nil {
+		return "", p
+	}
+	return *v, nil
+}
+
+func boundedText(field, v string, limit int) *Problem {
+	if len(v) > limit {
+		return badRequest(fmt.Sprintf("%s must be at most %d bytes", field, limit))
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return badRequest(field + " must not contain control characters")
+	}
+	return nil
+}
+
 func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return []string{}, nil
@@ -122,11 +153,20 @@ func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest(field + " must be an array of strings")
 	}
+	if len(items) > maxListItems {
+		return nil, badRequest(fmt.Sprintf("%s may hold at most %d entries", field, maxListItems))
+	}
 	out := make([]string, 0, len(items))
 	for _, it := range items {
 		var s string
 		if err := json.Unmarshal(it, &s); err != nil {
 			return nil, badRequest(field + " must contain only strings")
+		}
+		if strings.TrimSpace(s) == "" {
+			return nil, badRequest(field + " must not contain blank entries")
+		}
+		if p := boundedText(field+" entries", s, maxListItemBytes); p != nil {
+			return nil, p
 		}
 		out = append(out, s)
 	}
@@ -139,14 +179,14 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if p := c.decodeBody(w, r, &b); p != nil {
 		return store.ProfileInput{}, p
 	}
-	if b.Name == nil || strings.TrimSpace(*b.Name) == "" {
-		return store.ProfileInput{}, badRequest("name must be a non-blank string")
-	}
-	if b.PrimaryProvider == nil || strings.TrimSpace(*b.PrimaryProvider) == "" {
-		return store.ProfileInput{}, badRequest("primary_provider must be a non-blank string")
-	}
-	in := store.ProfileInput{Name: *b.Name, PrimaryProvider: *b.PrimaryProvider}
+	var in store.ProfileInput
 	var p *Problem
+	if in.Name, p = adminString("name", b.Name); p != nil {
+		return in, p
+	}
+	if in.PrimaryProvider, p = adminString("primary_provider", b.PrimaryProvider); p != nil {
+		return in, p
+	}
 	if in.FallbackProviders, p = stringList("fallback_providers", b.FallbackProviders); p != nil {
 		return in, p
 	}
@@ -295,11 +335,14 @@ func (a *adminAPI) createKey(w http.ResponseWriter, r *http.Request) *Problem {
 	if p := c.decodeBody(w, r, &b); p != nil {
 		return p
 	}
-	if b.Name == nil || strings.TrimSpace(*b.Name) == "" {
-		return badRequest("name must be a non-blank string")
+	if _, p := adminString("name", b.Name); p != nil {
+		return p
 	}
 	if b.ProfileID == nil || strings.TrimSpace(*b.ProfileID) == "" {
 		return badRequest("profile_id is required")
+	}
+	if _, p := adminString("profile_id", b.ProfileID); p != nil {
+		return p
 	}
 	k, secret, err := a.Store.NewClientKey(r.Context(), *b.Name, *b.ProfileID)
 	if errors.Is(err, store.ErrNotFound) {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -23,7 +24,7 @@ func ClientRouter(d *Deps) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.log()))
-	r.Use(limitAuthFailures(d.authLimiter()))
+	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
 	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)
@@ -55,11 +56,7 @@ func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Prob
 }
 
 // clientToolDef is a declared client-side (or Auto-mode sandbox) tool.
-type clientToolDef struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
+type clientToolDef = wire.ToolDecl
 
 type subagentDef struct {
 	Harness         string `json:"harness"`
@@ -200,7 +197,33 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 			return forbidden("tool_not_allowed", fmt.Sprintf("tool %q is not in the profile's allowlist", t.Name))
 		}
 	}
-	return validateSubagentTools(b.SubagentTools)
+	if p := validateSubagentTools(b.SubagentTools); p != nil {
+		return p
+	}
+	// The shape checks come last so the contract's slugs keep their order.
+	if err := wire.CheckToolDecls(b.Tools, b.SandboxTools, subagentDecls(b.SubagentTools)); err != nil {
+		return badRequest(err.Error())
+	}
+	return checkClientVersion(b.ClientVersion)
+}
+
+// maxClientVersionBytes bounds the free-form client_version.
+const maxClientVersionBytes = 256
+
+func checkClientVersion(v *string) *Problem {
+	if v != nil && (len(*v) > maxClientVersionBytes || strings.ContainsRune(*v, 0)) {
+		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", maxClientVersionBytes))
+	}
+	return nil
+}
+
+// subagentDecls is what the provider sees of subagent tool declarations.
+func subagentDecls(tools []subagentToolDef) []wire.ToolDecl {
+	out := make([]wire.ToolDecl, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, wire.ToolDecl{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	return out
 }
 
 func validateSubagentTools(tools []subagentToolDef) *Problem {
@@ -211,6 +234,9 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 		}
 		if t.Name == reservedStatusTool {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
+		}
+		if err := wire.CheckTool(t.Name, t.Description, t.InputSchema); err != nil {
+			return bad(err.Error())
 		}
 		if strings.TrimSpace(t.Image) == "" || len(t.Subagents) == 0 {
 			return bad("image and non-empty subagents are required")

@@ -3,7 +3,9 @@ package api
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,12 +32,59 @@ func newAuthLimiter(max int, window time.Duration) *authLimiter {
 	return &authLimiter{max: max, window: window, now: time.Now, failures: map[string]*failWindow{}}
 }
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
+// clientAddr is the address failures are counted against. A request from
+// a trusted proxy is attributed to the rightmost X-Forwarded-For hop that is
+// not itself a trusted proxy: hops to its left were written by the client
+// and prove nothing. With no trusted proxies the header is ignored.
+func clientAddr(r *http.Request, trusted []netip.Prefix) string {
+	peer, ok := parseHop(r.RemoteAddr)
+	if !ok {
 		return r.RemoteAddr
 	}
-	return host
+	if !isTrusted(peer, trusted) {
+		return peer.String()
+	}
+	var hops []string
+	for _, line := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(line, ",")...)
+	}
+	addr := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			break // an unparsable hop: trust nothing further left
+		}
+		addr = hop
+		if !isTrusted(hop, trusted) {
+			break
+		}
+	}
+	return addr.String()
+}
+
+// parseHop reads an address with or without a port.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // blocked reports whether addr exhausted its failures, and for how long.
@@ -87,15 +136,16 @@ func rateLimited(w http.ResponseWriter, retry time.Duration) {
 }
 
 // limitAuthFailures answers 429 to addresses that failed authentication
-// too often, and counts every 401 the wrapped handler writes.
-func limitAuthFailures(l *authLimiter) func(http.Handler) http.Handler {
+// too often, and counts every 401 the wrapped handler writes. Each port has
+// its own limiter, so failures on one never lock anyone out of the other.
+func limitAuthFailures(l *authLimiter, trusted []netip.Prefix) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 				next.ServeHTTP(w, r)
 				return
 			}
-			addr := clientAddr(r)
+			addr := clientAddr(r, trusted)
 			if blocked, retry := l.blocked(addr); blocked {
 				rateLimited(w, retry)
 				return

@@ -81,6 +81,7 @@ type rpcCall struct {
 	params   json.RawMessage
 	sess     store.Session
 	clientID string // the acting client key behind the session key
+	keyID    string // the session key itself, re-checked by long streams
 	out      *ndjson
 	r        *http.Request
 	log      *slog.Logger // tagged with session_id and rpc_method
@@ -145,7 +146,7 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		// other method's stream opens at once, as clients expect.
 		out.open()
 	}
-	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, out: out, r: r,
+	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
 		log: c.log().With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -135,7 +136,8 @@ func (c *clientAPI) reportLocalSubagent(call *rpcCall) {
 
 // updateClientTools replaces the caller's client tool declarations.
 func (c *clientAPI) updateClientTools(call *rpcCall) {
-	if _, ok := c.requireDriver(call); !ok {
+	decl, ok := c.requireDriver(call)
+	if !ok {
 		return
 	}
 	if !c.requireOpen(call) {
@@ -153,11 +155,14 @@ func (c *clientAPI) updateClientTools(call *rpcCall) {
 		call.fail(NewRPCError(-32602, "Invalid params: tools must be an array of tool definitions"))
 		return
 	}
-	for _, t := range tools {
-		if strings.TrimSpace(t.Name) == "" {
-			call.fail(NewRPCError(-32602, `Invalid params: every tool requires a non-empty "name"`))
-			return
-		}
+	// Names must stay unique against the caller's other declarations too:
+	// all of them are advertised together.
+	var sandbox, subagent []wire.ToolDecl
+	_ = json.Unmarshal(decl.SandboxTools, &sandbox)
+	_ = json.Unmarshal(decl.SubagentTools, &subagent)
+	if err := wire.CheckToolDecls(tools, sandbox, subagent); err != nil {
+		call.fail(NewRPCError(-32602, "Invalid params: %s", err))
+		return
 	}
 	profile, err := c.Store.GetProfile(call.r.Context(), call.sess.ProfileID)
 	if err != nil {

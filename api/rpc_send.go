@@ -65,7 +65,8 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	}()
 
 	relay := &turnRelay{c: c, call: call, turnID: turnID}
-	poll := time.NewTicker(time.Second)
+	guard := c.guard(call, turnID)
+	poll := time.NewTicker(recheckInterval)
 	defer poll.Stop()
 	for {
 		select {
@@ -76,6 +77,13 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 			return
 		case <-waiter.Wake():
 		case <-poll.C:
+			if guard.ended(ctx) {
+				return
+			}
+		case <-waiter.Recheck():
+			if guard.ended(ctx) {
+				return
+			}
 		}
 		if err := relay.pump(ctx); err != nil {
 			return

@@ -61,7 +61,12 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		}
 		cursor = head
 	}
-	poll := time.NewTicker(time.Second)
+	// A session that already ended gets its backlog, then the reason.
+	guard := c.guard(call, "")
+	if guard.ended(ctx) {
+		return
+	}
+	poll := time.NewTicker(recheckInterval)
 	defer poll.Stop()
 	for {
 		evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)
@@ -78,17 +83,6 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			}
 			cursor = e.Seq
 		}
-		if len(evs) == 0 {
-			var sess store.Session
-			err := waitForStore(ctx, func(ctx context.Context) error {
-				var err error
-				sess, err = c.Store.GetSession(ctx, call.sess.ID)
-				return err
-			})
-			if err != nil || sess.State != store.StateOpen {
-				return // the session ended: its stream ends too
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -96,6 +90,13 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			return
 		case <-waiter.Wake():
 		case <-poll.C:
+			if guard.ended(ctx) {
+				return
+			}
+		case <-waiter.Recheck():
+			if guard.ended(ctx) {
+				return
+			}
 		}
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
+	"net/netip"
 	"time"
 
 	"github.com/bae-go/bae-go/internal/config"
@@ -68,28 +68,29 @@ type Deps struct {
 	BodyReadTimeout time.Duration
 	// AuthFailures per AuthWindow allowed per client address before 429
 	// (defaults 30 per minute; negative disables the limit).
+	// Each port counts on its own limiter.
 	AuthFailures int
 	AuthWindow   time.Duration
-
-	limiterOnce sync.Once
-	limiter     *authLimiter
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client
+	// address the limiter counts (BAE_TRUSTED_PROXIES); empty ignores the
+	// header.
+	TrustedProxies []netip.Prefix
 }
 
-func (d *Deps) authLimiter() *authLimiter {
-	d.limiterOnce.Do(func() {
-		n, win := d.AuthFailures, d.AuthWindow
-		if n < 0 {
-			return // nil limiter: no limit
-		}
-		if n == 0 {
-			n = 30
-		}
-		if win <= 0 {
-			win = time.Minute
-		}
-		d.limiter = newAuthLimiter(n, win)
-	})
-	return d.limiter
+// newAuthLimiter builds one port's limiter; nil (no limit) when
+// AuthFailures is negative.
+func (d *Deps) newAuthLimiter() *authLimiter {
+	n, win := d.AuthFailures, d.AuthWindow
+	if n < 0 {
+		return nil
+	}
+	if n == 0 {
+		n = 30
+	}
+	if win <= 0 {
+		win = time.Minute
+	}
+	return newAuthLimiter(n, win)
 }
 
 func (d *Deps) maxBody() int64 {

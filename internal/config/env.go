@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,6 +78,9 @@ type Server struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// (BAE_BODY_READ_TIMEOUT), against clients that trickle it.
 	BodyReadTimeout time.Duration
+	// TrustedProxies (BAE_TRUSTED_PROXIES) are the reverse proxies whose
+	// X-Forwarded-For header names the client address for rate limiting.
+	TrustedProxies []netip.Prefix
 }
 
 // ServerFromEnv reads the BAE_* variables through lookup (os.LookupEnv in
@@ -143,6 +147,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	}
 	if s.MaxBodyBytes, err = parseByteSize("BAE_MAX_BODY_BYTES", get("BAE_MAX_BODY_BYTES", ""), DefaultMaxBodyBytes); err != nil {
 		return Server{}, err
+	}
+	if s.TrustedProxies, err = ParseTrustedProxies(get("BAE_TRUSTED_PROXIES", "")); err != nil {
+		return Server{}, invalidf("BAE_TRUSTED_PROXIES: %v", err)
 	}
 	s.AuthFailureLimit = DefaultAuthFailureLimit
 	if v := get("BAE_AUTH_FAILURE_LIMIT", ""); v != "" {
@@ -231,4 +238,28 @@ func parseByteSize(name, v string, def int64) (int64, error) {
 
 func truthy(v string) bool {
 	return v == "1" || strings.EqualFold(v, "true")
+}
+
+// ParseTrustedProxies reads a comma- or space-separated list of CIDR
+// prefixes or bare addresses (a bare address is a one-address prefix).
+// Empty is no trusted proxies.
+func ParseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		if strings.Contains(f, "/") {
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a CIDR prefix", f)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR prefix", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }

@@ -132,3 +132,15 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	_, err = ServerFromEnv(envMap(map[string]string{"BAE_BODY_READ_TIMEOUT": "0s"}))
 	requireValidation(t, err, "BAE_BODY_READ_TIMEOUT")
 }
+
+func TestTrustedProxiesFromEnv(t *testing.T) {
+	s, err := ServerFromEnv(envMap(map[string]string{"BAE_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7 ::ffff:172.16.0.1,fd00::/8"}))
+	require.NoError(t, err)
+	var got []string
+	for _, p := range s.TrustedProxies {
+		got = append(got, p.String())
+	}
+	assert.Equal(t, []string{"10.0.0.0/8", "192.168.1.7/32", "172.16.0.1/32", "fd00::/8"}, got)
+	_, err = ServerFromEnv(envMap(map[string]string{"BAE_TRUSTED_PROXIES": "10.0.0.0/8,proxy.local"}))
+	requireValidation(t, err, "BAE_TRUSTED_PROXIES")
+}

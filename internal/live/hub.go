@@ -22,20 +22,30 @@ import (
 
 // ControlChannel carries cross-replica control messages: "unsubscribe:<sid>"
 // ends every subscribe stream of a session; "closed:<sid>" announces a
-// session ended so replicas drop its live resources.
+// session ended so replicas drop its live resources; "auth:<id>" says a key
+// or profile was revoked, so every stream re-checks its authorization.
 const ControlChannel = "bae_control"
+
+// AuthChanged is the control message announcing that key or profile id was
+// revoked or deleted.
+func AuthChanged(id string) string { return "auth:" + id }
 
 // Waiter is one local listener on one session.
 type Waiter struct {
 	hub       *Hub
 	sessionID string
 	wake      chan struct{}
+	recheck   chan struct{}
 	unsub     chan struct{}
 	once      sync.Once
 }
 
 // Wake fires (coalesced) whenever new events may exist.
 func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Recheck fires (coalesced) when the stream's authorization may have
+// changed: a key or profile was revoked, or the session ended.
+func (w *Waiter) Recheck() <-chan struct{} { return w.recheck }
 
 // Unsubscribed closes when session.unsubscribe was called for the session.
 func (w *Waiter) Unsubscribed() <-chan struct{} { return w.unsub }
@@ -82,7 +92,7 @@ func (h *Hub) OnSessionClosed(fn func(sessionID string)) {
 
 // Watch attaches a waiter to sessionID. Callers must Close it.
 func (h *Hub) Watch(sessionID string) *Waiter {
-	w := &Waiter{hub: h, sessionID: sessionID, wake: make(chan struct{}, 1), unsub: make(chan struct{})}
+	w := &Waiter{hub: h, sessionID: sessionID, wake: make(chan struct{}, 1), recheck: make(chan struct{}, 1), unsub: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	set := h.waiters[sessionID]
@@ -114,6 +124,28 @@ func (h *Hub) wakeAll() {
 	h.mu.Unlock()
 	for _, id := range ids {
 		h.wake(id)
+	}
+}
+
+// recheck signals the waiters of sessionID, or of every session when
+// sessionID is "": revocations name a key, not its sessions, and are rare.
+func (h *Hub) recheck(sessionID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	signal := func(set map[*Waiter]struct{}) {
+		for w := range set {
+			select {
+			case w.recheck <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if sessionID != "" {
+		signal(h.waiters[sessionID])
+		return
+	}
+	for _, set := range h.waiters {
+		signal(set)
 	}
 }
 
@@ -171,7 +203,9 @@ func (h *Hub) listen(ctx context.Context) error {
 		}
 	}
 	h.readyMu.Do(func() { close(h.ready) })
+	// Notifications may have been missed while disconnected.
 	h.wakeAll()
+	h.recheck("")
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -197,6 +231,8 @@ func (h *Hub) control(msg string) {
 	switch kind {
 	case "unsubscribe":
 		h.unsubscribe(sid)
+	case "auth":
+		h.recheck("")
 	case "closed":
 		h.mu.Lock()
 		fns := append([]func(string){}, h.onClose...)
@@ -205,5 +241,6 @@ func (h *Hub) control(msg string) {
 			fn(sid)
 		}
 		h.wake(sid)
+		h.recheck(sid)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,6 +35,42 @@ type FileConfig struct {
 	DenyRegex *regexp.Regexp
 	// CreateParents lets write_file create missing parent directories.
 	CreateParents bool
+	// MaxReadBytes caps the size of a file read_file returns (default
+	// DefaultMaxReadBytes); a larger file is an error result, never a
+	// truncated read.
+	MaxReadBytes int64
+}
+
+// DefaultMaxReadBytes is read_file's size cap when FileConfig.MaxReadBytes
+// is unset: larger files would not fit a model's context anyway.
+const DefaultMaxReadBytes = 1 << 20
+
+func (c FileConfig) maxRead() int64 {
+	if c.MaxReadBytes > 0 {
+		return c.MaxReadBytes
+	}
+	return DefaultMaxReadBytes
+}
+
+// errHardLink refuses a file with more than one name: a hard link inside
+// an allowed dir may share its inode with a file outside it, and no path
+// check can tell them apart.
+var errHardLink = errors.New("the file has more than one hard link; refusing to access it")
+
+// checkOpened is the check on the opened file itself, after every path
+// check: a regular file with a single link.
+func checkOpened(f *os.File) (fs.FileInfo, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if linkCount(info) > 1 {
+		return nil, errHardLink
+	}
+	return info, nil
 }
 
 // resolved is a permitted path: canonical form and the matched root.
@@ -207,9 +244,33 @@ func ReadFile(cfg FileConfig) sdk.Tool {
 				return inBand("read failed: %v", err), nil
 			}
 			defer root.Close()
-			data, err := root.ReadFile(rel)
+			// Refuse anything but a regular file before opening it (opening
+			// a FIFO would block).
+			if info, err := root.Stat(rel); err != nil {
+				return inBand("read failed: %v", err), nil
+			} else if !info.Mode().IsRegular() {
+				return inBand("read failed: %s is not a regular file", *in.Path), nil
+			}
+			f, err := root.Open(rel)
 			if err != nil {
 				return inBand("read failed: %v", err), nil
+			}
+			defer f.Close()
+			info, err := checkOpened(f)
+			if err != nil {
+				return inBand("read failed: %v", err), nil
+			}
+			limit := cfg.maxRead()
+			if info.Size() > limit {
+				return inBand("read failed: %s is %d bytes, larger than the %d-byte read limit", *in.Path, info.Size(), limit), nil
+			}
+			// The file may grow after Stat: read at most one byte past the cap.
+			data, err := io.ReadAll(io.LimitReader(f, limit+1))
+			if err != nil {
+				return inBand("read failed: %v", err), nil
+			}
+			if int64(len(data)) > limit {
+				return inBand("read failed: %s is larger than the %d-byte read limit", *in.Path, limit), nil
 			}
 			if !utf8.Valid(data) {
 				return inBand("read failed: %s is not UTF-8 text", *in.Path), nil
@@ -255,7 +316,23 @@ func WriteFile(cfg FileConfig) sdk.Tool {
 					}
 				}
 			}
-			if err := root.WriteFile(rel, []byte(content), 0o644); err != nil {
+			// Opened without O_TRUNC so a multiply-linked file is refused
+			// before a single byte of it changes.
+			f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, 0o644)
+			if err != nil {
+				return inBand("write failed: %v", err), nil
+			}
+			defer f.Close()
+			if _, err := checkOpened(f); err != nil {
+				return inBand("write failed: %v", err), nil
+			}
+			if err := f.Truncate(0); err != nil {
+				return inBand("write failed: %v", err), nil
+			}
+			if _, err := f.Write([]byte(content)); err != nil {
+				return inBand("write failed: %v", err), nil
+			}
+			if err := f.Close(); err != nil {
 				return inBand("write failed: %v", err), nil
 			}
 			return jsonText(map[string]any{"path": *in.Path, "bytes_written": len(content)})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -196,4 +197,50 @@ func TestExploreWithAllowedExtensionsListsOnlyMatchingFiles(t *testing.T) {
 	ws := filepath.Join(base, "workspace")
 	tool := ExploreFiles(FileConfig{AllowedDirs: []string{ws}, AllowedExtensions: []string{"json"}})
 	assert.Equal(t, []FileEntry{{Path: "subdir/data.json", SizeBytes: 7}}, explore(t, tool, map[string]any{"path": ws, "recursive": true}))
+}
+
+// A hard link inside the root to a file outside it resolves to a path
+// inside the root, so only the link count gives it away.
+func TestHardLinkToOutsideFileIsRefused(t *testing.T) {
+	base := layout(t)
+	ws := filepath.Join(base, "workspace")
+	link := filepath.Join(ws, "innocent.txt")
+	require.NoError(t, os.Link(filepath.Join(base, "secrets", "keys.txt"), link))
+	cfg := FileConfig{AllowedDirs: []string{ws}}
+
+	got := call(t, ReadFile(cfg), map[string]string{"path": link})
+	assert.Nil(t, got["content"], "read through a hard link: %v", got)
+	assert.Contains(t, got["error"], "hard link")
+
+	got = call(t, WriteFile(cfg), map[string]string{"path": link, "content": "pwned"})
+	assert.Contains(t, got["error"], "hard link")
+	secret, err := os.ReadFile(filepath.Join(base, "secrets", "keys.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "k", string(secret), "the outside file is untouched")
+
+	// Ordinary files still work both ways.
+	got = call(t, WriteFile(cfg), map[string]string{"path": filepath.Join(ws, "new.txt"), "content": "fresh"})
+	assert.EqualValues(t, 5, got["bytes_written"])
+	got = call(t, WriteFile(cfg), map[string]string{"path": filepath.Join(ws, "new.txt"), "content": "again"})
+	assert.EqualValues(t, 5, got["bytes_written"])
+	assert.Equal(t, "again", call(t, ReadFile(cfg), map[string]string{"path": filepath.Join(ws, "new.txt")})["content"])
+}
+
+func TestReadFileSizeIsCapped(t *testing.T) {
+	base := layout(t)
+	ws := filepath.Join(base, "workspace")
+	write(t, filepath.Join(ws, "big.txt"), strings.Repeat("x", 2048))
+	cfg := FileConfig{AllowedDirs: []string{ws}, MaxReadBytes: 1024}
+
+	got := call(t, ReadFile(cfg), map[string]string{"path": filepath.Join(ws, "big.txt")})
+	assert.Nil(t, got["content"])
+	assert.Contains(t, got["error"], "larger than the 1024-byte read limit")
+	write(t, filepath.Join(ws, "edge.txt"), strings.Repeat("y", 1024))
+	got = call(t, ReadFile(cfg), map[string]string{"path": filepath.Join(ws, "edge.txt")})
+	assert.Len(t, got["content"], 1024)
+
+	// The default cap applies when none is set.
+	write(t, filepath.Join(ws, "huge.txt"), strings.Repeat("z", DefaultMaxReadBytes+1))
+	got = call(t, ReadFile(FileConfig{AllowedDirs: []string{ws}}), map[string]string{"path": filepath.Join(ws, "huge.txt")})
+	assert.Contains(t, got["error"], "read limit")
 }

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StreamAccess is what a long-lived stream's authorization rests on, read
+// in one query so every replica sees the same PostgreSQL facts.
+type StreamAccess struct {
+	// KeyLive: the session key and the client key it was minted for are
+	// both unrevoked.
+	KeyLive bool
+	// ProfileLive: the session's profile is not deleted.
+	ProfileLive bool
+	// State is the session's state.
+	State string
+	// EndedByTurn: the session.error that ended the session belongs to the
+	// turn asked about (its relay ends with the turn's own result).
+	EndedByTurn bool
+}
+
+// StreamAccess reads the access facts for the session key sessionKeyID.
+// turnID may be empty. A session key that does not exist reads as revoked.
+func (s *Store) StreamAccess(ctx context.Context, sessionKeyID, turnID string) (StreamAccess, error) {
+	var a StreamAccess
+	var state *string
+	err := s.Pool.QueryRow(ctx, `
+		SELECT sk.deleted_at IS NULL AND ck.id IS NOT NULL AND ck.deleted_at IS NULL,
+		       p.id IS NOT NULL AND p.deleted_at IS NULL,
+		       s.state,
+		       $2 <> '' AND EXISTS (SELECT 1 FROM session_events e
+		                            WHERE e.session_id = s.id AND e.turn_id = $2 AND e.event_type = 'session.error')
+		FROM keys sk
+		LEFT JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client'
+		LEFT JOIN sessions s ON s.id = sk.session_id
+		LEFT JOIN profiles p ON p.id = s.profile_id
+		WHERE sk.id = $1 AND sk.role = 'session'`, sessionKeyID, turnID).Scan(&a.KeyLive, &a.ProfileLive, &state, &a.EndedByTurn)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StreamAccess{}, nil
+	}
+	if err != nil {
+		return StreamAccess{}, fmt.Errorf("read stream access: %w", err)
+	}
+	if state != nil {
+		a.State = *state
+	}
+	return a, nil
+}
+
+// ClientKeyLiveTx reports whether a client key is unrevoked, and share-locks
+// its row: a revocation (an UPDATE of that row) waits for tx, so a turn
+// cannot begin after its key was revoked.
+func ClientKeyLiveTx(ctx context.Context, tx pgx.Tx, clientKeyID string) (bool, error) {
+	var live bool
+	err := tx.QueryRow(ctx, `SELECT deleted_at IS NULL FROM keys WHERE id = $1 AND role = 'client' FOR SHARE`, clientKeyID).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check client key: %w", err)
+	}
+	return live, nil
+}

@@ -1,0 +1,139 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testdb"
+	"github.com/bae-go/bae-go/internal/testenv"
+)
+
+// endsWithin reads st until it ends, failing unless that happens within d
+// and the last line is a JSON-RPC error; it returns that error and the
+// session.event notifications seen on the way.
+func endsWithin(t *testing.T, st *testenv.Stream, d time.Duration) (map[string]any, []string) {
+	t.Helper()
+	deadline := time.After(d)
+	var last map[string]any
+	var seen []string
+	for {
+		select {
+		case m, ok := <-st.Lines():
+			if !ok {
+				require.NotNil(t, last, "the stream ended without a line")
+				errObj, _ := last["error"].(map[string]any)
+				require.NotNil(t, errObj, "the last line is not an error: %v", last)
+				return errObj, seen
+			}
+			last = m
+			if m["method"] == "session.event" {
+				seen = append(seen, m["params"].(map[string]any)["event_type"].(string))
+			}
+		case <-deadline:
+			require.FailNow(t, fmt.Sprintf("the stream was still open after %s", d), "events seen: %v", seen)
+		}
+	}
+}
+
+// TestRevocationEndsLiveStreamsOnEveryReplica: revoking a client key ends
+// its subscribe stream and its queued sendMessage on the other replica
+// within a second, the queued turn never runs, and the session goes on
+// for the other driver; closing the session ends the remaining streams.
+func TestRevocationEndsLiveStreamsOnEveryReplica(t *testing.T) {
+	fake := fakeprovider.New(t)
+	ts := testenv.Temporal(t)
+	opts := testenv.Options{
+		DatabaseURL: testdb.New(t),
+		Temporal:    ts.GetDefaultClient(),
+		DataDir:     t.TempDir(),
+		ConfigTOML: fmt.Sprintf(`
+[[providers.entries]]
+name = "primary"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "t"
+`, fake.URL()),
+		Env: map[string]string{"BAE_TASK_QUEUE": "liveauth"},
+	}
+	a := testenv.Start(t, opts)
+	b := testenv.Start(t, opts)
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, clientA := a.Key(t, pid)
+	keyB, clientB := b.Key(t, pid)
+	sid, skA := a.Open(t, clientA, nil)
+	r := b.Client(t, http.MethodPost, "/api/v1/sessions/"+sid+"/join", clientB, map[string]any{})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	skB := r.Body["session_key"].(string)
+	a.Call(t, sid, skA, "session.registerDriver", nil)
+	b.Call(t, sid, skB, "session.registerDriver", nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	subscribe := func(s *testenv.Server, sk string) *testenv.Stream {
+		st := s.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 9, "method": "session.subscribe", "params": map[string]any{}})
+		require.Equal(t, http.StatusOK, st.Status())
+		return st
+	}
+	send := func(s *testenv.Server, sk, text string) *testenv.Stream {
+		return s.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": text}}})
+	}
+	obsB := subscribe(b, skB)
+	defer obsB.Close()
+	obsA := subscribe(b, skA) // A's observer, also on replica B
+	defer obsA.Close()
+
+	// A's turn holds the session; B's message queues behind it on replica B.
+	fake.Enqueue(fakeprovider.Text("first").UntilReleased(), fakeprovider.Text("after revocation"))
+	sa := send(a, skA, "from A")
+	defer sa.Close()
+	<-fake.Started()
+	sb := send(b, skB, "from B, queued")
+	defer sb.Close()
+	require.Nil(t, sb.Next(300*time.Millisecond), "B is queued")
+
+	// Revoke B's key through replica A's admin port.
+	rr := a.Admin(t, http.MethodDelete, "/admin/v1/keys/"+keyB, nil)
+	require.Equal(t, http.StatusNoContent, rr.Status, string(rr.Raw))
+	errObj, _ := endsWithin(t, sb, time.Second)
+	assert.EqualValues(t, -32000, errObj["code"])
+	assert.Contains(t, errObj["message"], "revoked")
+	errObj, _ = endsWithin(t, obsB, time.Second)
+	assert.EqualValues(t, -32000, errObj["code"])
+	assert.Contains(t, errObj["message"], "revoked")
+
+	// A's turn finishes; B's queued message never runs.
+	fake.Release()
+	var last map[string]any
+	for m := range sa.Lines() {
+		last = m
+	}
+	assert.Equal(t, "first", firstText(message(last)))
+	objs := a.Call(t, sid, skA, "session.sendMessage", map[string]any{"message": map[string]any{"content": "A again"}})
+	assert.Equal(t, "after revocation", firstText(message(testenv.Terminal(t, objs))))
+	for _, req := range fake.Requests() {
+		assert.NotContains(t, req.LastUserText(), "from B")
+	}
+	ev := a.Client(t, http.MethodGet, "/api/v1/sessions/"+sid+"/events?limit=200", skA, nil)
+	require.Equal(t, http.StatusOK, ev.Status)
+	for _, it := range ev.Body["items"].([]any) {
+		e := it.(map[string]any)
+		if e["client_key_id"] == keyB {
+			assert.NotEqual(t, "client.message.send", e["event_type"], "the revoked key's queued message ran")
+		}
+	}
+
+	// Closing the session (via replica A) ends A's observer on replica B.
+	rc := a.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, skA, nil)
+	require.Equal(t, http.StatusOK, rc.Status, string(rc.Raw))
+	errObj, _ = endsWithin(t, obsA, time.Second+500*time.Millisecond)
+	assert.EqualValues(t, -32000, errObj["code"])
+	assert.Contains(t, errObj["message"], "not open")
+}
