@@ -208,7 +208,7 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 }
 
 // maxClientVersionBytes bounds the free-form client_version.
-const maxClientVersionBytes = 256
+const maxClientVersionBytes = 1024
 
 func checkClientVersion(v *string) *Problem {
 	if v != nil && (len(*v) > maxClientVersionBytes || strings.ContainsRune(*v, 0)) {
