@@ -314,6 +314,9 @@ func (a *adminAPI) deleteProfile(w http.ResponseWriter, r *http.Request) *Proble
 	case err != nil:
 		return internalError(a.log(), err)
 	}
+	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
+		a.log().Warn("announce profile deletion", "profile_id", id, "err", err)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -380,6 +383,11 @@ func (a *adminAPI) revokeKey(w http.ResponseWriter, r *http.Request) *Problem {
 	}
 	if err != nil {
 		return internalError(a.log(), err)
+	}
+	// Every replica's open streams re-check their key now, not at their
+	// next poll.
+	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
+		a.log().Warn("announce key revocation", "key_id", id, "err", err)
 	}
 	for _, sid := range closed {
 		sess, err := a.Store.GetSession(r.Context(), sid)

@@ -7,11 +7,19 @@ import (
 	"github.com/bae-go/bae-go/store"
 )
 
-// recheckInterval is how often a long-lived stream re-reads its
-// authorization from PostgreSQL when no notification prompted it. Revocations
-// and session ends are also announced over LISTEN/NOTIFY, which prompts an
-// immediate re-check on every replica; the interval covers a missed one.
-const recheckInterval = time.Second
+// DefaultRecheckInterval is how often a long-lived stream re-reads its
+// authorization from PostgreSQL when no notification prompted it.
+// Revocations and session ends are also announced over LISTEN/NOTIFY, which
+// prompts an immediate re-check on every replica; the interval covers a
+// missed notification.
+const DefaultRecheckInterval = time.Second
+
+func (d *Deps) recheckInterval() time.Duration {
+	if d.RecheckInterval > 0 {
+		return d.RecheckInterval
+	}
+	return DefaultRecheckInterval
+}
 
 // streamGuard re-checks, for a stream that outlives the request that
 // authorized it, that the session key and its client key are unrevoked,

@@ -66,7 +66,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 
 	relay := &turnRelay{c: c, call: call, turnID: turnID}
 	guard := c.guard(call, turnID)
-	poll := time.NewTicker(recheckInterval)
+	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
 	for {
 		select {

@@ -66,7 +66,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 	if guard.ended(ctx) {
 		return
 	}
-	poll := time.NewTicker(recheckInterval)
+	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
 	for {
 		evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)

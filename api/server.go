@@ -75,6 +75,9 @@ type Deps struct {
 	// address the limiter counts (BAE_TRUSTED_PROXIES); empty ignores the
 	// header.
 	TrustedProxies []netip.Prefix
+	// RecheckInterval is how often open streams re-read their
+	// authorization without a notification (default DefaultRecheckInterval).
+	RecheckInterval time.Duration
 }
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when

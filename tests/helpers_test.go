@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testenv"
 )
@@ -32,6 +33,12 @@ type envOpts struct {
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	return newEnvWith(t, o, nil)
+}
+
+// newEnvWith is newEnv with a hook on the server's parts (testenv.Options.Extend).
+func newEnvWith(t *testing.T, o envOpts, extend func(*app.Parts) error) *env {
 	t.Helper()
 	fake := fakeprovider.New(t)
 	toml := fmt.Sprintf(`
@@ -57,7 +64,7 @@ model = "claude-fake"
 auth_token = "${BAE_TEST_DEFINITELY_UNSET}"
 `, fake.Lane("primary").URL(), fake.Lane("fallback").URL(), fake.Lane("primary").URL()) + o.extraTOML
 	t.Setenv("BAE_FAKE_TOKEN", "sk-fake-secret")
-	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout})
+	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout, Extend: extend})
 	fb := o.fallbacks
 	if fb == nil {
 		fb = []string{}

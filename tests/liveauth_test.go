@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testdb"
 	"github.com/bae-go/bae-go/internal/testenv"
@@ -62,6 +64,12 @@ model = "claude-fake"
 auth_token = "t"
 `, fake.URL()),
 		Env: map[string]string{"BAE_TASK_QUEUE": "liveauth"},
+		// Far beyond the test's deadlines: only the LISTEN/NOTIFY
+		// announcements can end the streams in time.
+		Extend: func(p *app.Parts) error {
+			p.Deps.RecheckInterval = time.Hour
+			return nil
+		},
 	}
 	a := testenv.Start(t, opts)
 	b := testenv.Start(t, opts)
@@ -136,4 +144,39 @@ auth_token = "t"
 	errObj, _ = endsWithin(t, obsA, time.Second+500*time.Millisecond)
 	assert.EqualValues(t, -32000, errObj["code"])
 	assert.Contains(t, errObj["message"], "not open")
+}
+
+// TestStreamsRecheckStoredAuthorization: a revocation or deletion that no
+// notification announced (written straight to PostgreSQL) still ends the
+// streams that depend on it, at the next periodic re-check.
+func TestStreamsRecheckStoredAuthorization(t *testing.T) {
+	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
+		p.Deps.RecheckInterval = 100 * time.Millisecond
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, e.srv.DatabaseURL)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	a := e.open()
+	obs := e.srv.RPCStream(t, ctx, a.sid, a.sk, map[string]any{"jsonrpc": "2.0", "id": 3, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	require.Nil(t, obs.Next(300*time.Millisecond), "the stream stays open while authorized")
+	_, err = pool.Exec(ctx, `UPDATE keys SET deleted_at = now() WHERE id = $1`, a.keyID)
+	require.NoError(t, err)
+	errObj, _ := endsWithin(t, obs, time.Second)
+	assert.EqualValues(t, -32000, errObj["code"])
+	assert.Contains(t, errObj["message"], "revoked")
+
+	b := e.open()
+	obs = e.srv.RPCStream(t, ctx, b.sid, b.sk, map[string]any{"jsonrpc": "2.0", "id": 3, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	require.Nil(t, obs.Next(300*time.Millisecond))
+	_, err = pool.Exec(ctx, `UPDATE profiles SET deleted_at = now() WHERE id = $1`, e.pid)
+	require.NoError(t, err)
+	errObj, _ = endsWithin(t, obs, time.Second)
+	assert.EqualValues(t, -32000, errObj["code"])
+	assert.Contains(t, errObj["message"], "profile_unavailable")
 }
