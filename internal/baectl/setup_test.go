@@ -114,23 +114,23 @@ func TestSetupEnterThroughout(t *testing.T) {
 func TestSetupScriptedAnswers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "My Deploy")
 	answers := strings.Join([]string{
-		"dev",                  // mode
-		"anthropic",            // kind
-		"",                     // name: anthropic-sonnet
-		"claude-test",          // model
-		"",                     // env var: ANTHROPIC_API_KEY
-		"y",                    // another provider
-		"bogus", "openai",      // kind: re-asked after a bad answer
+		"dev",             // mode
+		"anthropic",       // kind
+		"",                // name: anthropic-sonnet
+		"claude-test",     // model
+		"",                // env var: ANTHROPIC_API_KEY
+		"y",               // another provider
+		"bogus", "openai", // kind: re-asked after a bad answer
 		"anthropic-sonnet", "", // name: taken, then Enter takes openai-gpt
-		"",                     // model
-		"",                     // env var OPENAI_API_KEY
-		"n",                    // no more providers
-		"sk-typed-secret",      // ANTHROPIC_API_KEY value (not in env)
-		"n",                    // do not copy OPENAI_API_KEY from the environment
-		"n",                    // no words server
-		"y",                    // another MCP server
+		"",                // model
+		"",                // env var OPENAI_API_KEY
+		"n",               // no more providers
+		"sk-typed-secret", // ANTHROPIC_API_KEY value (not in env)
+		"n",               // do not copy OPENAI_API_KEY from the environment
+		"n",               // no words server
+		"y",               // another MCP server
 		"files", "stdio", "npx", "-y @modelcontextprotocol/server-filesystem /tmp",
-		"n",    // no more
+		"n",             // no more
 		"99999", "9090", // client port: re-asked
 		"",      // UI port
 		"debug", // log level
