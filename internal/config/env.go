@@ -81,6 +81,8 @@ type Server struct {
 	// TrustedProxies (BAE_TRUSTED_PROXIES) are the reverse proxies whose
 	// X-Forwarded-For header names the client address for rate limiting.
 	TrustedProxies []netip.Prefix
+	// Console is the operator console (BAE_CONSOLE_*); off by default.
+	Console Console
 }
 
 // ServerFromEnv reads the BAE_* variables through lookup (os.LookupEnv in
@@ -158,6 +160,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 			return Server{}, invalidf("BAE_AUTH_FAILURE_LIMIT: %q is not a non-negative whole number", v)
 		}
 		s.AuthFailureLimit = n
+	}
+	if s.Console, err = consoleFromEnv(get, s.DataDir); err != nil {
+		return Server{}, err
 	}
 	if s.TemporalUIPort, err = parsePort("BAE_TEMPORAL_UI_PORT", get("BAE_TEMPORAL_UI_PORT", ""), DefaultTemporalUIPort); err != nil {
 		return Server{}, err

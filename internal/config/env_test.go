@@ -31,6 +31,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		TemporalPort:      7233,
 		MaxBodyBytes:      4 << 20,
 		BodyReadTimeout:   60 * time.Second,
+		Console:           Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
 	}, s)
 }
 
@@ -62,6 +63,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
 		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond,
+		Console: Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
 	}, s)
 
 	s, err = ServerFromEnv(envMap(map[string]string{
