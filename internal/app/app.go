@@ -44,6 +44,9 @@ type Options struct {
 	Log      *slog.Logger
 	// Ready, when set, receives the bound addresses once serving.
 	Ready func(clientAddr, adminAddr string)
+	// ConsoleReady, when set and the console is on, receives its URL once
+	// serving.
+	ConsoleReady func(url string)
 	// Extra lets callers (issue 4 services) add collaborators.
 	Extend func(*Parts) error
 	// Telemetry, when set, replaces the pipeline built from File's
@@ -174,12 +177,24 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	clientSrv := &http.Server{Handler: tel.HTTP(api.ClientRouter(deps)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	adminSrv := &http.Server{Handler: tel.HTTP(api.AdminRouter(deps, parts.AdminAuth, parts.Sandbox)), ReadHeaderTimeout: 10 * time.Second}
-	errs := make(chan error, 2)
-	var wg sync.WaitGroup
-	for _, s := range []struct {
+	type listener struct {
 		srv *http.Server
 		ln  net.Listener
-	}{{clientSrv, clientLn}, {adminSrv, adminLn}} {
+	}
+	listeners := []listener{{clientSrv, clientLn}, {adminSrv, adminLn}}
+	con, err := startConsole(ctx, cfg, parts, svc.deployment, log)
+	if err != nil {
+		clientLn.Close()
+		adminLn.Close()
+		return err
+	}
+	if con != nil {
+		defer con.stopStreams()
+		listeners = append(listeners, listener{con.srv, con.ln})
+	}
+	errs := make(chan error, len(listeners))
+	var wg sync.WaitGroup
+	for _, s := range listeners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -189,6 +204,12 @@ func Run(ctx context.Context, opts Options) error {
 		}()
 	}
 	log.Info("baesrv serving", "client_addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "temporal", cfg.TemporalAddr, "task_queue", cfg.TaskQueue)
+	if con != nil {
+		log.Info("operator console serving", "url", con.url, "password_file", con.passwordFile)
+		if opts.ConsoleReady != nil {
+			opts.ConsoleReady(con.url)
+		}
+	}
 	if opts.Ready != nil {
 		opts.Ready(clientLn.Addr().String(), adminLn.Addr().String())
 	}
@@ -203,6 +224,10 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 	flushBy, _ = sctx.Deadline()
 	_ = adminSrv.Shutdown(sctx)
+	if con != nil {
+		con.stopStreams() // live streams never finish on their own
+		_ = con.srv.Shutdown(sctx)
+	}
 	if err := clientSrv.Shutdown(sctx); err != nil {
 		// Streams still open past the budget are cut; their turns continue
 		// in the workflow and remain readable from the event log.

@@ -36,8 +36,10 @@ func Temporal(t testing.TB) *temporaltest.TestServer {
 
 // Server is a running baesrv.
 type Server struct {
-	ClientURL   string
-	AdminURL    string
+	ClientURL string
+	AdminURL  string
+	// ConsoleURL is set when Env turns the console on (BAE_CONSOLE_ADDR).
+	ConsoleURL  string
 	AdminKey    string
 	DatabaseURL string
 	Temporal    client.Client
@@ -123,8 +125,9 @@ func Start(t testing.TB, opts Options) *Server {
 	go func() {
 		s.done <- app.Run(ctx, app.Options{
 			Server: srvCfg, File: file, Temporal: tc, Telemetry: opts.Telemetry,
-			Log:   slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Admin: adminkey.Options{KeyFile: srvCfg.AdminKeyFile, HashFile: srvCfg.AdminKeyHashFile},
+			Log:          slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Admin:        adminkey.Options{KeyFile: srvCfg.AdminKeyFile, HashFile: srvCfg.AdminKeyHashFile},
+			ConsoleReady: func(u string) { s.ConsoleURL = u },
 			Ready: func(c, a string) {
 				s.ClientURL, s.AdminURL = "http://"+c, "http://"+a
 				close(ready)

@@ -1,0 +1,261 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/internal/config"
+)
+
+// profileForm is a profile as the form edits it.
+type profileForm struct {
+	ID                 string
+	Name               string
+	PrimaryProvider    string
+	FallbackProviders  []string
+	MCPServers         []string
+	AllowedTools       []string
+	AvailableSandboxes []string
+}
+
+// pickers are the choices the profile form offers: the provider and MCP
+// registries from bae-config.toml and every sandbox image a profile
+// already declares (new images are typed in).
+type pickers struct {
+	Providers []config.ProviderSummary
+	MCP       []config.MCPServerSummary
+	Images    []string
+	// FallbackSlots is how many ordered fallback pickers the form shows.
+	FallbackSlots int
+}
+
+func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *api.Problem) {
+	var pk pickers
+	var provItems struct {
+		Items []config.ProviderSummary `json:"items"`
+	}
+	if p := c.admin.call(ctx, http.MethodGet, "/admin/v1/providers", nil, &provItems); p != nil {
+		return pk, p
+	}
+	var mcpItems struct {
+		Items []config.MCPServerSummary `json:"items"`
+	}
+	if p := c.admin.call(ctx, http.MethodGet, "/admin/v1/mcp-servers", nil, &mcpItems); p != nil {
+		return pk, p
+	}
+	pk.Providers, pk.MCP = provItems.Items, mcpItems.Items
+	// A profile may name entries since removed from the file: keep them
+	// selectable so saving the form does not drop them silently.
+	known := map[string]bool{}
+	for _, p := range pk.Providers {
+		known[p.Name] = true
+	}
+	for _, n := range append([]string{current.PrimaryProvider}, current.FallbackProviders...) {
+		if n != "" && !known[n] {
+			known[n] = true
+			pk.Providers = append(pk.Providers, config.ProviderSummary{Name: n, Provider: "not in bae-config.toml"})
+		}
+	}
+	knownMCP := map[string]bool{}
+	for _, m := range pk.MCP {
+		knownMCP[m.Name] = true
+	}
+	for _, n := range current.MCPServers {
+		if !knownMCP[n] {
+			knownMCP[n] = true
+			pk.MCP = append(pk.MCP, config.MCPServerSummary{Name: n, Transport: "not in bae-config.toml"})
+		}
+	}
+	profiles, p := listAll[profileJSON](ctx, c.admin, "/admin/v1/profiles")
+	if p != nil {
+		return pk, p
+	}
+	images := map[string]bool{}
+	for _, pr := range profiles {
+		for _, im := range pr.AvailableSandboxes {
+			images[im] = true
+		}
+	}
+	for _, im := range current.AvailableSandboxes {
+		images[im] = true
+	}
+	for im := range images {
+		pk.Images = append(pk.Images, im)
+	}
+	sort.Strings(pk.Images)
+	pk.FallbackSlots = max(len(pk.Providers)-1, len(current.FallbackProviders), 1)
+	return pk, nil
+}
+
+func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
+	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	if p != nil {
+		c.internal(w, r, p)
+		return
+	}
+	keys, p := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	if p != nil {
+		c.internal(w, r, p)
+		return
+	}
+	keyCount := map[string]int{}
+	for _, k := range keys {
+		keyCount[k.ProfileID]++
+	}
+	q := r.URL.Query()
+	c.render(w, r, http.StatusOK, "profiles", map[string]any{
+		"Profiles": profiles, "KeyCount": keyCount, "Deleted": q.Get("deleted"), "Saved": q.Get("saved"),
+	})
+}
+
+func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, status int, f profileForm, formErr string, inUse []keyJSON) {
+	pk, p := c.pickers(r.Context(), f)
+	if p != nil {
+		c.internal(w, r, p)
+		return
+	}
+	c.render(w, r, status, "profile", map[string]any{"F": f, "P": pk, "Error": formErr, "InUse": inUse, "New": f.ID == ""})
+}
+
+func (c *Console) profileNew(w http.ResponseWriter, r *http.Request) {
+	c.renderProfileForm(w, r, http.StatusOK, profileForm{}, "", nil)
+}
+
+func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	var pr profileJSON
+	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
+		if p.Status == http.StatusNotFound {
+			c.renderError(w, r, http.StatusNotFound, "No such profile", p.Detail)
+			return
+		}
+		c.internal(w, r, p)
+		return
+	}
+	c.renderProfileForm(w, r, http.StatusOK, profileForm{
+		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
+		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
+	}, "", nil)
+}
+
+// formList reads free text: names separated by commas or new lines.
+func formList(s string) []string {
+	out := []string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if f = strings.TrimSpace(f); f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func nonEmpty(vals []string) []string {
+	out := []string{}
+	for _, v := range vals {
+		if v = strings.TrimSpace(v); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func profileFromForm(r *http.Request) profileForm {
+	f := r.PostForm
+	images := nonEmpty(f["sandbox"])
+	for _, im := range formList(f.Get("new_sandboxes")) {
+		if !slices.Contains(images, im) {
+			images = append(images, im)
+		}
+	}
+	return profileForm{
+		ID:                 chi.URLParam(r, "id"),
+		Name:               strings.TrimSpace(f.Get("name")),
+		PrimaryProvider:    strings.TrimSpace(f.Get("primary_provider")),
+		FallbackProviders:  nonEmpty(f["fallback"]),
+		MCPServers:         nonEmpty(f["mcp"]),
+		AllowedTools:       formList(f.Get("allowed_tools")),
+		AvailableSandboxes: images,
+	}
+}
+
+func (f profileForm) body() map[string]any {
+	return map[string]any{
+		"name": f.Name, "primary_provider": f.PrimaryProvider, "fallback_providers": f.FallbackProviders,
+		"mcp_servers": f.MCPServers, "allowed_tools": f.AllowedTools, "available_sandboxes": f.AvailableSandboxes,
+	}
+}
+
+func (c *Console) profileCreate(w http.ResponseWriter, r *http.Request) {
+	f := profileFromForm(r)
+	var created struct {
+		ID string `json:"id"`
+	}
+	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/profiles", f.body(), &created); p != nil {
+		c.profileProblem(w, r, f, p)
+		return
+	}
+	http.Redirect(w, r, "/profiles?saved="+url.QueryEscape(created.ID), http.StatusSeeOther)
+}
+
+func (c *Console) profileReplace(w http.ResponseWriter, r *http.Request) {
+	f := profileFromForm(r)
+	if p := c.admin.call(r.Context(), http.MethodPut, "/admin/v1/profiles/"+url.PathEscape(f.ID), f.body(), nil); p != nil {
+		c.profileProblem(w, r, f, p)
+		return
+	}
+	http.Redirect(w, r, "/profiles?saved="+url.QueryEscape(f.ID), http.StatusSeeOther)
+}
+
+// profileProblem redraws the form with the admin API's reason.
+func (c *Console) profileProblem(w http.ResponseWriter, r *http.Request, f profileForm, p *api.Problem) {
+	switch {
+	case p.Status == http.StatusNotFound:
+		c.renderError(w, r, http.StatusNotFound, "No such profile", p.Detail)
+	case p.Status >= 500:
+		c.internal(w, r, p)
+	default:
+		c.renderProfileForm(w, r, p.Status, f, p.Detail+" ("+p.Type+")", nil)
+	}
+}
+
+func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	var pr profileJSON
+	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
+		c.profileProblem(w, r, profileForm{ID: id}, p)
+		return
+	}
+	p := c.admin.call(r.Context(), http.MethodDelete, "/admin/v1/profiles/"+url.PathEscape(id), nil, nil)
+	if p == nil {
+		http.Redirect(w, r, "/profiles?deleted="+url.QueryEscape(pr.Name), http.StatusSeeOther)
+		return
+	}
+	f := profileForm{
+		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
+		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
+	}
+	if p.Type != "profile_in_use" {
+		c.profileProblem(w, r, f, p)
+		return
+	}
+	// Explain the conflict with the keys that cause it, each revocable here.
+	keys, kp := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	if kp != nil {
+		c.internal(w, r, kp)
+		return
+	}
+	var inUse []keyJSON
+	for _, k := range keys {
+		if k.ProfileID == id {
+			inUse = append(inUse, k)
+		}
+	}
+	c.renderProfileForm(w, r, http.StatusConflict, f, "", inUse)
+}
