@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/bae-go/bae-go/api"
 )
 
@@ -31,6 +33,9 @@ func (a adminClient) call(ctx context.Context, method, path string, body, out an
 	} else {
 		rd = bytes.NewReader(nil)
 	}
+	// The admin router must route this request itself, not resume the
+	// console router's routing state carried in ctx.
+	ctx = context.WithValue(ctx, chi.RouteCtxKey, (*chi.Context)(nil))
 	req, err := http.NewRequestWithContext(ctx, method, path, rd)
 	if err != nil {
 		return &api.Problem{Type: "internal", Status: http.StatusInternalServerError, Detail: err.Error()}
