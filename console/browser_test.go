@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
@@ -125,7 +126,15 @@ func newBrowser(t *testing.T, base string) *browser {
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	require.NoError(t, chromedp.Do(ctx), "start chromium") // first Run: no timeout, it owns the browser
-	return &browser{t: t, ctx: ctx, url: base}
+	b := &browser{t: t, ctx: ctx, url: base}
+	// Screenshots without the flash of freshly streamed rows.
+	b.do(func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}},
+		})
+		return chromedp.Void{}, err
+	})
+	return b
 }
 
 // do runs steps with a bound on how long they may take.

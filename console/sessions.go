@@ -238,6 +238,9 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	}
 	recheck := time.NewTicker(c.o.RecheckEvery)
 	defer recheck.Stop()
+	// Wake exactly when the login runs out, not only on the next tick.
+	expiry := time.NewTimer(time.UnixMilli(loginFrom(ctx).Expires).Sub(c.o.Now()))
+	defer expiry.Stop()
 	for {
 		if _, err := c.auth.verify(r); err != nil {
 			writeSSE(w, "logout", "", "/login?next="+url.QueryEscape("/sessions/"+id))
@@ -254,6 +257,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-recheck.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
+		case <-expiry.C:
 		case <-waiter.Wake():
 		}
 		// State first: a session ends in the same transaction as its last

@@ -194,7 +194,8 @@ func failureOf(payload json.RawMessage) *failureView {
 	if f.Detail == "" {
 		delete(p, "reason")
 		if len(p) > 0 {
-			f.Detail = compact(payload)
+			rest, _ := json.Marshal(p)
+			f.Detail = string(rest)
 		}
 	}
 	return f

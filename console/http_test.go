@@ -1,0 +1,181 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// client is a browser-like HTTP client: a cookie jar, no redirect following.
+type client struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func newClient(t *testing.T, base string) *client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &client{t: t, base: base, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *client) get(path string) (*http.Response, string) {
+	c.t.Helper()
+	resp, err := c.hc.Get(c.base + path)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	return resp, string(b)
+}
+
+func (c *client) post(path string, form url.Values, header http.Header) (*http.Response, string) {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
+	require.NoError(c.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	return resp, string(b)
+}
+
+func (c *client) login() {
+	c.t.Helper()
+	resp, body := c.post("/login", url.Values{"password": {consolePassword}, "next": {"/keys"}}, nil)
+	require.Equal(c.t, http.StatusSeeOther, resp.StatusCode, body)
+	require.Equal(c.t, "/keys", resp.Header.Get("Location"))
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (c *client) csrf() string {
+	c.t.Helper()
+	_, body := c.get("/keys")
+	m := csrfField.FindStringSubmatch(body)
+	require.NotNil(c.t, m, "no CSRF token on the keys page")
+	return m[1]
+}
+
+// TestConsoleSecurity covers the login, the signed cookie, CSRF and
+// cross-origin refusal, the one-time key display, login expiry ending a live
+// stream, and login rate limiting, over plain HTTP.
+func TestConsoleSecurity(t *testing.T) {
+	e := newConsoleEnv(t, map[string]string{"BAE_CONSOLE_SESSION_TTL": "3s"})
+	c := newClient(t, e.srv.ConsoleURL)
+
+	resp, _ := c.get("/sessions?state=open")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/login?next=%2Fsessions%3Fstate%3Dopen", resp.Header.Get("Location"))
+	resp, _ = c.post("/keys", url.Values{"name": {"x"}, "profile_id": {e.pid}}, nil)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a write without a login")
+
+	resp, body := c.post("/login", url.Values{"password": {"wrong"}}, nil)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Contains(t, body, "Wrong password")
+	assert.Empty(t, resp.Cookies())
+	resp, _ = c.post("/login", url.Values{"password": {consolePassword}, "next": {"//evil.example/x"}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/sessions", resp.Header.Get("Location"), "no open redirect off the console")
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "bae_console" {
+			cookie = ck
+		}
+	}
+	require.NotNil(t, cookie)
+	assert.True(t, cookie.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, cookie.SameSite)
+	assert.Equal(t, "/", cookie.Path)
+	assert.False(t, cookie.Secure, "plain HTTP on loopback")
+	assert.Equal(t, 3, cookie.MaxAge)
+
+	// A forged cookie is refused.
+	forged := newClient(t, e.srv.ConsoleURL)
+	u, _ := url.Parse(e.srv.ConsoleURL)
+	forged.hc.Jar.SetCookies(u, []*http.Cookie{{Name: "bae_console", Value: cookie.Value[:len(cookie.Value)-4] + "AAAA"}})
+	resp, _ = forged.get("/keys")
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	token := c.csrf()
+	form := url.Values{"name": {"ci"}, "profile_id": {e.pid}}
+	resp, body = c.post("/keys", form, nil)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+	assert.NotContains(t, body, "bae_")
+	form.Set("csrf", token+"x")
+	resp, _ = c.post("/keys", form, nil)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "wrong CSRF token")
+	form.Set("csrf", token)
+	resp, _ = c.post("/keys", form, http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}})
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-origin form post")
+	resp, body = c.post("/keys", form, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	secret := regexp.MustCompile(`id="new-key-secret">(bae_[0-9a-f]+)<`).FindStringSubmatch(body)
+	require.NotNil(t, secret)
+	assert.Contains(t, resp.Header.Get("Cache-Control"), "no-store")
+	assert.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self'")
+	_, body = c.get("/keys")
+	assert.NotContains(t, body, secret[1], "shown once")
+	for _, page := range []string{"/sessions", "/keys", "/profiles", "/profiles/" + e.pid, "/config"} {
+		_, body = c.get(page)
+		assert.NotContains(t, body, e.srv.AdminKey, page)
+		assert.NotContains(t, body, "sk-console-test-secret", page)
+	}
+
+	// A live stream ends as soon as its login expires. Log in afresh so
+	// the whole 3 s are left.
+	sid, _ := e.openDriver(t, "stream")
+	c.login()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.ConsoleURL+"/sessions/"+sid+"/stream", nil)
+	require.NoError(t, err)
+	streamed, err := c.hc.Do(req)
+	require.NoError(t, err)
+	defer streamed.Body.Close()
+	require.Equal(t, http.StatusOK, streamed.StatusCode)
+	assert.Equal(t, "text/event-stream", streamed.Header.Get("Content-Type"))
+	var events []string
+	sc := bufio.NewScanner(streamed.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, ev)
+		}
+	}
+	require.NoError(t, ctx.Err(), "the stream should have ended by itself")
+	assert.Equal(t, []string{"timeline", "transcript", "state", "logout"}, events)
+	resp, _ = c.get("/sessions/" + sid + "/stream")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "an expired login cannot reconnect")
+
+	// Password guessing is rate limited per address, the right password
+	// included once the budget is spent.
+	limited := false
+	for range 10 {
+		resp, _ = c.post("/login", url.Values{"password": {"guess"}}, nil)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited = true
+			assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+			break
+		}
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	require.True(t, limited, "no 429 after 10 wrong passwords")
+	resp, _ = c.post("/login", url.Values{"password": {consolePassword}}, nil)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+}
