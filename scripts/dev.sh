@@ -12,5 +12,9 @@ if [ -z "${BAE_CONFIG:-}" ]; then
     trap 'kill $FAKE_PID 2>/dev/null || true' EXIT
   fi
 fi
+# The operator console is on by default in dev, on loopback.
+export BAE_CONSOLE_ADDR="${BAE_CONSOLE_ADDR:-127.0.0.1:8082}"
+export BAE_CONSOLE_TEMPORAL_UI_URL="${BAE_CONSOLE_TEMPORAL_UI_URL:-http://127.0.0.1:${BAE_TEMPORAL_UI_PORT:-8233}}"
 echo "dev: starting bin/baesrv dev with config $BAE_CONFIG; it lists where everything is once it serves" >&2
+echo "dev: console http://$BAE_CONSOLE_ADDR (password: cat ${BAE_CONSOLE_PASSWORD_FILE:-${BAE_DATA_DIR:-./bae-data}/console-password.pem})" >&2
 bin/baesrv dev "$@"
