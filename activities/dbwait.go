@@ -25,20 +25,8 @@ func (a *Activities) untilStored(ctx context.Context, what string, fn func(conte
 	if budget <= 0 {
 		budget = DefaultDBRetryBudget
 	}
-	deadline := time.Now().Add(budget)
-	wait := 100 * time.Millisecond
 	warned := false
-	for {
-		err := fn(ctx)
-		if err == nil || !store.Unavailable(err) {
-			if warned && err == nil {
-				a.logger(ctx, "").Info("database is back", "step", what)
-			}
-			return err
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%s: database unavailable for %s: %w", what, budget, err)
-		}
+	err := store.WaitOut(ctx, time.Now().Add(budget), 2*time.Second, func(err error) {
 		if !warned {
 			a.logger(ctx, "").Warn("database unavailable; waiting", "step", what, "budget", budget, "err", err)
 			warned = true
@@ -46,13 +34,18 @@ func (a *Activities) untilStored(ctx context.Context, what string, fn func(conte
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(wait):
+	}, fn)
+	switch {
+	case err == nil:
+		if warned {
+			a.logger(ctx, "").Info("database is back", "step", what)
 		}
-		if wait < 2*time.Second {
-			wait *= 2
-		}
+		return nil
+	case !store.Unavailable(err):
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	default:
+		return fmt.Errorf("%s: database unavailable for %s: %w", what, budget, err)
 	}
 }

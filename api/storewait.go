@@ -12,19 +12,5 @@ import (
 // a database outage instead of ending: their turn goes on in the workflow
 // meanwhile, and nothing is lost because reads resume from a sequence.
 func waitForStore(ctx context.Context, fn func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		err := fn(ctx)
-		if err == nil || !store.Unavailable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		if wait < time.Second {
-			wait *= 2
-		}
-	}
+	return store.WaitOut(ctx, time.Time{}, time.Second, nil, fn)
 }

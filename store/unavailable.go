@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -43,4 +44,33 @@ func Unavailable(err error) bool {
 	// pgx reports a connection it already found broken by message only.
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "connection reset")
+}
+
+// WaitOut runs fn, repeating it while the database is unavailable, with
+// pauses from 100 ms doubling up to maxWait, until fn succeeds or fails
+// otherwise, ctx ends, or the next pause would pass deadline (zero: no
+// deadline). onWait, when set, runs before each pause. It returns fn's last
+// error. Every store write is idempotent, so repeating fn is safe.
+func WaitOut(ctx context.Context, deadline time.Time, maxWait time.Duration, onWait func(error), fn func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if err == nil || !Unavailable(err) {
+			return err
+		}
+		if !deadline.IsZero() && time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		if onWait != nil {
+			onWait(err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		if wait < maxWait {
+			wait = min(2*wait, maxWait)
+		}
+	}
 }
