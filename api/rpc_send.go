@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -18,9 +21,34 @@ var providerUnavailable = json.RawMessage(`{"role":"assistant","content":[{"type
 // id, submits the SendMessage update and relays the turn's events from the
 // log until the update returns. While the turn is queued nothing is
 // written: the first event tagged with this turn id marks its start.
+//
+// With an Idempotency-Key header a message already stored under that key is
+// not stored again: the call relays that turn instead (resendTurn).
 func (c *clientAPI) sendMessage(call *rpcCall) {
 	if _, ok := c.requireDriver(call); !ok {
 		return
+	}
+	key, bad := wire.ParseIdempotencyKey(call.r.Header.Values(wire.IdempotencyHeader))
+	if bad != nil {
+		call.fail(bad)
+		return
+	}
+	ctx := call.r.Context()
+	if key != "" {
+		// Echoed so a client knows a resend under this key is safe.
+		call.out.w.Header().Set(wire.IdempotencyHeader, key)
+		// Looked up before the state gate: a turn that ended the session
+		// still answers its resend with its own result.
+		ti, err := c.Store.TurnInputByKey(ctx, call.sess.ID, key)
+		switch {
+		case err == nil:
+			c.resendTurn(call, ti)
+			return
+		case !errors.Is(err, store.ErrNotFound):
+			call.log.Error("look up idempotency key", "err", err)
+			call.fail(NewRPCError(-32603, "Internal error"))
+			return
+		}
 	}
 	if !c.requireOpen(call) {
 		return
@@ -31,13 +59,110 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		return
 	}
 
-	ctx := call.r.Context()
 	turnID := ids.New(ids.TurnPrefix)
-	if err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored); err != nil {
+	prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key)
+	if err != nil {
 		call.log.Error("store turn input", "turn_id", turnID, "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
+	if prior != nil {
+		// A concurrent request with the same key stored it first.
+		c.resendTurn(call, *prior)
+		return
+	}
+	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
+	c.relayTurn(call, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
+		return c.Engine.SendMessage(ctx, sessionRef(call.sess), in)
+	})
+}
+
+// resendTurn answers a sendMessage whose Idempotency-Key names a stored
+// turn: nothing is stored; the turn's events are relayed from its start and
+// its result is the one the first call got (or would have got).
+func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
+	stored, bad := wire.ParseSendMessage(call.params)
+	if bad != nil {
+		call.fail(bad)
+		return
+	}
+	if ti.ClientKeyID != call.clientID || !sameJSON(ti.Message, stored) {
+		call.fail(wire.Errorf(-32602, "Invalid params: this %s was already used for a different message", wire.IdempotencyHeader))
+		return
+	}
+	begun := len(ti.BeginResult) > 0
+	if !begun && !c.requireOpen(call) {
+		return
+	}
+	sid := call.sess.ID
+	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID}
+	c.relayTurn(call, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
+		if !begun {
+			// Queued, or its submission was lost with a server: the update id
+			// is the turn id, so a live submission is joined, a lost one
+			// made again.
+			return c.Engine.SendMessage(ctx, sessionRef(call.sess), in)
+		}
+		// A turn that began is never submitted again: that could run it a
+		// second time after a continue-as-new.
+		res, found, err := c.Engine.AwaitTurn(ctx, sid, ti.TurnID)
+		if err != nil || found {
+			return res, err
+		}
+		return c.loggedOutcome(ctx, sid, ti)
+	})
+}
+
+// loggedOutcome rebuilds the result of a turn that finished in an earlier
+// workflow run from what it stored: BeginTurn's recorded rejection, the
+// turn's failure event, or its reply.
+func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti store.TurnInput) (workflows.TurnResult, error) {
+	var begin workflows.BeginTurnResult
+	if err := json.Unmarshal(ti.BeginResult, &begin); err != nil {
+		return workflows.TurnResult{}, fmt.Errorf("decode begin result of %s: %w", ti.TurnID, err)
+	}
+	if begin.Outcome != "" {
+		return workflows.TurnResult{Outcome: begin.Outcome, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, nil
+	}
+	var events []store.Event
+	if err := waitForStore(ctx, func(ctx context.Context) error {
+		var err error
+		events, err = c.Store.TurnEvents(ctx, sessionID, ti.TurnID)
+		return err
+	}); err != nil {
+		return workflows.TurnResult{}, err
+	}
+	replied := false
+	for _, e := range events {
+		switch e.Type {
+		case "session.error":
+			var p struct {
+				Reason string `json:"reason"`
+				Step   string `json:"step"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			switch p.Reason {
+			case workflows.ReasonTurnFailed:
+				return workflows.TurnResult{Outcome: workflows.OutcomeFailed, FailedStep: p.Step}, nil
+			case workflows.ReasonAllProvidersFailed, workflows.ReasonLoopLimit:
+				return workflows.TurnResult{Outcome: workflows.OutcomeProvidersFailed}, nil
+			}
+		case "server.message.send":
+			replied = true
+		}
+	}
+	if replied {
+		return workflows.TurnResult{Outcome: workflows.OutcomeCompleted}, nil
+	}
+	return workflows.TurnResult{}, fmt.Errorf("turn %s began but left no outcome in the log", ti.TurnID)
+}
+
+// relayTurn opens the stream (the turn is stored), runs submit in the
+// background and relays the turn's events until it returns, then the
+// terminal response. count records the turn in the metrics (not for a
+// resend, whose first call counted it).
+func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit func(context.Context) (workflows.TurnResult, error)) {
+	ctx := call.r.Context()
 	// Stored: the turn will run even if this server dies now (the orphan
 	// sweep resubmits it), so the stream may open.
 	call.out.open()
@@ -54,11 +179,10 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	go func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
-		in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
-		res, err := c.Engine.SendMessage(uctx, sessionRef(call.sess), in)
+		res, err := submit(uctx)
 		// Counted here, not in the relay, so a turn whose caller went away
 		// still counts. A rejected turn never ran.
-		if err == nil && res.Outcome != workflows.OutcomeRejected {
+		if count && err == nil && res.Outcome != workflows.OutcomeRejected {
 			c.Metrics.TurnCompleted(uctx, res.Outcome)
 		}
 		done <- outcome{res, err}
@@ -89,6 +213,14 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 			return
 		}
 	}
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // turnRelay forwards a turn's events as notifications, oldest first.

@@ -19,6 +19,9 @@ type Engine interface {
 	// SendMessage runs a turn, starting the session's workflow if it is not
 	// running (a session's workflow starts with its first message).
 	SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error)
+	// AwaitTurn waits for a submitted turn's result without submitting it;
+	// found is false when the current workflow run does not know the turn.
+	AwaitTurn(ctx context.Context, sessionID, turnID string) (res workflows.TurnResult, found bool, err error)
 	// CloseSession releases the session's waiters and server resources.
 	CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error
 	// Ready reports whether Temporal answers.

@@ -10,19 +10,51 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PutTurnInput stores a driver's message under its turn id.
-func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage) error {
-	_, err := s.Pool.Exec(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (turn_id) DO NOTHING`, turnID, sessionID, clientKeyID, string(message))
+// PutTurnInput stores a driver's message under its turn id. idemKey is the
+// client's Idempotency-Key ("" for none), unique per session: when a message
+// is already stored under it, nothing is stored and that turn input is
+// returned instead (nil when this call stored the message).
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (*TurnInput, error) {
+	tag, err := s.Pool.Exec(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+		ON CONFLICT DO NOTHING`, turnID, sessionID, clientKeyID, string(message), idemKey)
 	if err != nil {
-		return fmt.Errorf("store turn input: %w", err)
+		return nil, fmt.Errorf("store turn input: %w", err)
 	}
-	return nil
+	if tag.RowsAffected() == 1 || idemKey == "" {
+		return nil, nil
+	}
+	// Another request stored a message under this key first.
+	ti, err := s.TurnInputByKey(ctx, sessionID, idemKey)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // the conflict was this very turn id, stored before
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ti, nil
+}
+
+// TurnInputByKey finds the message a session stored under an idempotency
+// key.
+func (s *Store) TurnInputByKey(ctx context.Context, sessionID, idemKey string) (TurnInput, error) {
+	ti := TurnInput{SessionID: sessionID}
+	var msg, begin []byte
+	err := s.Pool.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
+		Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnInput{}, ErrNotFound
+	}
+	if err != nil {
+		return TurnInput{}, fmt.Errorf("read turn input by key: %w", err)
+	}
+	ti.Message, ti.BeginResult = msg, begin
+	return ti, nil
 }
 
 // TurnInput is a stored driver message and, once the turn began, the
 // recorded outcome of BeginTurn.
 type TurnInput struct {
+	TurnID      string
 	SessionID   string
 	ClientKeyID string
 	Message     json.RawMessage
@@ -35,6 +67,7 @@ func TurnInputTx(ctx context.Context, tx pgx.Tx, turnID string) (TurnInput, erro
 	var msg, begin []byte
 	err := tx.QueryRow(ctx, `SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID).
 		Scan(&ti.SessionID, &ti.ClientKeyID, &msg, &begin)
+	ti.TurnID = turnID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnInput{}, ErrNotFound
 	}

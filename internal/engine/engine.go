@@ -143,6 +143,23 @@ func (e *Engine) SendMessage(ctx context.Context, ref workflows.SessionRef, in w
 	return res, nil
 }
 
+// AwaitTurn waits for the outcome of a SendMessage update already submitted
+// (an idempotent resend relays it) without submitting anything. found is
+// false when the session's current workflow run has no update with that
+// turn id: it was never accepted, or it finished in an earlier run (before a
+// continue-as-new).
+func (e *Engine) AwaitTurn(ctx context.Context, sessionID, turnID string) (res workflows.TurnResult, found bool, err error) {
+	h := e.Client.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: sessionID, UpdateID: turnID})
+	if err := h.Get(ctx, &res); err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return workflows.TurnResult{}, false, nil
+		}
+		return workflows.TurnResult{}, true, fmt.Errorf("await turn %s: %w", turnID, err)
+	}
+	return res, true, nil
+}
+
 // CloseSession tells the workflow its session ended and waits for cleanup.
 // A session that never had a turn gets a workflow for this alone, so its
 // server resources (a sandbox started over RPC, MCP connections) are

@@ -102,10 +102,19 @@ type Stream struct {
 // RPCStream posts a JSON-RPC request and returns the live stream.
 func (s *Server) RPCStream(t testing.TB, ctx context.Context, sessionID, sessionKey string, body any) *Stream {
 	t.Helper()
+	return s.RPCStreamHeader(t, ctx, sessionID, sessionKey, body, nil)
+}
+
+// RPCStreamHeader is RPCStream with extra request headers.
+func (s *Server) RPCStreamHeader(t testing.TB, ctx context.Context, sessionID, sessionKey string, body any, header http.Header) *Stream {
+	t.Helper()
 	buf, err := json.Marshal(body)
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.ClientURL+"/api/v1/sessions/"+sessionID+"/rpc", bytes.NewReader(buf))
 	require.NoError(t, err)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	req.Header.Set("Authorization", "Bearer "+sessionKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -127,6 +136,9 @@ func (s *Server) RPCStream(t testing.TB, ctx context.Context, sessionID, session
 	}()
 	return st
 }
+
+// Header is the stream response's header.
+func (st *Stream) Header() http.Header { return st.resp.Header }
 
 // Status is the HTTP status of the stream response.
 func (st *Stream) Status() int { return st.resp.StatusCode }

@@ -1,0 +1,170 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testenv"
+)
+
+// keyed sends a sendMessage with an Idempotency-Key and collects every
+// object of its stream.
+func (d *driver) keyed(ctx context.Context, key string, content any) []map[string]any {
+	d.e.t.Helper()
+	st := d.keyedStream(ctx, key, content)
+	defer st.Close()
+	require.Equal(d.e.t, http.StatusOK, st.Status())
+	var out []map[string]any
+	for m := range st.Lines() {
+		out = append(out, m)
+	}
+	return out
+}
+
+func (d *driver) keyedStream(ctx context.Context, key string, content any) *testenv.Stream {
+	return d.e.srv.RPCStreamHeader(d.e.t, ctx, d.sid, d.sk, d.request(content), http.Header{"Idempotency-Key": {key}})
+}
+
+// storedInputs counts the session's stored messages.
+func (e *env) storedInputs(sid string) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.srv.Parts.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM turn_inputs WHERE session_id = $1`, sid).Scan(&n))
+	return n
+}
+
+// TestResendWithIdempotencyKeyRelaysTheStoredTurn: a client whose response
+// was lost (the stream broke before it saw anything) resends its message
+// with the same Idempotency-Key, while the turn runs and after it finished.
+// Nothing is stored twice, the turn runs once, every resend gets the same
+// result.
+func TestResendWithIdempotencyKeyRelaysTheStoredTurn(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	lane := e.fake.Lane("primary")
+	lane.Enqueue(fakeprovider.Text("the one answer").UntilReleased())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// The response is lost: the client hangs up once the turn is running.
+	first := d.keyedStream(ctx, "msg-0001", "count me once")
+	select {
+	case <-e.fake.Started():
+	case <-ctx.Done():
+		t.Fatal("the provider call never started")
+	}
+	first.Close()
+
+	// Resent while the turn runs: relayed live, from the turn's start.
+	second := d.keyedStream(ctx, "msg-0001", "count me once")
+	defer second.Close()
+	require.Equal(t, http.StatusOK, second.Status())
+	assert.Equal(t, "msg-0001", second.Header().Get("Idempotency-Key"), "the server says it honoured the key")
+	assert.Equal(t, "provider.request", waitEvent(t, second, "provider.request")["event_type"])
+	e.fake.Release()
+	var live []map[string]any
+	for m := range second.Lines() {
+		live = append(live, m)
+	}
+	term := testenv.Terminal(t, live)
+	require.NotNil(t, term["result"], "%v", term)
+	assert.Equal(t, "the one answer", firstText(message(term)))
+
+	// Resent after it finished: the same terminal result.
+	again := testenv.Terminal(t, d.keyed(ctx, "msg-0001", "count me once"))
+	require.NotNil(t, again["result"], "%v", again)
+	assert.Equal(t, message(term), message(again))
+	assert.Equal(t, types(resultEvents(term)), types(resultEvents(again)))
+
+	assert.Equal(t, 1, e.storedInputs(d.sid), "one stored message")
+	counts := countTypes(d.allEvents())
+	assert.Equal(t, 1, counts["client.message.send"], "one turn")
+	assert.Equal(t, 1, counts["server.message.send"])
+	assert.Equal(t, 1, e.fake.RequestCount(), "the provider was called once")
+
+	// The key is the message's: another message under it is refused, and a
+	// new key is a new turn.
+	bad := testenv.Terminal(t, d.keyed(ctx, "msg-0001", "something else"))
+	require.NotNil(t, bad["error"], "%v", bad)
+	assert.EqualValues(t, -32602, bad["error"].(map[string]any)["code"])
+	next := testenv.Terminal(t, d.keyed(ctx, "msg-0002", "count me once"))
+	assert.Equal(t, "echo: count me once", firstText(message(next)))
+	assert.Equal(t, 2, e.storedInputs(d.sid))
+
+	// Another driver of the session cannot attach to this client's turn.
+	other := e.join(d)
+	stolen := testenv.Terminal(t, other.keyed(ctx, "msg-0001", "count me once"))
+	require.NotNil(t, stolen["error"], "%v", stolen)
+	assert.EqualValues(t, -32602, stolen["error"].(map[string]any)["code"])
+}
+
+// TestIdempotencyKeyValidation: a malformed key is -32602 and stores nothing.
+func TestIdempotencyKeyValidation(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, key := range []string{"has space", "k\u00fc", "semi;colon", strings.Repeat("k", 129)} {
+		term := testenv.Terminal(t, d.keyed(ctx, key, "hello"))
+		require.NotNil(t, term["error"], "%q: %v", key, term)
+		assert.EqualValues(t, -32602, term["error"].(map[string]any)["code"], "%q", key)
+	}
+	assert.Zero(t, e.storedInputs(d.sid))
+}
+
+// TestResendAfterTheTurnsRunEnded: the turn finished in a workflow run that
+// is no longer the session's current one (here terminated and replaced; a
+// continue-as-new does the same), so its result is rebuilt from the log.
+// It is not submitted again: re-run, this paused tool turn (resumed since)
+// would pause the session once more.
+func TestResendAfterTheTurnsRunEnded(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open("get_time")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "get_time", nil), fakeprovider.Text("it is noon"))
+	term := testenv.Terminal(t, d.keyed(ctx, "old-run", "what time is it?"))
+	require.NotNil(t, term["result"], "%v", term)
+	_, resumed := d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_1", "content": "12:00"}})
+	require.Equal(t, "it is noon", firstText(message(resumed)))
+	require.NoError(t, e.srv.Temporal.TerminateWorkflow(ctx, d.sid, "", "simulated loss"))
+	_, next := d.send("in the new run")
+	require.Equal(t, "echo: in the new run", firstText(message(next)))
+
+	again := testenv.Terminal(t, d.keyed(ctx, "old-run", "what time is it?"))
+	require.NotNil(t, again["result"], "%v", again)
+	assert.Equal(t, message(term), message(again), "the paused reply, as the first call got it")
+	var pending bool
+	require.NoError(t, e.srv.Parts.Store.Pool.QueryRow(ctx, `SELECT pending_turn IS NOT NULL FROM sessions WHERE id = $1`, d.sid).Scan(&pending))
+	assert.False(t, pending, "the resend did not pause the session again")
+	_, last := d.send("still plain?")
+	assert.Equal(t, "echo: still plain?", firstText(message(last)))
+	counts := countTypes(d.allEvents())
+	assert.Equal(t, 4, counts["client.message.send"])
+	assert.Zero(t, counts["session.error"])
+}
+
+// TestResendOfALostSubmissionRunsItOnce: the message was stored under its
+// key but its submission died with the server; the resend submits it (the
+// update id is the turn id, so the orphan sweep cannot double it).
+func TestResendOfALostSubmissionRunsItOnce(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prior, err := e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostkeyed00000000000000000000", d.keyID, []byte(`{"role":"user","content":"stored, never submitted"}`), "lost-1")
+	require.NoError(t, err)
+	require.Nil(t, prior)
+	term := testenv.Terminal(t, d.keyed(ctx, "lost-1", "stored, never submitted"))
+	require.NotNil(t, term["result"], "%v", term)
+	assert.Equal(t, "echo: stored, never submitted", firstText(message(term)))
+	assert.Equal(t, 1, e.storedInputs(d.sid))
+	assert.Equal(t, 1, countTypes(d.allEvents())["client.message.send"])
+}
