@@ -35,6 +35,12 @@ type Config struct {
 	// Logger receives debug traces and best-effort failures (for example a
 	// lifecycle report the server refused). Defaults to slog.Default().
 	Logger *slog.Logger
+	// SendRetries is how many times a message whose response was lost (no
+	// response, a 5xx, or a stream that broke before its terminal line) is
+	// sent again under the same Idempotency-Key: 0 means 3, negative never.
+	// A broken stream is resent only when the server echoed the key, so a
+	// server without the extension never gets a duplicate.
+	SendRetries int
 	// TracerProvider records the bae.client.send/bae.client.tool spans.
 	// Defaults to the global provider (a no-op unless the application
 	// installed an OpenTelemetry SDK).
@@ -62,6 +68,9 @@ func (c Config) normalized() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SendRetries == 0 {
+		c.SendRetries = 3
 	}
 	if c.TracerProvider == nil {
 		c.TracerProvider = otel.GetTracerProvider()

@@ -7,6 +7,10 @@ import (
 	"strings"
 )
 
+// ErrNoTerminal is wrapped by the error of a call whose stream ended (or
+// broke) before its terminal response.
+var ErrNoTerminal = errors.New("stream ended without a terminal response")
+
 // ProblemError is an RFC 7807 problem document returned by a REST endpoint
 // (or by /rpc before its stream opens, e.g. a 401).
 type ProblemError struct {

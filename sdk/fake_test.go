@@ -35,6 +35,9 @@ type fakeBAE struct {
 	deletes int
 	// rpc answers a call by writing NDJSON lines; nil uses defaultRPC.
 	rpc func(w *ndjsonWriter, c rpcCall)
+	// before runs ahead of the 200 of a non-registration call: it may set
+	// response headers, or answer the call itself (returning true).
+	before func(w http.ResponseWriter, c rpcCall) bool
 	// register answers session.registerDriver; nil succeeds.
 	register func(w *ndjsonWriter, c rpcCall)
 	// events backs GET /events.
@@ -132,8 +135,11 @@ func (f *fakeBAE) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(req.Params, &c.Params)
 		f.mu.Lock()
 		f.calls = append(f.calls, c)
-		handler, register := f.rpc, f.register
+		handler, register, before := f.rpc, f.register, f.before
 		f.mu.Unlock()
+		if before != nil && c.Method != "session.registerDriver" && before(w, c) {
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()

@@ -2,8 +2,12 @@ package sdk
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -42,10 +46,113 @@ const (
 
 func (s *Session) tracer() trace.Tracer { return s.t.cfg.TracerProvider.Tracer(tracerName) }
 
-// sendResult is session.sendMessage's terminal result.
-type sendResult struct {
+// IdempotencyHeader is the request header naming a message, so a resend
+// after a lost response relays the stored turn instead of storing the
+// message again (a bae-go extension; other servers ignore it).
+const IdempotencyHeader = "Idempotency-Key"
+
+// Resend backoff after a lost response.
+const (
+	resendWait    = 250 * time.Millisecond
+	maxResendWait = 4 * time.Second
+)
+
+// TurnResult is session.sendMessage's terminal result.
+type TurnResult struct {
 	Message Message `json:"message"`
-	Events  []Event `json:"events"`
+	// Events are every event of the turn, from the log.
+	Events []Event `json:"events"`
+	// Attempts is how many requests the call took: 1, plus one per resend
+	// after a lost response.
+	Attempts int `json:"-"`
+}
+
+// SendOptions tune SendOnce.
+type SendOptions struct {
+	// IdempotencyKey names the message (1 to 128 characters of A-Z a-z
+	// 0-9 - _ . : ~); "" draws a random one. Sending the same message again
+	// under the same key, even from another process, relays the turn
+	// already stored instead of starting a second one.
+	IdempotencyKey string
+}
+
+// SendOnce makes one session.sendMessage call, without the tool-call loop
+// or the Before/After hooks (OnEvent still sees each notification once):
+// the caller answers any tool_use itself. A lost response is resent under
+// the same key (Config.SendRetries). When every provider failed it returns
+// the result together with a *ProvidersFailedError.
+func (s *Session) SendOnce(ctx context.Context, content any, o SendOptions) (*TurnResult, error) {
+	msg, err := userMessage(content)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case s.sendSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.sendSem }()
+	res, err := s.sendMessage(ctx, msg, o.IdempotencyKey)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	if pf := providersFailed(res); pf != nil {
+		return res, pf
+	}
+	return res, nil
+}
+
+// sendMessage sends msg under key (drawn when ""), resending it under the
+// same key while its response is lost, up to Config.SendRetries times.
+func (s *Session) sendMessage(ctx context.Context, msg Message, key string) (*TurnResult, error) {
+	if key == "" {
+		key = newIdempotencyKey()
+	}
+	params := map[string]any{"message": wireMessage(msg)}
+	header := http.Header{IdempotencyHeader: {key}}
+	seen := map[string]bool{}
+	wait := resendWait
+	for attempt := 1; ; attempt++ {
+		raw, lost, err := s.rpcOnce(ctx, methodSendMessage, params, header, seen)
+		if err == nil {
+			res := &TurnResult{Attempts: attempt}
+			if err := json.Unmarshal(raw, res); err != nil {
+				return nil, fmt.Errorf("bae: %s: decode result: %w", methodSendMessage, err)
+			}
+			if n := len(res.Events); n > 0 {
+				s.noteEvent(res.Events[n-1].ID)
+			}
+			return res, nil
+		}
+		if !lost || attempt > s.t.cfg.SendRetries {
+			return nil, err
+		}
+		s.Logger().DebugContext(ctx, "bae: resending a message whose response was lost", "session_id", s.ID, "attempt", attempt+1, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, maxResendWait)
+	}
+}
+
+// newIdempotencyKey is 128 random bits, hex.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func providersFailed(res *TurnResult) *ProvidersFailedError {
+	for _, e := range res.Events {
+		if e.reason() == ReasonAllProvidersFailed {
+			return &ProvidersFailedError{Message: &res.Message, Events: res.Events}
+		}
+	}
+	return nil
 }
 
 // Send sends a user turn — a string, a Block, a []Block or a Message — and
@@ -106,21 +213,12 @@ func (s *Session) sendOnce(ctx context.Context, msg Message, iteration int) (rep
 			return nil, nil, &HookError{Hook: "BeforeSend", Err: err}
 		}
 	}
-	raw, err := s.rpc(ctx, methodSendMessage, map[string]any{"message": wireMessage(msg)})
+	res, err := s.sendMessage(ctx, msg, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	var res sendResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, nil, fmt.Errorf("bae: %s: decode result: %w", methodSendMessage, err)
-	}
-	if n := len(res.Events); n > 0 {
-		s.noteEvent(res.Events[n-1].ID)
-	}
-	for _, e := range res.Events {
-		if e.reason() == ReasonAllProvidersFailed {
-			return nil, nil, &ProvidersFailedError{Message: &res.Message, Events: res.Events}
-		}
+	if pf := providersFailed(res); pf != nil {
+		return nil, nil, pf
 	}
 	reply = &res.Message
 	if h := s.hooks.AfterReceive; h != nil {

@@ -342,36 +342,61 @@ func (s *Session) call(ctx context.Context, method string, params, out any) erro
 
 // rpc sends one request and reads its stream up to the terminal response.
 func (s *Session) rpc(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: method, Params: params})
+	raw, _, err := s.rpcOnce(ctx, method, params, nil, nil)
+	return raw, err
+}
+
+// rpcOnce is rpc with extra request headers. lost reports a failure after
+// which the request may have taken effect unseen but can be sent again
+// safely: no response at all, a 5xx problem, or (only when the server echoed
+// the request's Idempotency-Key) a stream that broke before its terminal
+// response. Notifications whose id is in seen are not handed to OnEvent
+// again (a resend relays a turn's events from its start); seen may be nil.
+func (s *Session) rpcOnce(ctx context.Context, method string, params any, header http.Header, seen map[string]bool) (_ json.RawMessage, lost bool, _ error) {
+	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: method, Params: params}, header)
 	if err != nil {
-		return nil, err
+		var pe *ProblemError
+		if errors.As(err, &pe) {
+			return nil, pe.Status >= 500, err
+		}
+		return nil, ctx.Err() == nil, err
 	}
 	defer st.close()
+	resendable := func() bool {
+		k := header.Get(IdempotencyHeader)
+		return ctx.Err() == nil && k != "" && st.header.Get(IdempotencyHeader) == k
+	}
 	for {
 		f, err := st.next()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("bae: %s: stream ended without a terminal response", method)
+			return nil, resendable(), fmt.Errorf("bae: %s: %w", method, ErrNoTerminal)
 		}
 		if err != nil {
-			return nil, err
+			return nil, resendable(), err
 		}
 		if f.Error != nil {
-			return nil, fmt.Errorf("bae: %s: %w", method, f.Error)
+			return nil, false, fmt.Errorf("bae: %s: %w", method, f.Error)
 		}
 		if f.terminal() {
-			return f.Result, nil
+			return f.Result, false, nil
 		}
 		ev, ok, err := f.event()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !ok {
 			continue
 		}
 		s.noteEvent(ev.ID)
+		if seen != nil {
+			if seen[ev.ID] {
+				continue
+			}
+			seen[ev.ID] = true
+		}
 		if s.hooks.OnEvent != nil {
 			if err := s.hooks.OnEvent(ctx, ev); err != nil {
-				return nil, &HookError{Hook: "OnEvent", Err: err}
+				return nil, false, &HookError{Hook: "OnEvent", Err: err}
 			}
 		}
 	}

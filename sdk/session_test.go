@@ -555,3 +555,91 @@ func TestServerMeta(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"v1"}, m.APIVersions)
 }
+
+// echoKey makes the fake honour Idempotency-Key the way baesrv does.
+func echoKey(w http.ResponseWriter, c rpcCall) bool {
+	if k := c.Header.Get(sdk.IdempotencyHeader); k != "" {
+		w.Header().Set(sdk.IdempotencyHeader, k)
+	}
+	return false
+}
+
+func TestSendResendsALostResponseUnderTheSameKey(t *testing.T) {
+	f := newFake(t)
+	f.before = echoKey
+	f.rpc = func(w *ndjsonWriter, c rpcCall) {
+		w.event(ev("evt_1", sdk.EventProviderRequest, ""))
+		if len(f.rpcCalls("session.sendMessage")) == 1 {
+			return // the stream breaks before its terminal line
+		}
+		w.event(ev("evt_2", sdk.EventServerMessageSend, ""))
+		w.result(c, map[string]any{"message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "once"}}}, "events": []any{}})
+	}
+	var seen []string
+	s, err := sdk.Connect(context.Background(), f.cfg(), sdk.WithHooks(sdk.Hooks{OnEvent: func(_ context.Context, e sdk.Event) error {
+		seen = append(seen, e.ID)
+		return nil
+	}}))
+	require.NoError(t, err)
+	reply, err := s.Send(context.Background(), "hi")
+	require.NoError(t, err)
+	assert.Equal(t, "once", reply.Text())
+	calls := f.rpcCalls("session.sendMessage")
+	require.Len(t, calls, 2)
+	key := calls[0].Header.Get(sdk.IdempotencyHeader)
+	assert.Len(t, key, 32)
+	assert.Equal(t, key, calls[1].Header.Get(sdk.IdempotencyHeader), "the resend reuses the key")
+	assert.Equal(t, []string{"evt_1", "evt_2"}, seen, "a relayed event reaches OnEvent once")
+
+	// The next message has a key of its own.
+	_, err = s.Send(context.Background(), "again")
+	require.NoError(t, err)
+	calls = f.rpcCalls("session.sendMessage")
+	require.Len(t, calls, 3)
+	assert.NotEqual(t, key, calls[2].Header.Get(sdk.IdempotencyHeader))
+}
+
+func TestSendOnceWithCallerKeyCountsAttempts(t *testing.T) {
+	f := newFake(t)
+	f.before = func(w http.ResponseWriter, c rpcCall) bool {
+		if len(f.rpcCalls("session.sendMessage")) == 1 {
+			// The server could not serve it (a database outage): nothing stored.
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"type":"internal","title":"Internal Server Error","status":500}`))
+			return true
+		}
+		return echoKey(w, c)
+	}
+	s, err := sdk.Connect(context.Background(), f.cfg())
+	require.NoError(t, err)
+	res, err := s.SendOnce(context.Background(), "hi", sdk.SendOptions{IdempotencyKey: "mine-1"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Attempts)
+	for _, c := range f.rpcCalls("session.sendMessage") {
+		assert.Equal(t, "mine-1", c.Header.Get(sdk.IdempotencyHeader))
+	}
+}
+
+func TestSendNeverResendsABrokenStreamWithoutTheEcho(t *testing.T) {
+	f := newFake(t) // a server that ignores Idempotency-Key
+	f.rpc = func(w *ndjsonWriter, c rpcCall) { w.event(ev("evt_1", sdk.EventProviderRequest, "")) }
+	s, err := sdk.Connect(context.Background(), f.cfg())
+	require.NoError(t, err)
+	_, err = s.Send(context.Background(), "hi")
+	require.ErrorIs(t, err, sdk.ErrNoTerminal)
+	assert.Len(t, f.rpcCalls("session.sendMessage"), 1, "a resend could be a second turn")
+
+	// Nor a definite answer, nor beyond SendRetries.
+	f.before = func(w http.ResponseWriter, c rpcCall) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	}
+	cfg := f.cfg()
+	cfg.SendRetries = 1
+	s2, err := sdk.Connect(context.Background(), cfg)
+	require.NoError(t, err)
+	before := len(f.rpcCalls("session.sendMessage"))
+	_, err = s2.Send(context.Background(), "hi")
+	require.Error(t, err)
+	assert.Equal(t, before+2, len(f.rpcCalls("session.sendMessage")), "one send and one resend")
+}

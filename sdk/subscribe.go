@@ -62,7 +62,7 @@ func (s *Session) subscribeOnce(ctx context.Context, since string, emit func(Eve
 	if since != "" {
 		params["since_event_id"] = since
 	}
-	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: "session.subscribe", Params: params})
+	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: "session.subscribe", Params: params}, nil)
 	if err != nil {
 		return false, false, err
 	}

@@ -150,16 +150,20 @@ type stream struct {
 	method string
 	body   io.ReadCloser
 	dec    *json.Decoder
+	header http.Header // the response's
 }
 
 // openRPC posts one JSON-RPC request and returns its response stream. A
 // non-2xx status (auth is checked before the stream opens) is a
 // *ProblemError.
-func (t *transport) openRPC(ctx context.Context, sessionID, token string, req rpcRequest) (*stream, error) {
+func (t *transport) openRPC(ctx context.Context, sessionID, token string, req rpcRequest, header http.Header) (*stream, error) {
 	path := "/api/v1/sessions/" + pathEscape(sessionID) + "/rpc"
 	hreq, err := t.newRequest(ctx, http.MethodPost, path, token, req)
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range header {
+		hreq.Header[k] = vs
 	}
 	hreq.Header.Set("Accept", "application/x-ndjson")
 	resp, err := t.do(hreq)
@@ -168,7 +172,7 @@ func (t *transport) openRPC(ctx context.Context, sessionID, token string, req rp
 	}
 	// json.Decoder reads NDJSON without a line-length limit: provider
 	// payloads in notifications can be many megabytes.
-	return &stream{ctx: ctx, method: req.Method, body: resp.Body, dec: json.NewDecoder(resp.Body)}, nil
+	return &stream{ctx: ctx, method: req.Method, body: resp.Body, dec: json.NewDecoder(resp.Body), header: resp.Header}, nil
 }
 
 // next returns the next frame, or io.EOF when the server closed the stream.
