@@ -17,9 +17,11 @@ import (
 )
 
 // TestCrashRecovery is the short form of bench/crash: a real `baesrv serve`
-// subprocess is SIGKILLed at random points of 10 turns (some pausing on a
-// client tool), and the event log must show every message as exactly one
-// turn with exactly one answer and balanced provider calls.
+// subprocess is SIGKILLed at random and aimed points (just after a message
+// or a tool continuation is accepted, during a provider call, during an MCP
+// call) of 12 turns (some pausing on a client tool, some calling an MCP
+// tool), and the event log must show every message as exactly one turn
+// with exactly one answer and balanced provider calls.
 //
 // BAE_CRASH_SEED replays a failing run's plan and kill points;
 // BAE_CRASH_BAESRV skips the build with a prebuilt binary.
@@ -36,19 +38,21 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := crashlib.Run(ctx, crashlib.Options{
-		Turns: 10, Sessions: 2, Kills: 3, Seed: seed,
+		Turns: 12, Sessions: 2, Kills: 4, Seed: seed, MCPShare: 0.2,
+		KillAt:      []string{crashlib.PointAccept, crashlib.PointProvider, crashlib.PointRandom, crashlib.PointResume},
 		BaesrvPath:  os.Getenv("BAE_CRASH_BAESRV"),
 		DatabaseURL: testdb.BaseDatabaseURL(),
 		// Recovery normally takes a few seconds (Temporal hands a dead
 		// worker's workflow task to the new one after its sticky timeout).
 		RecoverWithin: 40 * time.Second,
+		AimWithin:     20 * time.Second,
 		Log:           slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	require.NoError(t, err)
 	var summary strings.Builder
 	rep.Print(&summary)
 	t.Log("\n" + summary.String())
-	assert.Len(t, rep.Kills, 3, "every kill landed before the turns ran out")
+	assert.Len(t, rep.Chaos, 4, "every kill landed before the turns ran out")
 	assert.Empty(t, rep.Unexpected, "baesrv never died on its own")
 	assert.Empty(t, rep.Violations, "rerun with BAE_CRASH_SEED=%d", rep.Options.Seed)
 }

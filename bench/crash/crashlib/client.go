@@ -1,7 +1,6 @@
 package crashlib
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,26 +10,60 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/bae-go/bae-go/sdk"
+	"github.com/bae-go/bae-go/store"
 )
 
-// api speaks only the public wire API, as an SDK would. Keep-alives are
-// off: every call dials, so "connection refused" unambiguously means the
-// request never reached a server (a reused pooled connection could fail
-// after the request was written).
+// api is the bench's client side: the Go SDK for the client port, as an
+// application would use it, and a few admin calls (the SDK is a client SDK)
+// for setup and checks. Keep-alives are off, so every call dials: a kill
+// never leaves a pooled connection half-used.
 type api struct {
 	http      *http.Client
 	clientURL string
 	adminURL  string
 	adminKey  string
+	clientKey string
 }
 
-func newAPI(clientAddr, adminAddr, adminKey string) *api {
+func newAPI(clientAddr, adminAddr, adminKey string, aim *aimer) *api {
 	return &api{
-		http:      &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}},
+		http: &http.Client{Transport: &watchTransport{
+			base: &http.Transport{DisableKeepAlives: true, DisableCompression: true},
+			aim:  aim,
+		}},
 		clientURL: "http://" + clientAddr,
 		adminURL:  "http://" + adminAddr,
 		adminKey:  adminKey,
 	}
+}
+
+// watchTransport reports to the aimer the moment a sendMessage gets its
+// 200: the message is stored and the client knows it (the accept and
+// resume kill points).
+type watchTransport struct {
+	base http.RoundTripper
+	aim  *aimer
+}
+
+func (w *watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/rpc") && req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = io.ReadAll(rc)
+			rc.Close()
+		}
+	}
+	resp, err := w.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"session.sendMessage"`)) {
+		if bytes.Contains(body, []byte(`"tool_result"`)) {
+			w.aim.hit(PointResume)
+		} else {
+			w.aim.hit(PointAccept)
+		}
+	}
+	return resp, err
 }
 
 func (a *api) doJSON(ctx context.Context, method, u, token string, body, out any, want int) error {
@@ -70,176 +103,85 @@ func (a *api) doJSON(ctx context.Context, method, u, token string, body, out any
 	return nil
 }
 
-// setup creates a profile allowing the client tool and one client key.
-func (a *api) setup(ctx context.Context) (string, error) {
+// setup creates a profile with the client tool, the bench's MCP server and
+// the sandbox image (as the run needs them), and one client key.
+func (a *api) setup(ctx context.Context, mcp bool, image string) error {
+	body := map[string]any{"name": "crash", "primary_provider": "fake", "allowed_tools": []string{probeTool}}
+	if mcp {
+		body["mcp_servers"] = []string{mcpServerName}
+	}
+	if image != "" {
+		body["available_sandboxes"] = []string{image}
+	}
 	var prof struct {
 		ID string `json:"id"`
 	}
-	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/profiles", a.adminKey,
-		map[string]any{"name": "crash", "primary_provider": "fake", "allowed_tools": []string{probeTool}}, &prof, http.StatusCreated); err != nil {
-		return "", fmt.Errorf("create profile: %w", err)
+	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/profiles", a.adminKey, body, &prof, http.StatusCreated); err != nil {
+		return fmt.Errorf("create profile: %w", err)
 	}
 	var key struct {
 		Key string `json:"key"`
 	}
 	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/keys", a.adminKey,
 		map[string]any{"name": "crash", "profile_id": prof.ID}, &key, http.StatusCreated); err != nil {
-		return "", fmt.Errorf("create client key: %w", err)
+		return fmt.Errorf("create client key: %w", err)
 	}
-	return key.Key, nil
+	a.clientKey = key.Key
+	return nil
 }
 
-type session struct {
-	ID  string `json:"session_id"`
-	Key string `json:"session_key"`
+// config is the SDK configuration of one session's client.
+func (a *api) config() sdk.Config {
+	return sdk.Config{ServerURL: a.clientURL, ClientKey: a.clientKey, HTTPClient: a.http, ClientVersion: "bae-crash"}
 }
 
-// open opens a session declaring the client tool and registers as driver.
-func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
-	s := &session{}
-	body := map[string]any{
-		"client_version": "bae-crash",
-		"tools": []map[string]any{{
-			"name": probeTool, "description": "Answers a probe; run by the client.",
-			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "string"}}},
-		}},
+// open opens a session declaring the client tool (and the sandbox tool)
+// and registers as its driver. hooks see the session's live events.
+func (a *api) open(ctx context.Context, sandboxTools bool, hooks sdk.Hooks) (*sdk.Session, error) {
+	opts := []sdk.Option{
+		sdk.WithTool(sdk.Tool{
+			Name: probeTool, Description: "Answers a probe; run by the client.",
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "string"}}},
+			// The drivers answer probes themselves (SendOnce); never called.
+			Handler: func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("unused") },
+		}),
+		sdk.WithHooks(hooks),
 	}
-	if err := a.doJSON(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions", clientKey, body, s, http.StatusCreated); err != nil {
+	if sandboxTools {
+		opts = append(opts, sdk.WithSandboxTool(sdk.ToolSpec{
+			Name: sandboxTool, Description: "Runs a shell command in the session's sandbox.",
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []string{"command"}},
+		}))
+	}
+	s, err := sdk.Connect(ctx, a.config(), opts...)
+	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
-	}
-	out := a.rpc(ctx, s, "session.registerDriver", map[string]any{})
-	switch {
-	case out.Err != nil:
-		return nil, fmt.Errorf("register driver: %w", out.Err)
-	case out.RPCErr != nil:
-		return nil, fmt.Errorf("register driver: rpc error %d: %s", out.RPCErr.Code, out.RPCErr.Message)
-	case !bytes.Contains(out.Result, []byte(`"registered":true`)):
-		return nil, fmt.Errorf("register driver: unexpected result %s", out.Result)
 	}
 	return s, nil
 }
 
-// wireEvent is the EventView shape of GET /events and session.event.
+// wireEvent is the event shape the checks read.
 type wireEvent struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"event_type"`
-	Payload   json.RawMessage `json:"payload"`
-	CreatedAt string          `json:"created_at"`
+	ID        string
+	Type      string
+	Payload   json.RawMessage
+	CreatedAt string
 }
 
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+func fromSDK(e sdk.Event) wireEvent {
+	return wireEvent{ID: e.ID, Type: string(e.Type), Payload: e.Payload, CreatedAt: e.CreatedAt.UTC().Format(store.TimeFormat)}
 }
 
-// rpcOutcome is how one JSON-RPC call over NDJSON ended.
-type rpcOutcome struct {
-	Result json.RawMessage // the terminal result, when one arrived
-	RPCErr *rpcError       // the terminal error object, when one arrived
-	Events []wireEvent     // session.event notifications before the end
-	// Err is set when no terminal object arrived. NoResponse tells the
-	// two cases apart: the request got no HTTP response at all (so, as
-	// the server flushes its 200 before storing anything, nothing was
-	// stored), or the NDJSON stream broke after the 200.
-	Err        error
-	NoResponse bool
-	Refused    bool // the dial failed: no server was listening
-	HTTPStatus int  // a non-200 answer (a problem document)
-}
-
-func (a *api) rpc(ctx context.Context, s *session, method string, params any) rpcOutcome {
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		return rpcOutcome{Err: fmt.Errorf("marshal request: %w", err), NoResponse: true}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(body))
-	if err != nil {
-		return rpcOutcome{Err: fmt.Errorf("build request: %w", err), NoResponse: true}
-	}
-	req.Header.Set("Authorization", "Bearer "+s.Key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return rpcOutcome{Err: err, NoResponse: true, Refused: isRefused(err)}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// A problem (auth, body limits) is answered before anything is
-		// stored; the call failed outright.
-		raw, _ := io.ReadAll(resp.Body)
-		return rpcOutcome{Err: fmt.Errorf("%s: status %d: %s", method, resp.StatusCode, bytes.TrimSpace(raw)), HTTPStatus: resp.StatusCode}
-	}
-	var out rpcOutcome
-	rd := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := rd.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 && err == nil {
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params wireEvent       `json:"params"`
-				Result json.RawMessage `json:"result"`
-				Error  *rpcError       `json:"error"`
-			}
-			if jerr := json.Unmarshal(line, &m); jerr != nil {
-				out.Err = fmt.Errorf("%s: undecodable line %q: %w", method, truncate(line, 120), jerr)
-				return out
-			}
-			switch {
-			case m.Method == "session.event":
-				out.Events = append(out.Events, m.Params)
-				continue
-			case m.ID != nil && m.Error != nil:
-				out.RPCErr = m.Error
-				return out
-			case m.ID != nil:
-				out.Result = m.Result
-				return out
-			}
-			continue
-		}
-		if err != nil {
-			// EOF or a reset before the terminal object: the stream broke
-			// (a partial last line counts as broken too).
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			out.Err = fmt.Errorf("%s: stream broke after %d events: %w", method, len(out.Events), err)
-			return out
-		}
-	}
-}
-
-func isRefused(err error) bool {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return strings.Contains(err.Error(), "connection refused")
-}
-
-// events reads a session's whole log, following next_cursor.
-func (a *api) events(ctx context.Context, s *session) ([]wireEvent, error) {
+// events reads a session's whole log.
+func events(ctx context.Context, s *sdk.Session) ([]wireEvent, error) {
 	var all []wireEvent
-	cursor := ""
-	for {
-		u := a.clientURL + "/api/v1/sessions/" + s.ID + "/events?limit=200"
-		if cursor != "" {
-			u += "&cursor=" + url.QueryEscape(cursor)
-		}
-		var page struct {
-			Items      []wireEvent `json:"items"`
-			NextCursor *string     `json:"next_cursor"`
-		}
-		if err := a.doJSON(ctx, http.MethodGet, u, s.Key, nil, &page, http.StatusOK); err != nil {
+	for e, err := range s.Events(ctx, sdk.EventsQuery{Limit: 200}) {
+		if err != nil {
 			return nil, err
 		}
-		all = append(all, page.Items...)
-		if page.NextCursor == nil {
-			return all, nil
-		}
-		cursor = *page.NextCursor
+		all = append(all, fromSDK(e))
 	}
+	return all, nil
 }
 
 type adminSession struct {

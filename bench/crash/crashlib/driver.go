@@ -3,13 +3,16 @@ package crashlib
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/sdk"
 )
 
 const (
@@ -18,14 +21,25 @@ const (
 	// abandonedText is what the server writes for a client call that was
 	// never answered (activities.abandonedText).
 	abandonedText = "Client tool call was abandoned before returning a result."
-	// recoverPoll is the GET /events poll interval of a client recovering a
-	// turn whose stream broke.
-	recoverPoll = 200 * time.Millisecond
 	// callTimeout is how long a client waits on one open stream before it
-	// gives up on it and recovers from the log instead.
+	// resends (under the same Idempotency-Key) instead.
 	callTimeout = 3 * time.Minute
-	// maxSends bounds resends of a request that got no HTTP response.
-	maxSends = 50
+	// resendPause is the client's pause before it resends a message whose
+	// outcome it could not learn (the SDK has backed off already).
+	resendPause = 500 * time.Millisecond
+	// providerHold is how long the fake holds a request a kill is aimed at
+	// (the kill comes at once; the hold only keeps the call in flight), and
+	// outageHold one an outage is aimed at, so the outage starts mid-call
+	// and the answer arrives during it.
+	providerHold = 2 * time.Second
+	outageHold   = 300 * time.Millisecond
+)
+
+// Message markers the fake provider answers with a tool call: the tag
+// names the turn's counter (sandbox) or call id (MCP).
+var (
+	sandboxMarkerRe = regexp.MustCompile(`\[sh:([A-Za-z0-9-]+)\]`)
+	mcpMarkerRe     = regexp.MustCompile(`\[mcp:([A-Za-z0-9-]+)\]`)
 )
 
 // callKind is what a sendMessage call carries.
@@ -35,8 +49,19 @@ const (
 	kindPlain    callKind = "plain"       // a text message; expects "echo: <text>"
 	kindTool     callKind = "tool"        // a text message the fake answers with a client tool_use
 	kindContinue callKind = "tool-result" // the tool_result continuation of a paused turn
+	kindSandbox  callKind = "sandbox"     // an Auto-mode sandbox tool round, then "echo: <text>"
+	kindMCP      callKind = "mcp"         // an MCP tool round, then "echo: <text>"
 	kindFinal    callKind = "final"       // each session's last plain message
 )
+
+// providerRounds is how many provider request/response pairs a turn of
+// kind makes: server tools add a second round.
+func (k callKind) providerRounds() int {
+	if k == kindSandbox || k == kindMCP {
+		return 2
+	}
+	return 1
+}
 
 // matchKey identifies a message in the log: its unique text, or for a
 // continuation the tool_use id its tool_result answers.
@@ -52,40 +77,54 @@ func (k matchKey) String() string {
 	return fmt.Sprintf("%q", k.Text)
 }
 
-// call is one session.sendMessage as the client saw it.
+// call is one message as the client saw it, over all its sends.
 type call struct {
 	Session    int
 	Turn       int
 	Kind       callKind
-	Abandon    bool // a tool turn the client leaves unanswered on purpose
+	Abandon    bool   // a tool turn the client leaves unanswered on purpose
+	Tag        string // the sandbox counter / MCP call id of a server-tool turn
 	Key        matchKey
+	IdemKey    string
 	ExpectText string // the echo the reply must carry; "" for kindTool
 	Start, End time.Time
-	Sends      int // HTTP requests made (resends only after no response at all)
-	Broken     bool
-	ErrTerm    *rpcError
-	Recovered  bool
-	// RecoverTook is from the broken stream to the reply found in the log.
-	RecoverTook time.Duration
-	Lost        string // why no reply was found in the log
-	Wrong       string // the reply did not match what was sent
-	Terminal    json.RawMessage
-	Reply       json.RawMessage
-	HTTPStatus  int
+	// Sends counts HTTP requests (the SDK's resends included); Resends the
+	// client's own resends after the SDK gave up.
+	Sends, Resends int
+	ErrTerm        *sdk.RPCError // a definite JSON-RPC error terminal
+	TurnFailed     bool          // the terminal said the turn failed
+	Lost           string        // why the client never got a terminal result
+	Wrong          string        // the reply did not match what was sent
+	Terminal       json.RawMessage
+	LastErr        string // the last error before the terminal result
+	MCPCalls       int    // calls the MCP server saw for this turn, when more than one
 }
 
-// turnPlan is one user turn: plain, or a client tool round trip whose
-// continuation the client may deliberately never send.
+// turnKind is what one planned user turn does.
+type turnKind int
+
+const (
+	turnPlain turnKind = iota
+	turnProbe          // client tool round trip
+	turnSandbox
+	turnMCP
+)
+
+// turnPlan is one user turn; a probe's continuation the client may
+// deliberately never send.
 type turnPlan struct {
-	tool, abandon bool
+	kind    turnKind
+	abandon bool
 }
 
 // driver drives one session's turns in order, as a single client would.
 type driver struct {
 	n      int
-	api    *api
+	sess   *sdk.Session
 	st     *stack
-	sess   *session
+	sb     *sandboxes
+	aim    *aimer
+	box    string // the session's sandbox container
 	runID  string
 	plan   []turnPlan
 	within time.Duration
@@ -96,12 +135,6 @@ type driver struct {
 	// stopped is set when the server rejected a call outright; the driver
 	// sends nothing more.
 	stopped bool
-}
-
-// ambiguous reports a JSON-RPC error that does not say whether the turn
-// ran: the update call failed, not the turn.
-func ambiguous(e *rpcError) bool {
-	return e.Code == -32000 && e.Message == "session loop failed"
 }
 
 func (d *driver) record(c *call) {
@@ -123,155 +156,210 @@ func (d *driver) run(ctx context.Context) {
 			return
 		}
 		text := fmt.Sprintf("crash %s s%d t%03d", d.runID, d.n, j)
-		if !p.tool {
-			d.send(ctx, j, kindPlain, text, matchKey{Text: text}, "echo: "+text)
-			continue
+		tag := fmt.Sprintf("s%dt%03d", d.n, j)
+		switch p.kind {
+		case turnPlain:
+			d.send(ctx, j, kindPlain, text, "", "echo: "+text)
+		case turnSandbox:
+			text += " [sh:" + tag + "]"
+			d.send(ctx, j, kindSandbox, text, tag, "echo: "+text)
+		case turnMCP:
+			text += " [mcp:" + tag + "]"
+			d.send(ctx, j, kindMCP, text, tag, "echo: "+text)
+		case turnProbe:
+			text += " " + toolMarker
+			c := d.send(ctx, j, kindTool, text, "", "")
+			c.Abandon = p.abandon
+			id := clientToolUseID(c.Terminal)
+			if id == "" || p.abandon {
+				// No pause to answer (the reply is lost or wrong), or a client
+				// that never answers: the next message abandons the pause.
+				continue
+			}
+			result := []sdk.Block{sdk.ToolResult{ToolUseID: id, Content: []sdk.Block{sdk.Text{Text: "probe " + id + " ok"}}}}
+			d.sendContent(ctx, j, kindContinue, result, matchKey{ToolUseID: id}, "", "echo: "+text)
 		}
-		text += " " + toolMarker
-		c := d.send(ctx, j, kindTool, text, matchKey{Text: text}, "")
-		c.Abandon = p.abandon
-		id := clientToolUseID(c.Reply)
-		if id == "" || p.abandon {
-			// No pause to answer (the reply is lost or wrong), or a client
-			// that never answers: the next message abandons the pause.
-			continue
-		}
-		result := []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": "probe " + id + " ok"}}
-		d.send(ctx, j, kindContinue, result, matchKey{ToolUseID: id}, "echo: "+text)
 	}
 	if d.stopped || ctx.Err() != nil {
 		return
 	}
 	text := fmt.Sprintf("crash %s s%d final", d.runID, d.n)
-	d.send(ctx, len(d.plan), kindFinal, text, matchKey{Text: text}, "echo: "+text)
+	d.send(ctx, len(d.plan), kindFinal, text, "", "echo: "+text)
 }
 
-// send makes one sendMessage call and, if its stream broke, recovers the
-// turn's reply from the event log without ever resending the message.
-func (d *driver) send(ctx context.Context, turn int, kind callKind, content any, key matchKey, expect string) *call {
-	c := &call{Session: d.n, Turn: turn, Kind: kind, Key: key, ExpectText: expect, Start: time.Now()}
+func (d *driver) send(ctx context.Context, turn int, kind callKind, text, tag, expect string) *call {
+	return d.sendContent(ctx, turn, kind, text, matchKey{Text: text}, tag, expect)
+}
+
+// sendContent sends one message until the client holds its terminal
+// result: every send carries the message's Idempotency-Key, so a resend
+// after any failure whose outcome the client cannot know (no response, a
+// broken stream, a 5xx, an "Internal error" at accept) relays the turn
+// already stored instead of storing a second one.
+func (d *driver) sendContent(ctx context.Context, turn int, kind callKind, content any, key matchKey, tag, expect string) *call {
+	c := &call{Session: d.n, Turn: turn, Kind: kind, Key: key, Tag: tag, ExpectText: expect, Start: time.Now(),
+		IdemKey: fmt.Sprintf("%s-s%d-t%03d-%s", d.runID, d.n, turn, kind)}
 	defer func() {
 		c.End = time.Now()
 		d.record(c)
 	}()
-	params := map[string]any{"message": map[string]any{"role": "user", "content": content}}
-	var out rpcOutcome
-	for {
-		c.Sends++
+	deadline := time.Now().Add(d.within)
+	for first := true; ; first = false {
+		if !first {
+			c.Resends++
+		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		out = d.api.rpc(cctx, d.sess, "session.sendMessage", params)
-		gaveUp := cctx.Err() != nil
+		res, err := d.sess.SendOnce(cctx, content, sdk.SendOptions{IdempotencyKey: c.IdemKey})
 		cancel()
-		// No HTTP response at all means the server never flushed its 200,
-		// which it does before storing the message: nothing was stored and
-		// resending is not a second turn. Anything later is not resent.
-		if !out.NoResponse || gaveUp || c.Sends >= maxSends {
+		if res != nil {
+			c.Sends += res.Attempts
+		} else {
+			c.Sends++
+		}
+		if ctx.Err() != nil {
+			c.Lost = "run cancelled"
+			return c
+		}
+		if err == nil {
+			c.Terminal = replyOf(res)
 			break
 		}
+		c.LastErr = err.Error()
+		if definite := d.definite(c, err); definite {
+			return c
+		}
+		if time.Now().After(deadline) {
+			c.Lost = fmt.Sprintf("no terminal result within %s (last error: %v)", d.within, err)
+			return c
+		}
+		// If the server is down, wait for it; then resend under the key.
 		if err := d.st.awaitHealthy(ctx); err != nil {
 			c.Lost = "server never came back: " + err.Error()
 			return c
 		}
-	}
-	switch {
-	case out.HTTPStatus != 0:
-		c.HTTPStatus = out.HTTPStatus
-		c.Lost = out.Err.Error()
-		return c
-	case out.NoResponse:
-		c.Lost = "no response after resends: " + out.Err.Error()
-		return c
-	case out.Result != nil:
-		var res struct {
-			Message json.RawMessage `json:"message"`
+		t := time.NewTimer(resendPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
 		}
-		if err := json.Unmarshal(out.Result, &res); err != nil {
-			c.Wrong = "undecodable terminal result: " + err.Error()
-			return c
-		}
-		c.Terminal, c.Reply = res.Message, res.Message
-	case out.RPCErr != nil && !ambiguous(out.RPCErr):
-		// A definite rejection (session ended, bad merge, ...): nothing
-		// will appear in the log, and later turns would be meaningless.
-		c.ErrTerm = out.RPCErr
-		c.Lost = fmt.Sprintf("rejected with %d %q", out.RPCErr.Code, out.RPCErr.Message)
-		d.stopped = true
-		return c
-	case out.RPCErr != nil:
-		// The server could not tell how the turn went; the log can.
-		c.ErrTerm = out.RPCErr
-		t := time.Now()
-		c.Reply, c.Lost = d.recover(ctx, key)
-		c.RecoverTook = time.Since(t)
-	default:
-		c.Broken = true
-		t := time.Now()
-		c.Reply, c.Lost = d.recover(ctx, key)
-		c.RecoverTook = time.Since(t)
 	}
-	if c.Reply == nil {
-		return c
-	}
-	c.Recovered = c.Terminal == nil
 	if kind == kindTool {
-		if clientToolUseID(c.Reply) == "" {
-			c.Wrong = "expected a client tool_use, got " + string(c.Reply)
+		if clientToolUseID(c.Terminal) == "" {
+			c.Wrong = "expected a client tool_use, got " + string(c.Terminal)
 		}
-	} else if got := messageText(c.Reply); got != expect {
+	} else if got := messageText(c.Terminal); got != expect {
 		c.Wrong = fmt.Sprintf("expected %q, got %q", expect, got)
 	}
 	return c
 }
 
-// recover polls GET /events (through further kills) until the turn of key
-// shows its server.message.send, or the bound passes.
-func (d *driver) recover(ctx context.Context, key matchKey) (json.RawMessage, string) {
-	deadline := time.Now().Add(d.within)
-	tick := time.NewTicker(recoverPoll)
-	defer tick.Stop()
-	var lastErr error
-	for {
-		evs, err := d.api.events(ctx, d.sess)
-		lastErr = err
-		if err == nil {
-			segs := segments(evs)
-			if i := findTurn(segs, key); i >= 0 {
-				if sms := segs[i].replies(); len(sms) > 0 {
-					return sms[0].Payload, ""
-				}
-			}
+// definite classifies a failed send: true when the answer is final (the
+// call is recorded as such), false when the client must resend.
+func (d *driver) definite(c *call, err error) bool {
+	var re *sdk.RPCError
+	var pe *sdk.ProblemError
+	var pf *sdk.ProvidersFailedError
+	switch {
+	case errors.As(err, &pf):
+		c.Wrong = "all providers failed"
+		return true
+	case errors.As(err, &re):
+		switch {
+		case re.Code == sdk.CodeInternalError && strings.HasPrefix(re.Message, "Internal error: the turn failed"):
+			// The turn ran and failed: its terminal result is this error.
+			c.ErrTerm, c.TurnFailed = re, true
+			return true
+		case re.Code == sdk.CodeInternalError, re.Code == sdk.CodeApplicationError && re.Message == "session loop failed":
+			// The server could not store, relay or learn the outcome: the
+			// turn may or may not exist, which is what the key is for.
+			return false
 		}
-		if time.Now().After(deadline) {
-			if lastErr != nil {
-				return nil, fmt.Sprintf("no reply in the log within %s (last read error: %v)", d.within, lastErr)
-			}
-			return nil, fmt.Sprintf("no reply in the log within %s", d.within)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, "run cancelled: " + ctx.Err().Error()
-		case <-tick.C:
-		}
+		// A rejection (session ended, bad merge, ...): nothing more will
+		// come, and later turns would be meaningless.
+		c.ErrTerm = re
+		c.Lost = fmt.Sprintf("rejected with %d %q", re.Code, re.Message)
+		d.stopped = true
+		return true
+	case errors.As(err, &pe) && pe.Status < 500:
+		c.Lost = err.Error()
+		d.stopped = true
+		return true
 	}
+	return false
 }
 
-// respond is the fake provider: a small random delay, so kills land before,
-// during and after provider calls, and a client tool_use for messages
-// carrying the marker.
-func respond(maxDelay time.Duration) func(fakeprovider.Recorded) fakeprovider.Reply {
+// replyOf is the turn's reply as logged (the last server.message.send the
+// result carries), else the result's message.
+func replyOf(res *sdk.TurnResult) json.RawMessage {
+	for i := len(res.Events) - 1; i >= 0; i-- {
+		if res.Events[i].Type == sdk.EventServerMessageSend {
+			return res.Events[i].Payload
+		}
+	}
+	b, _ := json.Marshal(res.Message)
+	return b
+}
+
+// watchSandbox runs on a live sandbox.request while a kill is aimed at
+// sandbox execution: it fires the kill once the command's counter line is
+// in the container, i.e. while the command runs.
+func (d *driver) watchSandbox(ctx context.Context, payload json.RawMessage) {
+	var p struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	tag := counterTag(p.Command)
+	if tag == "" || d.box == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for d.aim.armed(PointSandbox) && ctx.Err() == nil {
+			if d.sb.hasRun(ctx, d.box, tag) {
+				d.aim.hit(PointSandbox)
+				return
+			}
+		}
+	}()
+}
+
+// respond is the fake provider: a small random delay, so random kills land
+// before, during and after provider calls; a tool_use for messages carrying
+// a marker (the client probe, a sandbox command, an MCP call); and the hold
+// a provider-aimed kill or outage needs.
+func respond(maxDelay, toolFor time.Duration, aim *aimer) func(fakeprovider.Recorded) fakeprovider.Reply {
 	return func(rec fakeprovider.Recorded) fakeprovider.Reply {
 		var delay time.Duration
 		if maxDelay > 0 {
 			delay = rand.N(maxDelay + 1)
 		}
+		reply := fakeprovider.Echo()
 		msgs := rec.Messages()
 		if len(msgs) > 0 {
 			last := msgs[len(msgs)-1]
-			if last["role"] == "user" && strings.Contains(anyText(last["content"]), toolMarker) {
-				return fakeprovider.ToolUse("", probeTool, map[string]any{"n": anyText(last["content"])}).After(delay)
+			text := anyText(last["content"])
+			if last["role"] == "user" {
+				switch {
+				case strings.Contains(text, toolMarker):
+					reply = fakeprovider.ToolUse("", probeTool, map[string]any{"n": text})
+				case sandboxMarkerRe.MatchString(text):
+					tag := sandboxMarkerRe.FindStringSubmatch(text)[1]
+					reply = fakeprovider.ToolUse("", sandboxTool, map[string]any{"command": sandboxCommand(tag, toolFor)})
+				case mcpMarkerRe.MatchString(text):
+					tag := mcpMarkerRe.FindStringSubmatch(text)[1]
+					reply = fakeprovider.ToolUse("", mcpTool, map[string]any{"id": tag})
+				}
 			}
 		}
-		return fakeprovider.Echo().After(delay)
+		switch {
+		case aim.hit(PointProvider):
+			delay = providerHold
+		case aim.hit(pointOutage):
+			delay = outageHold
+		}
+		return reply.After(delay)
 	}
 }
 

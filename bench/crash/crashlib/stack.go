@@ -27,6 +27,7 @@ import (
 	"github.com/bae-go/bae-go/internal/engine"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/tcpproxy"
 )
 
 const (
@@ -48,7 +49,9 @@ type stack struct {
 
 	baseDB string
 	dbName string
-	dbURL  string
+	dbURL  string // direct, for the bench's own checks
+	// proxy sits between baesrv and PostgreSQL: Down/Up is an outage.
+	proxy *tcpproxy.Proxy
 
 	fake *fakeprovider.Server
 
@@ -73,7 +76,7 @@ type stack struct {
 	unexpected []string
 }
 
-func startStack(ctx context.Context, o Options, respond func(fakeprovider.Recorded) fakeprovider.Reply) (_ *stack, err error) {
+func startStack(ctx context.Context, o Options, respond func(fakeprovider.Recorded) fakeprovider.Reply, extraTOML string) (_ *stack, err error) {
 	s := &stack{log: o.Log, o: o, baseDB: o.DatabaseURL}
 	defer func() {
 		if err != nil {
@@ -100,6 +103,18 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 	if err = s.createDatabase(ctx); err != nil {
 		return nil, err
 	}
+	srvDB, err := url.Parse(s.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	target := srvDB.Host
+	if srvDB.Port() == "" {
+		target = net.JoinHostPort(srvDB.Hostname(), "5432")
+	}
+	if s.proxy, err = tcpproxy.Start(target); err != nil {
+		return nil, err
+	}
+	srvDB.Host = s.proxy.Addr()
 
 	s.fake = fakeprovider.Start()
 	s.fake.Respond(respond)
@@ -132,12 +147,12 @@ provider   = "anthropic"
 base_url   = %q
 model      = "fake-model"
 auth_token = "not-a-secret"
-`, s.fake.URL())
+`, s.fake.URL()) + extraTOML
 	if err = os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	s.env = serverEnv(map[string]string{
-		"BAE_DATABASE_URL":               s.dbURL,
+		"BAE_DATABASE_URL":               srvDB.String(),
 		"BAE_TEMPORAL_ADDR":              s.dev.FrontendAddr(),
 		"BAE_TEMPORAL_NAMESPACE":         s.dev.Namespace(),
 		"BAE_ADDR":                       s.clientAddr,
@@ -400,6 +415,9 @@ func (s *stack) close(keep bool) {
 	s.devMu.Unlock()
 	if s.fake != nil {
 		s.fake.Close()
+	}
+	if s.proxy != nil {
+		_ = s.proxy.Close()
 	}
 	if keep {
 		if s.workDir != "" {

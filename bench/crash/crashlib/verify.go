@@ -16,14 +16,37 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
+// Problem classes: what the report counts per kill point and outage.
+const (
+	classUndelivered = "undelivered" // the client never got a terminal result
+	classLost        = "lost"        // a message, its turn or its reply is missing from the log
+	classDuplicated  = "duplicated"  // an event (a message, a reply, a provider call) logged twice
+	classSideEffect  = "side effect" // a sandbox command ran more (or less) than once
+	classTurnFailed  = "turn_failed" // the turn ended in session.error turn_failed
+	classOther       = "other"
+)
+
 // verify checks the run from the outside, after the last crash: the public
 // event log of every session, the admin API, the Session workflows'
-// control state, and (to tell "never stored" from "stored and dropped"
-// when a message is missing) the turn_inputs table.
-func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Report) error {
-	v := func(format string, args ...any) {
-		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
+// control state, the sandbox counters, the MCP server's call counts, and
+// (to tell "never stored" from "stored and dropped" when a message is
+// missing) the turn_inputs table.
+func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandboxes, mc *mcpCounter, rep *Report) error {
+	rep.Problems = map[*call]map[string]bool{}
+	// v records a violation; c (nil for none) is the call it concerns.
+	v := func(class string, c *call, format string, args ...any) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("[%s] ", class)+fmt.Sprintf(format, args...))
+		rep.Classes[class]++
+		if c == nil {
+			rep.Untied++
+		} else {
+			if rep.Problems[c] == nil {
+				rep.Problems[c] = map[string]bool{}
+			}
+			rep.Problems[c][class] = true
+		}
 	}
+	rep.Classes = map[string]int{}
 	rep.Landings = map[string]int{}
 	pausedAbandons := 0            // pauses the client left unanswered on purpose
 	dropped := map[string]string{} // turn id -> the client call it dropped
@@ -36,22 +59,29 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 
 	for _, d := range drivers {
 		calls := d.snapshot()
+		rep.Calls = append(rep.Calls, calls...)
 		if d.stopped {
 			last := calls[len(calls)-1]
-			v("s%d: the server rejected %s %s with %d %q; the session's remaining turns were not sent", d.n, last.Kind, last.Key, last.ErrTerm.Code, last.ErrTerm.Message)
+			v(classOther, last, "s%d: the server rejected %s %s (%s); the session's remaining turns were not sent", d.n, last.Kind, last.Key, last.Lost)
 		}
-		evs, err := a.events(ctx, d.sess)
+		evs, err := events(ctx, d.sess)
 		if err != nil {
 			return fmt.Errorf("read events of session %d: %w", d.n, err)
 		}
 		rep.Events += len(evs)
 		for _, e := range evs {
 			if prev, dup := seenIDs[e.ID]; dup {
-				v("s%d: duplicate event id %s (%s and %s)", d.n, e.ID, prev, e.Type)
+				v(classDuplicated, nil, "s%d: duplicate event id %s (%s and %s)", d.n, e.ID, prev, e.Type)
 			}
 			seenIDs[e.ID] = e.Type
 			if e.Type == "provider.request" {
 				rep.ProviderLogged++
+			}
+		}
+		var counters map[string]int
+		if sb != nil {
+			if counters, err = sb.counts(ctx, d.box); err != nil {
+				return fmt.Errorf("read sandbox counters of session %d: %w", d.n, err)
 			}
 		}
 		segs := segments(evs)
@@ -59,8 +89,29 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 		prev := -1
 		for _, c := range calls {
 			rep.count(c)
+			if c.Lost != "" {
+				v(classUndelivered, c, "s%d %s %s: no terminal result: %s", d.n, c.Kind, c.Key, c.Lost)
+			}
 			if c.Wrong != "" {
-				v("s%d %s %s: wrong reply: %s", d.n, c.Kind, c.Key, c.Wrong)
+				v(classOther, c, "s%d %s %s: wrong reply: %s", d.n, c.Kind, c.Key, c.Wrong)
+			}
+			if c.TurnFailed {
+				v(classTurnFailed, c, "s%d %s %s: the turn failed: %d %q", d.n, c.Kind, c.Key, c.ErrTerm.Code, c.ErrTerm.Message)
+			}
+			switch c.Kind {
+			case kindSandbox:
+				switch n := counters[c.Tag]; {
+				case n > 1:
+					rep.SandboxRepeats++
+					v(classSideEffect, c, "s%d %s %s: the sandbox command ran %d times (counter %s/%s)", d.n, c.Kind, c.Key, n, counterDir, c.Tag)
+				case n == 0 && c.Terminal != nil:
+					v(classSideEffect, c, "s%d %s %s: answered, but the sandbox command never ran", d.n, c.Kind, c.Key)
+				}
+			case kindMCP:
+				if n := mc.count(c.Tag); n > 1 {
+					rep.MCPRepeats++
+					c.MCPCalls = n
+				}
 			}
 			var idx []int
 			for i, s := range segs {
@@ -70,37 +121,35 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 			}
 			if len(idx) == 0 {
 				what := fmt.Sprintf("s%d %s %s: no client.message.send in the log (sent %s%s; client: %s)", d.n, c.Kind, c.Key,
-					c.Start.UTC().Format(store.TimeFormat), nextKill(rep.Kills, c.Start), c.outcome())
+					c.Start.UTC().Format(store.TimeFormat), nextEvent(rep.Chaos, c.Start), c.outcome())
 				turn, state := storedInput(ctx, conn, d.sess.ID, c.Key)
 				switch {
-				case state == neverStored && c.Broken:
-					// The kill fell between the server's 200 and its INSERT:
-					// the wire gives the client no way to know, and no
-					// turn ever existed to finish.
-					rep.Undelivered = append(rep.Undelivered, what+"; never stored")
+				case state == neverStored && c.Terminal == nil:
+					// Never stored, and the client knows no result: counted as
+					// undelivered above.
 				case state == storedNotBegun:
 					dropped[turn] = what // reported with the turn input below
 				default:
-					v("%s; %s", what, state)
+					v(classLost, c, "%s; %s", what, state)
 				}
 				continue
 			}
 			if len(idx) > 1 {
-				v("s%d %s %s: %d client.message.send events, want 1 (events %s)", d.n, c.Kind, c.Key, len(idx), segIDs(segs, idx))
+				v(classDuplicated, c, "s%d %s %s: %d client.message.send events, want 1 (events %s)", d.n, c.Kind, c.Key, len(idx), segIDs(segs, idx))
 			}
 			i := idx[0]
 			claimed[i] = true
 			if i <= prev {
-				v("s%d %s %s: logged out of send order (turn %d after turn %d)", d.n, c.Kind, c.Key, i, prev)
+				v(classOther, c, "s%d %s %s: logged out of send order (turn %d after turn %d)", d.n, c.Kind, c.Key, i, prev)
 			}
 			prev = i
 			seg := segs[i]
-			if c.Lost != "" {
-				v("s%d %s %s: the client could not recover the reply (%s), although the turn is in the log", d.n, c.Kind, c.Key, c.Lost)
-			}
 			sms := seg.replies()
-			if len(sms) != 1 {
-				v("s%d %s %s: %d server.message.send events in its turn, want 1 (turn: %s)", d.n, c.Kind, c.Key, len(sms), seg.describe())
+			switch {
+			case len(sms) == 0 && !seg.failed():
+				v(classLost, c, "s%d %s %s: no server.message.send in its turn (turn: %s)", d.n, c.Kind, c.Key, seg.describe())
+			case len(sms) > 1:
+				v(classDuplicated, c, "s%d %s %s: %d server.message.send events in its turn, want 1 (turn: %s)", d.n, c.Kind, c.Key, len(sms), seg.describe())
 			}
 			if len(sms) > 0 {
 				logged := sms[len(sms)-1].Payload
@@ -109,43 +158,50 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 						pausedAbandons++
 					}
 					if clientToolUseID(logged) == "" {
-						v("s%d %s %s: logged reply has no client tool_use: %s", d.n, c.Kind, c.Key, logged)
+						v(classOther, c, "s%d %s %s: logged reply has no client tool_use: %s", d.n, c.Kind, c.Key, logged)
 					}
 				} else if got := messageText(logged); got != c.ExpectText {
-					v("s%d %s %s: logged reply %q, want %q", d.n, c.Kind, c.Key, got, c.ExpectText)
+					v(classOther, c, "s%d %s %s: logged reply %q, want %q", d.n, c.Kind, c.Key, got, c.ExpectText)
 				}
 				if c.Terminal != nil && !sameJSON(contentOf(c.Terminal), contentOf(logged)) {
-					v("s%d %s %s: terminal result %s differs from the logged reply %s", d.n, c.Kind, c.Key, c.Terminal, logged)
+					v(classOther, c, "s%d %s %s: terminal result %s differs from the logged reply %s", d.n, c.Kind, c.Key, c.Terminal, logged)
 				}
 			}
-			for _, msg := range seg.providerViolations() {
-				v("s%d %s %s: %s (turn: %s)", d.n, c.Kind, c.Key, msg, seg.describe())
+			if !seg.failed() {
+				for _, msg := range seg.providerViolations(c.Kind.providerRounds()) {
+					v(classDuplicated, c, "s%d %s %s: %s (turn: %s)", d.n, c.Kind, c.Key, msg, seg.describe())
+				}
 			}
 			for _, e := range seg.events {
-				if e.Type == "session.error" {
-					v("s%d %s %s: session.error %s in its turn", d.n, c.Kind, c.Key, e.Payload)
+				if e.Type != "session.error" {
+					continue
+				}
+				if seg.failed() && !c.TurnFailed {
+					v(classTurnFailed, c, "s%d %s %s: session.error %s in its turn", d.n, c.Kind, c.Key, e.Payload)
+				} else if !seg.failed() {
+					v(classOther, c, "s%d %s %s: session.error %s in its turn", d.n, c.Kind, c.Key, e.Payload)
 				}
 			}
 		}
 		for i, s := range segs {
 			if !claimed[i] {
-				v("s%d: a turn nobody sent (or a repeat): client.message.send %s %s", d.n, s.cms.ID, contentOf(s.cms.Payload))
+				v(classDuplicated, nil, "s%d: a turn nobody sent (or a repeat): client.message.send %s %s", d.n, s.cms.ID, contentOf(s.cms.Payload))
 			}
 		}
-		rep.pauses(d.n, segs, v)
+		rep.pauses(d.n, segs, func(format string, args ...any) { v(classLost, nil, format, args...) })
 		rep.landings(calls, segs)
 
 		// The Session workflow: nothing queued, running or paused at the end.
 		resp, err := st.tc.QueryWorkflow(ctx, d.sess.ID, "", workflows.QueryControl)
 		if err != nil {
-			v("s%d: query the Session workflow: %v", d.n, err)
+			v(classOther, nil, "s%d: query the Session workflow: %v", d.n, err)
 		} else {
 			var cv workflows.ControlView
 			if err := resp.Get(&cv); err != nil {
 				return fmt.Errorf("decode control view: %w", err)
 			}
 			if cv.Busy || cv.Queued > 0 || cv.Closed || cv.Paused != nil {
-				v("s%d: Session workflow not idle at the end: %+v", d.n, cv)
+				v(classOther, nil, "s%d: Session workflow not idle at the end: %+v", d.n, cv)
 			}
 		}
 	}
@@ -172,12 +228,12 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 		if client == "" {
 			client = "no client call matches it"
 		}
-		v("turn input %s (session %s, stored %s%s) never began: the server stored %s and dropped it; %s; %s",
-			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextKill(rep.Kills, o.at), o.msg, updateInHistory(ctx, st, o.sess, o.turn), client)
+		v(classLost, nil, "turn input %s (session %s, stored %s%s) never began: the server stored %s and dropped it; %s; %s",
+			o.turn, o.sess, o.at.UTC().Format(store.TimeFormat), nextEvent(rep.Chaos, o.at), o.msg, updateInHistory(ctx, st, o.sess, o.turn), client)
 	}
 
 	if rep.Abandoned < pausedAbandons {
-		v("%d pauses were abandoned by the next message, want at least the %d left unanswered on purpose", rep.Abandoned, pausedAbandons)
+		v(classOther, nil, "%d pauses were abandoned by the next message, want at least the %d left unanswered on purpose", rep.Abandoned, pausedAbandons)
 	}
 
 	// The admin API lists every session, open.
@@ -191,14 +247,24 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, rep *Repo
 	}
 	for _, d := range drivers {
 		if state[d.sess.ID] != store.StateOpen {
-			v("s%d: admin API shows session %s as %q, want open", d.n, d.sess.ID, state[d.sess.ID])
+			v(classOther, nil, "s%d: admin API shows session %s as %q, want open", d.n, d.sess.ID, state[d.sess.ID])
 		}
 	}
 	rep.ProviderServed = st.fake.RequestCount()
 	if rep.ProviderServed < rep.ProviderLogged {
-		v("the fake served %d provider requests but %d provider.request events were logged", rep.ProviderServed, rep.ProviderLogged)
+		v(classDuplicated, nil, "the fake served %d provider requests but %d provider.request events were logged", rep.ProviderServed, rep.ProviderLogged)
 	}
 	return nil
+}
+
+// failed reports a turn that ended in a turn_failed session.error.
+func (s segment) failed() bool {
+	for _, e := range s.events {
+		if e.Type == "session.error" && strings.Contains(string(e.Payload), `"turn_failed"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // Where a message missing from the log got to, per turn_inputs.
@@ -260,9 +326,9 @@ func (s segment) describe() string {
 }
 
 // providerViolations checks that provider events come as request/response
-// pairs per attempt, and (the fake never asks for server tools) that the
-// turn made exactly one successful provider round trip.
-func (s segment) providerViolations() []string {
+// pairs per attempt, and that the turn made exactly rounds successful
+// provider round trips (a provider call logged twice shows here).
+func (s segment) providerViolations(rounds int) []string {
 	var out []string
 	var open *int
 	pairs := 0
@@ -302,8 +368,8 @@ func (s segment) providerViolations() []string {
 	if open != nil {
 		out = append(out, fmt.Sprintf("provider.request a%d has no response", *open))
 	}
-	if pairs != 1 {
-		out = append(out, fmt.Sprintf("%d provider request/response pairs, want 1", pairs))
+	if pairs != rounds {
+		out = append(out, fmt.Sprintf("%d provider request/response pairs, want %d", pairs, rounds))
 	}
 	return out
 }
@@ -347,14 +413,14 @@ func updateInHistory(ctx context.Context, st *stack, sessionID, turnID string) s
 	return "the Session workflow's history shows the update " + strings.Join(found, ", ")
 }
 
-// nextKill names the first kill after t, for evidence.
-func nextKill(kills []kill, t time.Time) string {
-	for _, k := range kills {
-		if k.At.After(t) {
-			return fmt.Sprintf(", %s before kill %d", k.At.Sub(t).Round(time.Millisecond), k.N)
+// nextEvent names the first chaos event after t, for evidence.
+func nextEvent(evs []chaosEvent, t time.Time) string {
+	for _, e := range evs {
+		if e.At.After(t) {
+			return fmt.Sprintf(", %s before %s", e.At.Sub(t).Round(time.Millisecond), e)
 		}
 	}
-	return ", after the last kill"
+	return ", after the last chaos event"
 }
 
 func parseTime(s string) time.Time {
