@@ -168,3 +168,52 @@ func TestResendOfALostSubmissionRunsItOnce(t *testing.T) {
 	assert.Equal(t, 1, e.storedInputs(d.sid))
 	assert.Equal(t, 1, countTypes(d.allEvents())["client.message.send"])
 }
+
+// TestResentToolTurnKeepsItsPause is the crash bench's "lost continuation":
+// a client tool turn whose response was lost is resent. Stored twice, the
+// second copy abandoned the first pause and paused on a new tool_use, so the
+// client's continuation (answering the tool_use it got first) failed the
+// merge and ended the session in error. Under its Idempotency-Key the resend
+// relays the first turn: the same tool_use, and the continuation resumes it.
+func TestResentToolTurnKeepsItsPause(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open("get_time")
+	lane := e.fake.Lane("primary")
+	// Every question gets a tool call with a fresh id; an answer, the time.
+	lane.Respond(func(r fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case r.HasToolResult():
+			return fakeprovider.Text("it is noon")
+		case r.Seq == 1:
+			return fakeprovider.ToolUse("", "get_time", nil).UntilReleased()
+		}
+		return fakeprovider.ToolUse("", "get_time", nil)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	lost := d.keyedStream(ctx, "tool-turn-1", "what time is it?")
+	select {
+	case <-e.fake.Started():
+	case <-ctx.Done():
+		t.Fatal("the provider call never started")
+	}
+	lost.Close()
+	e.fake.Release()
+	term := testenv.Terminal(t, d.keyed(ctx, "tool-turn-1", "what time is it?"))
+	require.NotNil(t, term["result"], "%v", term)
+	uses := message(term)["content"].([]any)
+	require.Len(t, uses, 1)
+	id := uses[0].(map[string]any)["id"]
+	require.Equal(t, "toolu_fake_1_1", id, "the resend relays the first turn's tool_use")
+
+	_, resumed := d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "12:00"}})
+	require.NotNil(t, resumed["result"], "%v", resumed)
+	assert.Equal(t, "it is noon", firstText(message(resumed)))
+	var state string
+	require.NoError(t, e.srv.Parts.Store.Pool.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1`, d.sid).Scan(&state))
+	assert.Equal(t, "open", state)
+	counts := countTypes(d.allEvents())
+	assert.Equal(t, 2, counts["client.message.send"], "the tool turn and its continuation, once each")
+	assert.Zero(t, counts["session.error"])
+}
