@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -25,14 +23,17 @@ func (a *Activities) untilStored(ctx context.Context, what string, fn func(conte
 	if budget <= 0 {
 		budget = DefaultDBRetryBudget
 	}
+	// Heartbeats go on for the whole wait, not just between retries: the
+	// retry backoff and a hanging connection attempt can each outlast a
+	// short heartbeat timeout, and a worker Temporal thinks lost gets its
+	// attempt (and the side effect already done) run again.
+	stop := heartbeatEvery(ctx, time.Second)
+	defer stop()
 	warned := false
 	err := store.WaitOut(ctx, time.Now().Add(budget), 2*time.Second, func(err error) {
 		if !warned {
 			a.logger(ctx, "").Warn("database unavailable; waiting", "step", what, "budget", budget, "err", err)
 			warned = true
-		}
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx)
 		}
 	}, fn)
 	switch {

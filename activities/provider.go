@@ -121,9 +121,15 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
 }
 
+// heartbeatEvery heartbeats every d until the returned stop is called, and
+// at least three times per heartbeat timeout, so a short timeout
+// (BAE_ACTIVITY_HEARTBEAT_TIMEOUT) is never missed.
 func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 	if !activity.IsActivity(ctx) {
 		return func() {}
+	}
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+		d = min(d, hb/3)
 	}
 	done := make(chan struct{})
 	go func() {

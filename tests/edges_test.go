@@ -203,6 +203,42 @@ func TestTurnRidesOutDatabaseOutage(t *testing.T) {
 	assert.Equal(t, []string{"session.open", "session.driver.register", "client.message.send", "provider.request", "provider.response", "server.message.send"}, observed)
 }
 
+// TestOutageLongerThanTheHeartbeatTimeout: an activity waiting out a
+// database outage keeps heartbeating, however short the heartbeat timeout,
+// so Temporal does not count the waiting worker as lost and run the
+// attempt (and the provider call) again. (The crash bench found the wait
+// heartbeating only between retries, up to 2 s apart, which a 1 s timeout
+// did not survive: the attempt was lost, and after two kills the turn
+// failed.)
+func TestOutageLongerThanTheHeartbeatTimeout(t *testing.T) {
+	e := newEdgeEnv(t, map[string]string{"BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"})
+	e.fake.Enqueue(fakeprovider.Text("after the outage").UntilReleased())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := e.srv.RPCStream(t, ctx, e.sid, e.sk, sendReq(1, "hold on"))
+	defer stream.Close()
+	select {
+	case <-e.fake.Started():
+	case <-ctx.Done():
+		t.Fatal("the provider call never started")
+	}
+	e.proxy.Down()
+	e.fake.Release()
+	// Long enough for the wait's backoff to reach its 2 s ceiling twice.
+	outage := time.AfterFunc(8*time.Second, e.proxy.Up)
+	defer outage.Stop()
+	var term map[string]any
+	for term == nil {
+		m := stream.Next(time.Minute)
+		require.NotNil(t, m, "the stream ends with the turn's answer")
+		if m["method"] != "session.event" {
+			term = m
+		}
+	}
+	require.Contains(t, term, "result", "the turn completes: %v", term)
+	assert.Equal(t, 1, e.fake.RequestCount(), "the attempt waiting for the database was not given up as lost")
+}
+
 // TestFailedTurnLeavesConsistentConversation: a turn whose step fails past
 // its retries logs session.error (turn_failed), answers the client with an
 // error, keeps the session open, and is left out of the conversation, so
