@@ -116,7 +116,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 		return TurnResult{}, err
 	}
 	if s.closed {
-		return TurnResult{Outcome: OutcomeRejected, ErrorCode: -32000, ErrorMessage: fmt.Sprintf("session is %s, not open", s.endState)}, nil
+		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
 	}
 	s.dequeue(ticket)
 	s.busy = true

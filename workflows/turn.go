@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -71,7 +72,7 @@ func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 
 func toolCtx(ctx workflow.Context, call ToolCall, o turnOptions) workflow.Context {
 	timeout := 5 * time.Minute
-	if call.Dispatch == DispatchSubagent {
+	if call.Dispatch == events.DispatchSubagent {
 		timeout = 2 * time.Minute
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -106,7 +107,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 		step = ae.ActivityType().GetName()
 	}
 	workflow.GetLogger(ctx).Error("turn step failed past its retries", "turn_id", in.TurnID, "step", step, "error", err)
-	if ferr := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, FailTurnInput{TurnRef: in.TurnRef, Reason: ReasonTurnFailed, Step: step}).Get(ctx, nil); ferr != nil {
+	if ferr := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}).Get(ctx, nil); ferr != nil {
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step}}, nil
@@ -119,7 +120,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 		return turnResult{}, err
 	}
 	if begin.Outcome != "" {
-		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
+		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, Rejection: begin.Rejection, Detail: begin.Detail, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
 	}
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
@@ -133,7 +134,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			}
 		}
 		if !res.OK {
-			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
+			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
 		}
 		if res.Final {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted}}, nil
@@ -141,11 +142,11 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 		for _, call := range res.ToolCalls {
 			name := ""
 			switch call.Dispatch {
-			case DispatchMCP:
+			case events.DispatchMCP:
 				name = ActCallMCPTool
-			case DispatchSandbox:
+			case events.DispatchSandbox:
 				name = ActExecSandbox
-			case DispatchSubagent:
+			case events.DispatchSubagent:
 				name = ActRunSubagentTool
 			default:
 				continue // client tools run in the harness
@@ -166,7 +167,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomePaused}}, nil
 		}
 	}
-	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonLoopLimit})
+	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
 }
 
 func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult, error) {
