@@ -190,7 +190,7 @@ func failureOf(payload json.RawMessage) *failureView {
 		f.Detail = d
 	}
 	if f.Reason == "" {
-		f.Reason = "session.error"
+		f.Reason = string(events.SessionError)
 	}
 	if f.Detail == "" {
 		delete(p, "reason")
