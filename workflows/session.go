@@ -133,7 +133,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	}
 	s.turns++
 	s.runTurns++
-	res, err := runTurn(ctx, begin, turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}, func(l SubagentLaunch) { s.launch(ctx, l) })
+	res, err := runTurn(ctx, begin, s.turnOptions(), func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -206,10 +206,7 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 	}
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.subagents[l.SubagentID] = cancel
-	hb := s.p.HeartbeatTimeout
-	if hb <= 0 {
-		hb = 10 * time.Second
-	}
+	hb := s.turnOptions().heartbeat
 	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
 		HeartbeatTimeout:    3 * hb,
@@ -272,4 +269,9 @@ func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
 	}
 	s.cleaned = true
 	s.cancelAllSubagents()
+}
+
+// turnOptions are the session's per-turn activity settings, defaults filled.
+func (s *session) turnOptions() turnOptions {
+	return turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}.withDefaults()
 }
