@@ -84,7 +84,11 @@ func textContent(s string) json.RawMessage {
 }
 
 // CallMCPTool dispatches one tool_use to its MCP server.
-func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
+func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	return workflows.ToolCallResult{}, a.callMCPTool(ctx, in)
+}
+
+func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
 	server := events.Optional(in.Call.Server)
 	input, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
 		return a.event(in, "req", events.MCPRequestPayload{
@@ -158,7 +162,11 @@ func renderExec(r ExecResult) json.RawMessage {
 
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
 // remote sandbox.
-func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) error {
+func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	return workflows.ToolCallResult{}, a.execSandbox(ctx, in)
+}
+
+func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput) error {
 	var command string
 	var hasCmd bool
 	_, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/bae-go/bae-go/events"
-
 )
 
 // toolDef is a tool as advertised to providers.

@@ -207,14 +207,14 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.subagents[l.SubagentID] = cancel
 	hb := s.turnOptions().heartbeat
-	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
-		HeartbeatTimeout:    3 * hb,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
-	})
 	workflow.Go(runCtx, func(gctx workflow.Context) {
 		defer delete(s.subagents, l.SubagentID)
-		err := workflow.ExecuteActivity(actx, ActRunSubagent, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID}).Get(gctx, nil)
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
+			HeartbeatTimeout:    3 * hb,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
+		})
+		err := runSubagent.run(actx, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID})
 		if err != nil && !temporal.IsCanceledError(err) {
 			workflow.GetLogger(ctx).Error("remote subagent run failed", "subagent_id", l.SubagentID, "error", err)
 		}
@@ -264,7 +264,7 @@ func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	if err := workflow.ExecuteActivity(actx, ActCleanupSession, in).Get(ctx, nil); err != nil {
+	if err := cleanupSession.run(actx, in); err != nil {
 		workflow.GetLogger(ctx).Error("session cleanup failed", "error", err)
 	}
 	s.cleaned = true

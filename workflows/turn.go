@@ -70,11 +70,7 @@ func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 	})
 }
 
-func toolCtx(ctx workflow.Context, call ToolCall, o turnOptions) workflow.Context {
-	timeout := 5 * time.Minute
-	if call.Dispatch == events.DispatchSubagent {
-		timeout = 2 * time.Minute
-	}
+func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout + 2*o.dbBudget,
 		HeartbeatTimeout:    3 * o.heartbeat,
@@ -107,7 +103,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 		step = ae.ActivityType().GetName()
 	}
 	workflow.GetLogger(ctx).Error("turn step failed past its retries", "turn_id", in.TurnID, "step", step, "error", err)
-	if ferr := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}).Get(ctx, nil); ferr != nil {
+	if ferr := failTurnAct.runLocal(dbCtx(ctx, o), FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}); ferr != nil {
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step}}, nil
@@ -115,8 +111,8 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
 	ref := in.TurnRef
-	var begin BeginTurnResult
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActBeginTurn, in).Get(ctx, &begin); err != nil {
+	begin, err := beginTurn.runLocal(dbCtx(ctx, o), in)
+	if err != nil {
 		return turnResult{}, err
 	}
 	if begin.Outcome != "" {
@@ -125,8 +121,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
-			res = CallProviderResult{}
-			if err := workflow.ExecuteActivity(providerCtx(ctx, o), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
+			if res, err = callProvider.run(providerCtx(ctx, o), CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}); err != nil {
 				return turnResult{}, err
 			}
 			if res.OK {
@@ -140,27 +135,20 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted}}, nil
 		}
 		for _, call := range res.ToolCalls {
-			name := ""
-			switch call.Dispatch {
-			case events.DispatchMCP:
-				name = ActCallMCPTool
-			case events.DispatchSandbox:
-				name = ActExecSandbox
-			case events.DispatchSubagent:
-				name = ActRunSubagentTool
-			default:
+			tool, ok := serverToolFor(call.Dispatch)
+			if !ok {
 				continue // client tools run in the harness
 			}
-			var tr ToolCallResult
-			if err := workflow.ExecuteActivity(toolCtx(ctx, call, o), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, &tr); err != nil {
+			tr, err := tool.activity.run(toolCtx(ctx, tool.timeout, o), ToolCallInput{TurnRef: ref, Iteration: it, Call: call})
+			if err != nil {
 				return turnResult{}, err
 			}
 			if tr.Launch != nil && launch != nil {
 				launch(*tr.Launch)
 			}
 		}
-		var fin FinishIterationResult
-		if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFinishIteration, FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls}).Get(ctx, &fin); err != nil {
+		fin, err := finishIteration.runLocal(dbCtx(ctx, o), FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls})
+		if err != nil {
 			return turnResult{}, err
 		}
 		if fin.Paused {
@@ -171,7 +159,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 }
 
 func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult, error) {
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, in).Get(ctx, nil); err != nil {
+	if err := failTurnAct.runLocal(dbCtx(ctx, o), in); err != nil {
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed}, sessionEnded: true}, nil
