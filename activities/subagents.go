@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"io"
 	"strings"
 	"time"
@@ -24,18 +25,6 @@ import (
 const subagentOutputCap = 64 << 10
 
 const defaultMaxSubagents = 8
-
-// subagentDecl is a remote launch declaration (subagent_tools entry).
-type subagentDecl struct {
-	Name      string `json:"name"`
-	Image     string `json:"image"`
-	Subagents []struct {
-		Harness         string `json:"harness"`
-		CommandTemplate string `json:"command_template"`
-		PromptVia       string `json:"prompt_via"`
-		TimeoutSecs     *int   `json:"timeout_secs"`
-	} `json:"subagents"`
-}
 
 func subagentContent(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
@@ -103,7 +92,7 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	var content json.RawMessage
 	var isErr bool
 	started := time.Now()
-	if in.Call.Name == RemoteStatusTool {
+	if in.Call.Name == tooldecl.StatusTool {
 		content, isErr, err = a.subagentStatus(ctx, in.SessionID, input)
 	} else {
 		content, isErr, res.Launch, err = a.launchSubagent(ctx, in, input)
@@ -138,9 +127,9 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	if err != nil {
 		return nil, false, nil, err
 	}
-	var decls []subagentDecl
+	var decls []tooldecl.SubagentTool
 	_ = json.Unmarshal(decl.SubagentTools, &decls)
-	var tool *subagentDecl
+	var tool *tooldecl.SubagentTool
 	for i := range decls {
 		if decls[i].Name == in.Call.Name {
 			tool = &decls[i]
@@ -187,7 +176,7 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	}
 	timeout := int(a.subagentTimeout().Seconds())
 	if def.TimeoutSecs != nil && *def.TimeoutSecs > 0 {
-		timeout = *def.TimeoutSecs
+		timeout = int(*def.TimeoutSecs)
 	}
 	sa := store.Subagent{
 		ID: subagentID(in.TurnID, in.Call.ID), SessionID: in.SessionID, ClientKeyID: in.ClientKeyID,

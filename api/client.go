@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"net/http"
 	"strings"
 
@@ -59,20 +60,7 @@ func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Prob
 // clientToolDef is a declared client-side (or Auto-mode sandbox) tool.
 type clientToolDef = wire.ToolDecl
 
-type subagentDef struct {
-	Harness         string `json:"harness"`
-	CommandTemplate string `json:"command_template"`
-	PromptVia       string `json:"prompt_via"`
-	TimeoutSecs     *int64 `json:"timeout_secs,omitempty"`
-}
-
-type subagentToolDef struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-	Image       string          `json:"image"`
-	Subagents   []subagentDef   `json:"subagents"`
-}
+type subagentToolDef = tooldecl.SubagentTool
 
 // openBody is the body of POST /sessions and POST /sessions/{id}/join.
 type openBody struct {
@@ -173,8 +161,6 @@ func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Pro
 	return sess, k, nil
 }
 
-const reservedStatusTool = "remote_subagent_status"
-
 // allowedTools is the profile's client-tool allowlist as a set.
 func allowedTools(profile store.Profile) map[string]bool {
 	allowed := make(map[string]bool, len(profile.AllowedTools))
@@ -188,7 +174,7 @@ func allowedTools(profile store.Profile) map[string]bool {
 // order the contract gives: reserved names, the allowlist, subagent tools.
 func validateDecl(b openBody, profile store.Profile) *Problem {
 	for _, t := range append(append([]clientToolDef{}, b.Tools...), b.SandboxTools...) {
-		if t.Name == reservedStatusTool {
+		if t.Name == tooldecl.StatusTool {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
 		}
 	}
@@ -222,7 +208,7 @@ func checkClientVersion(v *string) *Problem {
 func subagentDecls(tools []subagentToolDef) []wire.ToolDecl {
 	out := make([]wire.ToolDecl, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, wire.ToolDecl{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+		out = append(out, t.Decl)
 	}
 	return out
 }
@@ -233,7 +219,7 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 		if strings.TrimSpace(t.Name) == "" {
 			return bad("tool name must be a non-empty string")
 		}
-		if t.Name == reservedStatusTool {
+		if t.Name == tooldecl.StatusTool {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
 		}
 		if err := wire.CheckTool(t.Name, t.Description, t.InputSchema); err != nil {

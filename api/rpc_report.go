@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"strings"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -176,7 +177,7 @@ func (c *clientAPI) updateClientTools(call *rpcCall) {
 	}
 	allowed := allowedTools(profile)
 	for _, t := range tools {
-		if t.Name == reservedStatusTool || !allowed[t.Name] {
+		if t.Name == tooldecl.StatusTool || !allowed[t.Name] {
 			call.fail(NewRPCError(-32015, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name))
 			return
 		}
