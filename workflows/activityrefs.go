@@ -87,6 +87,18 @@ var (
 	cleanupSession  = action[CleanupInput]{ActCleanupSession, Activities.CleanupSession}
 )
 
+// refMethods lists each ref's name and method expression, for the test that
+// holds every ref to its method; a new ref goes here too.
+func refMethods() map[string]any {
+	return map[string]any{
+		beginTurn.name: beginTurn.method, callProvider.name: callProvider.method,
+		callMCPTool.name: callMCPTool.method, execSandbox.name: execSandbox.method,
+		runSubagentTool.name: runSubagentTool.method, finishIteration.name: finishIteration.method,
+		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
+		cleanupSession.name: cleanupSession.method,
+	}
+}
+
 // serverTool is how the turn loop runs one server-side tool kind.
 type serverTool struct {
 	activity call[ToolCallInput, ToolCallResult]
