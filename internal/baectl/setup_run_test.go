@@ -57,7 +57,10 @@ func composeConfig(t *testing.T, file string, jsonOut bool, env []string) (strin
 // resolved is the part of `docker compose config --format json` checked.
 type resolved struct {
 	Services map[string]struct {
-		Image string `json:"image"`
+		Image       string `json:"image"`
+		Healthcheck *struct {
+			Test []string `json:"test"`
+		} `json:"healthcheck"`
 		Build *struct {
 			Context string `json:"context"`
 		} `json:"build"`
@@ -118,7 +121,9 @@ func TestSetupComposeConfig(t *testing.T) {
 		pw := strings.TrimPrefix(strings.SplitN(env[strings.Index(env, "POSTGRES_PASSWORD="):], "\n", 2)[0], "POSTGRES_PASSWORD=")
 		require.NotNil(t, srv.Environment["BAE_DATABASE_URL"])
 		assert.Equal(t, "postgres://bae:"+pw+"@postgres:5432/bae?sslmode=disable", *srv.Environment["BAE_DATABASE_URL"], "the password comes from .env")
-		assert.Contains(t, m.Services, "fakeprovider")
+		fake := m.Services["fakeprovider"]
+		require.NotNil(t, fake.Healthcheck, "not the image's check of baesrv's port")
+		assert.Contains(t, strings.Join(fake.Healthcheck.Test, " "), "127.0.0.1:9999")
 		for _, p := range m.Services["temporal-ui"].Ports {
 			assert.Equal(t, "127.0.0.1", p.HostIP)
 			assert.Equal(t, "8233", p.Published)
