@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -99,6 +100,8 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	if err != nil {
 		return res, err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	var content json.RawMessage
 	var isErr bool
 	started := time.Now()
@@ -109,6 +112,11 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	}
 	if err != nil {
 		return res, err
+	}
+	endDispatch(span, isErr, content)
+	if res.Launch != nil {
+		// The subagent's own trace links back to this dispatch.
+		res.Launch.Link = telemetry.RefOf(span)
 	}
 	a.Metrics.ToolLatency(ctx, workflows.DispatchSubagent, time.Since(started))
 	return res, a.storeToolOutcome(ctx, in,
@@ -281,6 +289,9 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	if sa.Status != store.SubagentRunning {
 		return nil
 	}
+	outcome := telemetry.SubagentCancelled
+	span := a.subagentSpan(ctx, in)
+	defer func() { endSubagentSpan(span, outcome) }()
 	base := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": sa.Harness, "model": sa.Model}
 	finish := func(o store.SubagentOutcome, typ string, extra map[string]any) error {
 		p := map[string]any{"detail": o.Detail}
@@ -290,8 +301,14 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		for k, v := range extra {
 			p[k] = v
 		}
-		_, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
+		won, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
 			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Type: typ, Payload: p})
+		if won {
+			outcome = telemetry.SubagentFailed
+			if o.Status == store.SubagentCompleted {
+				outcome = telemetry.SubagentCompleted
+			}
+		}
 		return err
 	}
 	strp := func(s string) *string { return &s }
