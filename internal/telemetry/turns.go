@@ -86,7 +86,10 @@ func (w *turnInterceptor) ended(sessionID string, in workflows.SendMessageInput,
 	if err != nil {
 		log.Warn("turn ended without a result", "duration_ms", elapsed.Milliseconds(), "err", err)
 	} else {
-		attrs := []any{"outcome", res.Outcome, "duration_ms", elapsed.Milliseconds(), "provider", res.Provider}
+		attrs := []any{"outcome", res.Outcome, "duration_ms", elapsed.Milliseconds()}
+		if res.Provider != "" {
+			attrs = append(attrs, "provider", res.Provider)
+		}
 		if res.Reason != "" {
 			attrs = append(attrs, "reason", res.Reason)
 		}
