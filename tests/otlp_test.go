@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -93,12 +94,15 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 // otlpTelemetry is the server's real pipeline (telemetry.New) exporting to
 // r, with the Prometheus reader on. Its cleanup, registered before the
 // server's, flushes after the server stopped.
-func otlpTelemetry(t *testing.T, r *otlpReceiver) *telemetry.Telemetry {
+func otlpTelemetry(t *testing.T, r *otlpReceiver, log *slog.Logger) *telemetry.Telemetry {
 	t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg := config.DefaultTelemetry()
 	cfg.Enabled = true
 	cfg.OTLPEndpoint = "http://" + r.addr
-	tel, err := telemetry.New(context.Background(), cfg, telemetry.Options{Version: "test", Prometheus: true})
+	tel, err := telemetry.New(context.Background(), cfg, telemetry.Options{Version: "test", Prometheus: true, Log: log})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

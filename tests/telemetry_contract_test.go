@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +65,7 @@ func (d *driver) tracedSend(content any, traceparent string) map[string]any {
 // the failed turn as Temporal shows it; and the Prometheus endpoint.
 func TestTelemetryContract(t *testing.T) {
 	rcv := startOTLPReceiver(t)
-	tel := otlpTelemetry(t, rcv)
+	tel := otlpTelemetry(t, rcv, nil)
 	e := newEnv(t, envOpts{
 		fallbacks: []string{"fallback"}, allowedTools: []string{"get_time"},
 		extraTOML: fsStdioTOML(t, "fs"),
@@ -355,4 +357,105 @@ func TestTelemetryContract(t *testing.T) {
 			assert.True(t, rcv.metrics[name], "%s over OTLP", name)
 		}
 	})
+}
+
+// TestTelemetrySandboxAndSubagentSpans: an Auto-mode sandbox tool is a
+// bae.tool.dispatch with a bae.sandbox.exec beneath, and a remote subagent
+// runs in a trace of its own, linked back to the dispatch that launched it.
+func TestTelemetrySandboxAndSubagentSpans(t *testing.T) {
+	image := busyboxImage(t)
+	rcv := startOTLPReceiver(t)
+	tel := otlpTelemetry(t, rcv, nil)
+	e := newEnv(t, envOpts{allowedTools: []string{}, telemetry: tel})
+	pid := e.profile(map[string]any{"available_sandboxes": []string{image}})
+	e.waitProvisioned(pid, image)
+	d := e.openOn(pid, map[string]any{"sandbox_tools": []any{shellTool}, "subagent_tools": []any{subagentDecl(image)}})
+	d.reapOnCleanup()
+	d.register()
+	result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obs := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+
+	primary := e.fake.Lane("primary")
+	primary.Enqueue(
+		fakeprovider.ToolUse("tu_x", "run_shell_command", map[string]any{"command": "echo hi; exit 3"}),
+		fakeprovider.ToolUse("tu_l", "launch_subagent", map[string]any{"harness": "echo", "model": "m1", "prompt": "hello sub"}),
+		fakeprovider.Text("done"),
+	)
+	_, term := d.send("go")
+	require.Equal(t, "done", firstText(message(term)))
+	waitEvent(t, obs, "session.subagent.completed")
+
+	rcv.flushUntil(t, tel, named(telemetry.SpanSubagent, telemetry.AttrSessionID, d.sid), "the subagent's span")
+	turn := rcv.one(t, "the turn", named(telemetry.SpanTurn, telemetry.AttrSessionID, d.sid))
+	dispatches := rcv.find(func(s gotSpan) bool { return s.Name == telemetry.SpanToolDispatch && s.childOf(turn) })
+	require.Len(t, dispatches, 2)
+	var shell, launch gotSpan
+	for _, ds := range dispatches {
+		switch ds.attr(telemetry.AttrToolDispatch) {
+		case workflows.DispatchSandbox:
+			shell = ds
+		case workflows.DispatchSubagent:
+			launch = ds
+		}
+	}
+	require.NotNil(t, shell.Span)
+	require.NotNil(t, launch.Span)
+
+	assert.Equal(t, "run_shell_command", shell.attr(telemetry.AttrToolName))
+	assert.Equal(t, "true", shell.attr(telemetry.AttrToolIsError), "a non-zero exit is an error result")
+	assert.True(t, shell.failed())
+	exec := rcv.one(t, "the sandbox exec", func(s gotSpan) bool { return s.Name == telemetry.SpanSandboxExec && s.childOf(shell) })
+	assert.Equal(t, "3", exec.attr(telemetry.AttrSandboxExitCode))
+	assert.Equal(t, "run_shell_command", exec.attr(telemetry.AttrToolName))
+	assert.True(t, exec.failed())
+	assert.Equal(t, "non-zero exit code", exec.Status.GetMessage())
+
+	assert.Equal(t, "launch_subagent", launch.attr(telemetry.AttrToolName))
+	assert.Equal(t, "false", launch.attr(telemetry.AttrToolIsError))
+	sub := rcv.one(t, "the subagent", named(telemetry.SpanSubagent, telemetry.AttrSessionID, d.sid))
+	assert.Empty(t, sub.ParentSpanId, "its own root")
+	assert.NotEqual(t, turn.trace(), sub.trace(), "its own trace")
+	assert.True(t, sub.linked(launch, telemetry.LinkSubagent), "linked back to the launch")
+	assert.Regexp(t, `^sba_`, sub.attr(telemetry.AttrSubagentID))
+	assert.Equal(t, telemetry.SubagentCompleted, sub.attr(telemetry.AttrSubagentOutcome))
+	assert.False(t, sub.failed())
+}
+
+// lockedBuffer is a log sink for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The final metric collection at shutdown reads the store-backed gauges:
+// the store must still be open then.
+func TestTelemetryShutdownReadsGaugesBeforeTheStoreCloses(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	logs := &lockedBuffer{}
+	tel := otlpTelemetry(t, rcv, slog.New(slog.NewTextHandler(logs, nil)))
+	srv := testenv.Start(t, testenv.Options{Telemetry: tel, LogOutput: logs})
+	srv.Stop()
+	out := logs.String()
+	require.Contains(t, out, "shutting down")
+	assert.NotContains(t, out, "closed pool")
+	assert.NotContains(t, out, "telemetry failing")
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	assert.True(t, rcv.metrics[telemetry.MetricSessionsOpen], "the final export carried the gauges")
 }
