@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"os"
 	"time"
 
@@ -64,10 +65,10 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		}
 		tools = ts.json()
 		_, err = a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.request",
-			Payload: map[string]any{
-				"attempt": in.Attempt, "kind": kind, "provider": entry.Kind, "base_url": entry.EffectiveBaseURL(),
-				"model": entry.Model, "max_tokens": entry.MaxTokens, "messages": messages, "tools": tools,
+			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ProviderRequestPayload{
+				Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
+				Model: entry.Model, MaxTokens: entry.MaxTokens, Messages: messages, Tools: tools,
 			},
 		})
 		return err
@@ -157,26 +158,18 @@ func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 }
 
 func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage) (workflows.CallProviderResult, error) {
-	var st any
-	if status != nil {
-		st = *status
-	}
 	var b any
 	if len(body) > 0 {
 		b = body
 	}
-	var prov any
-	if kindName != "" {
-		prov = kindName
-	}
 	evs := []store.NewEvent{{
-		IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
-		Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": prov, "ok": false, "status": st, "error": detail, "body": b},
+		IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+		Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: status, Error: detail, Body: b},
 	}}
 	if in.Attempt == 0 {
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/failed"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error",
-			Payload: map[string]any{"reason": "provider_call_failed", "provider": prov, "detail": detail},
+			IdemKey: idem(in.TurnID, step+"/failed"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.SessionErrorPayload{Reason: events.ReasonProviderCallFailed, Provider: kindName, Detail: detail},
 		})
 	}
 	if err := a.untilStored(ctx, "store provider failure", func(ctx context.Context) error {
@@ -214,8 +207,8 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
 			all := append([]store.NewEvent{{
-				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
-				Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": kindName, "ok": true, "status": status, "body": resp.Raw},
+				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
 			}}, evs...)
 			if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
 				return err
@@ -249,25 +242,21 @@ func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, 
 		}
 		call := workflows.ToolCall{ID: strField(b, "id"), Name: strField(b, "name")}
 		call.Dispatch, call.Server = ts.classify(call.Name)
-		var server any
-		if call.Server != "" {
-			server = call.Server
-		}
 		input := b["input"]
 		if input == nil {
 			input = map[string]any{}
 		}
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/tc/%d", in.Iteration, len(res.ToolCalls))), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "tool.call",
-			Payload: map[string]any{"id": b["id"], "name": call.Name, "input": input, "dispatch": call.Dispatch, "server_name": server},
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/tc/%d", in.Iteration, len(res.ToolCalls))), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ToolCallPayload{ID: call.ID, Name: call.Name, Input: input, Dispatch: call.Dispatch, ServerName: events.Optional(call.Server)},
 		})
 		res.ToolCalls = append(res.ToolCalls, call)
 	}
 	if len(res.ToolCalls) == 0 {
 		res.Final = true
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "server.message.send",
-			Payload: map[string]any{"role": "assistant", "content": content},
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ServerMessage{Content: content},
 		})
 	}
 	return res, evs

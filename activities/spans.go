@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/workflows"
@@ -59,7 +60,7 @@ func attemptDetail(status *int, detail string) string {
 func (a *Activities) dispatchSpan(ctx context.Context, ref string, call workflows.ToolCall, inputBytes int) (context.Context, trace.Span) {
 	return a.Spans.StartUnder(ctx, ref, telemetry.SpanToolDispatch, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String(telemetry.AttrToolName, call.Name),
-		attribute.String(telemetry.AttrToolDispatch, call.Dispatch),
+		attribute.String(telemetry.AttrToolDispatch, string(call.Dispatch)),
 		attribute.Int(telemetry.AttrToolInputBytes, inputBytes),
 	))
 }
@@ -92,7 +93,7 @@ func (a *Activities) clientDispatchSpans(ctx context.Context, ref string, conten
 		}
 	}
 	for _, c := range calls {
-		if c.Dispatch != workflows.DispatchClient {
+		if c.Dispatch != events.DispatchClient {
 			continue
 		}
 		_, span := a.dispatchSpan(ctx, ref, c, inputs[c.ID])

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"io"
 	"strings"
 	"time"
@@ -118,9 +119,9 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		// The subagent's own trace links back to this dispatch.
 		res.Launch.Link = telemetry.RefOf(span)
 	}
-	a.Metrics.ToolLatency(ctx, workflows.DispatchSubagent, time.Since(started))
+	a.Metrics.ToolLatency(ctx, events.DispatchSubagent, time.Since(started))
 	return res, a.storeToolOutcome(ctx, in,
-		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
+		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSubagent, IsError: isErr, Content: content}))
 }
 
 func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {
@@ -204,14 +205,16 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	if def.PromptVia != "arg" {
 		sa.Stdin = &prompt
 	}
-	common := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": harness, "model": model, "detail": nil}
+	lifecycle := func(t events.Type) events.Subagent {
+		return events.Subagent{Kind: t, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: harness, Model: model}
+	}
 	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		if err := store.InsertSubagentTx(ctx, tx, sa); err != nil {
 			return err
 		}
 		_, err := store.AppendEventsTx(ctx, tx, in.SessionID,
-			a.event(in, "sa_start", "session.subagent.start", common),
-			a.event(in, "sa_running", "session.subagent.running", common))
+			a.event(in, "sa_start", lifecycle(events.SubagentStart)),
+			a.event(in, "sa_running", lifecycle(events.SubagentRunning)))
 		return err
 	})
 	if err != nil {
@@ -292,17 +295,16 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	outcome := telemetry.SubagentCancelled
 	span := a.subagentSpan(ctx, in)
 	defer func() { endSubagentSpan(span, outcome) }()
-	base := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": sa.Harness, "model": sa.Model}
-	finish := func(o store.SubagentOutcome, typ string, extra map[string]any) error {
-		p := map[string]any{"detail": o.Detail}
-		for k, v := range base {
-			p[k] = v
+	finish := func(o store.SubagentOutcome, typ events.Type) error {
+		var exit *int64
+		if o.ExitCode != nil {
+			c := int64(*o.ExitCode)
+			exit = &c
 		}
-		for k, v := range extra {
-			p[k] = v
-		}
+		p := events.Subagent{Kind: typ, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: sa.Harness, Model: sa.Model,
+			Detail: o.Detail, Reason: o.Reason, ExitCode: exit}
 		won, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
-			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Type: typ, Payload: p})
+			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Payload: p})
 		if won {
 			outcome = telemetry.SubagentFailed
 			if o.Status == store.SubagentCompleted {
@@ -316,11 +318,11 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		// The worker running it was lost: the command's fate is unknown, so
 		// report it rather than run it a second time.
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the server running this subagent stopped")},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+			events.SubagentFailed)
 	}
 	if a.Sandbox == nil {
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("no sandbox driver is configured on this server")},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+			events.SubagentFailed)
 	}
 	runCtx, cancel := context.WithTimeout(ctx, time.Duration(sa.TimeoutSecs)*time.Second)
 	defer cancel()
@@ -338,10 +340,10 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		return nil
 	case runCtx.Err() != nil:
 		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
-			"session.subagent.failed", map[string]any{"reason": "timeout", "exit_code": nil})
+			events.SubagentFailed)
 	case xerr != nil:
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(xerr.Error())},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+			events.SubagentFailed)
 	}
 	stdout, t1 := capOutput(r.Stdout)
 	stderr, t2 := capOutput(r.Stderr)
@@ -349,10 +351,10 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	o := store.SubagentOutcome{ExitCode: &code, Stdout: &stdout, Stderr: &stderr, Truncated: t1 || t2 || r.Truncated}
 	if code == 0 {
 		o.Status = store.SubagentCompleted
-		return finish(o, "session.subagent.completed", map[string]any{"exit_code": 0})
+		return finish(o, events.SubagentCompleted)
 	}
 	o.Status, o.Reason = store.SubagentFailed, strp("nonzero_exit")
-	return finish(o, "session.subagent.failed", map[string]any{"reason": "nonzero_exit", "exit_code": code})
+	return finish(o, events.SubagentFailed)
 }
 
 // CancelSubagents records the cancellation of running subagents (one id, or
@@ -369,8 +371,8 @@ func CancelSubagents(ctx context.Context, st *store.Store, sessionID, id, client
 		}
 		r := reason
 		ok, err := st.FinishSubagent(ctx, sessionID, s.ID, store.SubagentOutcome{Status: store.SubagentCancelled, Reason: &r},
-			store.NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID, Type: "session.subagent.cancelled",
-				Payload: map[string]any{"dispatch": "remote", "subagent_id": s.ID, "harness": s.Harness, "model": s.Model, "detail": nil, "reason": reason, "exit_code": nil}})
+			store.NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID,
+				Payload: events.Subagent{Kind: events.SubagentCancelled, Placement: events.PlacementRemote, SubagentID: s.ID, Harness: s.Harness, Model: s.Model, Reason: &r}})
 		if err != nil {
 			return cancelled, err
 		}

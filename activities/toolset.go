@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/bae-go/bae-go/workflows"
+	"github.com/bae-go/bae-go/events"
 )
 
 // toolDef is a tool as advertised to providers.
@@ -110,16 +109,16 @@ func statusToolDef() toolDef {
 }
 
 // classify decides who executes a tool_use block.
-func (ts toolset) classify(name string) (dispatch, server string) {
+func (ts toolset) classify(name string) (dispatch events.Dispatch, server string) {
 	switch {
 	case ts.client[name]:
-		return workflows.DispatchClient, ""
+		return events.DispatchClient, ""
 	case ts.sandbox[name]:
-		return workflows.DispatchSandbox, ""
+		return events.DispatchSandbox, ""
 	case ts.subagent[name] || name == RemoteStatusTool:
-		return workflows.DispatchSubagent, ""
+		return events.DispatchSubagent, ""
 	default:
-		return workflows.DispatchMCP, ts.mcpRoute[name]
+		return events.DispatchMCP, ts.mcpRoute[name]
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"net/http"
 	"strings"
 
@@ -95,9 +96,9 @@ func (b openBody) names() (tools, sandbox, subagent []string) {
 	return
 }
 
-func (b openBody) payload() map[string]any {
+func (b openBody) payload() events.Declarations {
 	tools, sandbox, subagent := b.names()
-	return map[string]any{"client_version": b.ClientVersion, "tools": tools, "sandbox_tools": sandbox, "subagent_tools": subagent}
+	return events.Declarations{ClientVersion: b.ClientVersion, Tools: tools, SandboxTools: sandbox, SubagentTools: subagent}
 }
 
 func (b openBody) decl(clientKeyID string) store.ClientDecl {
@@ -314,7 +315,7 @@ func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID stri
 	ctx := r.Context()
 	profile, err := c.Store.GetProfile(ctx, profileID)
 	if errors.Is(err, store.ErrNotFound) {
-		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, map[string]any{"reason": "profile_unavailable", "profile_id": profileID}); aerr != nil {
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: profileID}); aerr != nil {
 			c.log().Error("record profile_unavailable audit session", "err", aerr)
 		}
 		return store.Profile{}, unprocessable("profile_unavailable", "the profile bound to this client key is no longer available")
@@ -325,8 +326,8 @@ func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID stri
 	if _, ok := c.Config.Provider(profile.PrimaryProvider); !ok {
 		c.log().Error("profile's primary provider not found in bae-config.toml; refusing to open a session",
 			"profile_id", profile.ID, "profile_name", profile.Name, "primary_provider", profile.PrimaryProvider)
-		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, map[string]any{
-			"reason": "primary_provider_unavailable", "profile_id": profile.ID, "primary_provider": profile.PrimaryProvider,
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, events.SessionErrorPayload{
+			Reason: events.ReasonPrimaryProviderUnavailable, ProfileID: profile.ID, PrimaryProvider: profile.PrimaryProvider,
 		}); aerr != nil {
 			c.log().Error("record primary_provider_unavailable audit session", "err", aerr)
 		}
@@ -464,7 +465,7 @@ func (c *clientAPI) closeSession(w http.ResponseWriter, r *http.Request) *Proble
 	}
 	ctx := r.Context()
 	ended, _, err := c.Store.EndSession(ctx, sess.ID, store.StateClosed, store.NewEvent{
-		ClientKeyID: sess.ClientKeyID, Type: "session.close", Payload: map[string]any{"reason": "client_close"},
+		ClientKeyID: sess.ClientKeyID, Payload: events.SessionClosePayload{Reason: events.CloseClientClose},
 	})
 	if err != nil {
 		return internalError(c.log(), err)

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/sessiontools"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -207,7 +209,7 @@ func (c *clientAPI) requireOpen(call *rpcCall) bool {
 func (c *clientAPI) registerDriver(call *rpcCall) {
 	ctx := call.r.Context()
 	var events func() []store.NewEvent = func() []store.NewEvent {
-		evs := []store.NewEvent{{ClientKeyID: call.clientID, Type: "session.driver.register", Payload: map[string]any{}}}
+		evs := []store.NewEvent{{ClientKeyID: call.clientID, Payload: events.DriverRegister{}}}
 		if c.Tools == nil {
 			return evs
 		}
@@ -216,7 +218,7 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 			return evs // a deleted profile surfaces at sendMessage
 		}
 		if images := c.Tools.SandboxAvailability(ctx, profile); len(images) > 0 {
-			evs = append(evs, store.NewEvent{ClientKeyID: call.clientID, Type: "session.sandbox.available", Payload: map[string]any{"images": images}})
+			evs = append(evs, store.NewEvent{ClientKeyID: call.clientID, Payload: events.SandboxAvailablePayload{Images: images}})
 		}
 		return evs
 	}
@@ -247,10 +249,10 @@ func (c *clientAPI) sessionTool(call *rpcCall) {
 		return
 	}
 	res, err := c.Tools.Call(call.r.Context(), call.sess, call.clientID, call.method, call.params)
-	var re *RPCError
+	var refused *sessiontools.RefusedError
 	switch {
-	case errors.As(err, &re):
-		call.fail(re)
+	case errors.As(err, &refused):
+		call.fail(toolRefusal(refused))
 	case err != nil:
 		call.log.Error("session tool call", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))

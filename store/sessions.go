@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,7 +82,7 @@ func rawOrEmptyArray(r json.RawMessage) string {
 // CreateSession creates an open session with its creator's declarations,
 // mints the creator's session key and appends session.open, atomically.
 // It returns the session and the session key plaintext.
-func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload any) (Session, string, error) {
+func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations) (Session, string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	var sess Session
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
@@ -96,7 +97,7 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 		if _, err := insertKey(ctx, tx, RoleSession, sess.ID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sess.ID, decl.ClientKeyID); err != nil {
 			return err
 		}
-		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.open", Payload: openPayload}})
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: openPayload}})
 		return err
 	})
 	if err != nil {
@@ -143,7 +144,7 @@ func (s *Store) TakeSessionSpan(ctx context.Context, sessionID string) (SessionS
 
 // CreateAuditErrorSession records a refused open/join as a separate session
 // row in state error carrying one session.error event.
-func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKeyID string, clientVersion *string, payload any) error {
+func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKeyID string, clientVersion *string, payload events.SessionErrorPayload) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		sess, err := insertSession(ctx, tx, profileID, clientKeyID, StateError, clientVersion)
 		if err != nil {
@@ -152,7 +153,7 @@ func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKe
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET closed_at = now() WHERE id = $1`, sess.ID); err != nil {
 			return fmt.Errorf("stamp audit session: %w", err)
 		}
-		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Type: "session.error", Payload: payload}})
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Payload: payload}})
 		return err
 	})
 }
@@ -181,7 +182,7 @@ func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) 
 // JoinSession attaches another client key to an open session: stores its own
 // declarations, mints its session key and appends session.join. It fails with
 // ErrSessionNotOpen if the session left the open state meanwhile.
-func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload any) (string, error) {
+func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations) (string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var state string
@@ -197,7 +198,8 @@ func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, de
 		if _, err := insertKey(ctx, tx, RoleSession, sessionID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sessionID, decl.ClientKeyID); err != nil {
 			return err
 		}
-		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.join", Payload: joinPayload}})
+		joinPayload.Join = true
+		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: joinPayload}})
 		return err
 	})
 	if err != nil {

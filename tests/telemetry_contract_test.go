@@ -15,10 +15,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/telemetry"
@@ -229,7 +230,7 @@ func TestTelemetryContract(t *testing.T) {
 		dispatch := childrenOf(paused, telemetry.SpanToolDispatch)
 		require.Len(t, dispatch, 1)
 		assert.Equal(t, "get_time", dispatch[0].attr(telemetry.AttrToolName))
-		assert.Equal(t, workflows.DispatchClient, dispatch[0].attr(telemetry.AttrToolDispatch))
+		assert.Equal(t, string(events.DispatchClient), dispatch[0].attr(telemetry.AttrToolDispatch))
 		assert.Equal(t, "14", dispatch[0].attr(telemetry.AttrToolInputBytes), `len({"zone":"UTC"})`)
 		assert.Empty(t, dispatch[0].attr(telemetry.AttrToolIsError), "the server does not run a client tool")
 		assert.True(t, resumed.linked(paused, telemetry.LinkResume), "a resume links to the paused turn")
@@ -246,7 +247,7 @@ func TestTelemetryContract(t *testing.T) {
 		require.Len(t, dispatch, 1)
 		ds := dispatch[0]
 		assert.Equal(t, "list_files", ds.attr(telemetry.AttrToolName))
-		assert.Equal(t, workflows.DispatchMCP, ds.attr(telemetry.AttrToolDispatch))
+		assert.Equal(t, string(events.DispatchMCP), ds.attr(telemetry.AttrToolDispatch))
 		assert.Equal(t, "16", ds.attr(telemetry.AttrToolInputBytes), `len({"path":"/data"})`)
 		assert.Equal(t, "false", ds.attr(telemetry.AttrToolIsError))
 		assert.NotEqual(t, "", ds.attr(telemetry.AttrToolOutputBytes))
@@ -310,7 +311,7 @@ func TestTelemetryContract(t *testing.T) {
 		}
 		assert.Equal(t, []string{"HTTP 503", "HTTP 502"}, failed, "each failed attempt is a failed CallProvider")
 		assert.Equal(t, workflows.OutcomeProvidersFailed, outcome.Outcome)
-		assert.Equal(t, workflows.ReasonAllProvidersFailed, outcome.Reason)
+		assert.Equal(t, events.ReasonAllProvidersFailed, outcome.Reason)
 		assert.Equal(t, "fallback: HTTP 502", outcome.LastError)
 
 		desc, err := e.srv.Temporal.DescribeWorkflowExecution(ctx, f.sid, "")
@@ -395,10 +396,10 @@ func TestTelemetrySandboxAndSubagentSpans(t *testing.T) {
 	require.Len(t, dispatches, 2)
 	var shell, launch gotSpan
 	for _, ds := range dispatches {
-		switch ds.attr(telemetry.AttrToolDispatch) {
-		case workflows.DispatchSandbox:
+		switch events.Dispatch(ds.attr(telemetry.AttrToolDispatch)) {
+		case events.DispatchSandbox:
 			shell = ds
-		case workflows.DispatchSubagent:
+		case events.DispatchSubagent:
 			launch = ds
 		}
 	}

@@ -1,5 +1,7 @@
 package workflows
 
+import "github.com/bae-go/bae-go/events"
+
 // Activity names and their argument/result types. The implementations live
 // in package activities; the workflow refers to them by name so it does not
 // depend on I/O code.
@@ -13,14 +15,6 @@ const (
 	ActFinishIteration = "FinishIteration"
 	ActFailTurn        = "FailTurn"
 	ActCleanupSession  = "CleanupSession"
-)
-
-// Dispatch kinds of a tool_use block.
-const (
-	DispatchClient   = "client"
-	DispatchMCP      = "mcp"
-	DispatchSandbox  = "sandbox"
-	DispatchSubagent = "subagent"
 )
 
 // TurnRef identifies a turn and its acting client.
@@ -47,9 +41,12 @@ type BeginTurnInput struct {
 type BeginTurnResult struct {
 	// Outcome is empty to continue with the provider walk, or a terminal
 	// outcome (rejected or providers_failed).
-	Outcome      string
-	ErrorCode    int
-	ErrorMessage string
+	Outcome   string
+	Rejection Rejection `json:",omitempty"`
+	Detail    string    `json:",omitempty"`
+	// ErrorCode and ErrorMessage: begin results stored by older workers.
+	ErrorCode    int    `json:",omitempty"`
+	ErrorMessage string `json:",omitempty"`
 	// SessionEnded is set when the activity moved the session to error, or
 	// found it already ended (a workflow restarted for a closed session).
 	SessionEnded bool
@@ -80,7 +77,7 @@ const ErrProviderAttemptFailed = "ProviderAttemptFailed"
 type ToolCall struct {
 	ID       string
 	Name     string
-	Dispatch string
+	Dispatch events.Dispatch
 	Server   string `json:",omitempty"`
 }
 
@@ -117,7 +114,7 @@ type FinishIterationResult struct {
 // reasons the session moves to error.
 type FailTurnInput struct {
 	TurnRef
-	Reason   string
+	Reason   events.Reason
 	Attempts int
 	// Step is the activity that failed (ReasonTurnFailed).
 	Step string `json:",omitempty"`

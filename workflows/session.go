@@ -126,7 +126,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 		return TurnResult{}, err
 	}
 	if s.closed {
-		return TurnResult{Outcome: OutcomeRejected, ErrorCode: -32000, ErrorMessage: fmt.Sprintf("session is %s, not open", s.endState)}, nil
+		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
 	}
 	s.dequeue(ticket)
 	s.busy = true
@@ -147,8 +147,8 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	}
 	s.turns++
 	s.runTurns++
-	o := turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget,
-		observable: workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability}
+	o := s.turnOptions()
+	o.observable = workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability
 	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
@@ -176,7 +176,7 @@ func (s *session) keepMemo(ctx workflow.Context, turnID string, res turnResult) 
 		s.memoProfile = res.profileName
 	}
 	if res.Outcome == OutcomeProvidersFailed || res.Outcome == OutcomeFailed {
-		msg := res.Reason
+		msg := string(res.Reason)
 		if msg == "" {
 			msg = res.Outcome
 		}
@@ -256,18 +256,15 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 	}
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.subagents[l.SubagentID] = cancel
-	hb := s.p.HeartbeatTimeout
-	if hb <= 0 {
-		hb = 10 * time.Second
-	}
-	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
-		HeartbeatTimeout:    3 * hb,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
-	})
+	hb := s.turnOptions().heartbeat
 	workflow.Go(runCtx, func(gctx workflow.Context) {
 		defer delete(s.subagents, l.SubagentID)
-		err := workflow.ExecuteActivity(actx, ActRunSubagent, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID, Link: l.Link}).Get(gctx, nil)
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
+			HeartbeatTimeout:    3 * hb,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
+		})
+		err := runSubagent.run(actx, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID, Link: l.Link})
 		if err != nil && !temporal.IsCanceledError(err) {
 			workflow.GetLogger(ctx).Error("remote subagent run failed", "subagent_id", l.SubagentID, "error", err)
 		}
@@ -317,9 +314,14 @@ func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	if err := workflow.ExecuteActivity(actx, ActCleanupSession, in).Get(ctx, nil); err != nil {
+	if err := cleanupSession.run(actx, in); err != nil {
 		workflow.GetLogger(ctx).Error("session cleanup failed", "error", err)
 	}
 	s.cleaned = true
 	s.cancelAllSubagents()
+}
+
+// turnOptions are the session's per-turn activity settings, defaults filled.
+func (s *session) turnOptions() turnOptions {
+	return turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}.withDefaults()
 }

@@ -2,11 +2,11 @@ package workflows_test
 
 import (
 	"context"
+	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/activity"
@@ -41,7 +41,7 @@ func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProv
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pauseFor[in.ClientKeyID] && !resumed(f.begins, in.TurnID) {
-		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: workflows.DispatchClient}}}, nil
+		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: events.DispatchClient}}}, nil
 	}
 	return workflows.CallProviderResult{OK: true, Final: true}, nil
 }
@@ -57,7 +57,7 @@ func resumed(begins []workflows.BeginTurnInput, turn string) bool {
 
 func (f *fakeActivities) FinishIteration(ctx context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
 	for _, c := range in.Calls {
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			return workflows.FinishIterationResult{Paused: true}, nil
 		}
 	}
@@ -195,8 +195,8 @@ func (s *sessionSuite) TestCloseRejectsQueuedTurns() {
 	s.run()
 	s.Equal([]string{"a1"}, s.turnOrder())
 	s.Equal(workflows.OutcomeRejected, out["b1"].res.Outcome)
-	s.Equal(-32000, out["b1"].res.ErrorCode)
-	assert.Contains(s.T(), out["b1"].res.ErrorMessage, "closed")
+	s.Equal(workflows.RejectSessionNotOpen, out["b1"].res.Rejection)
+	s.Equal("closed", out["b1"].res.Detail)
 }
 
 func (s *sessionSuite) TestContinuesAsNewCarryingThePause() {

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func (s *scripted) toolActivity(name string) func(context.Context, workflows.Too
 func (s *scripted) FinishIteration(_ context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
 	s.record("FinishIteration i%d calls=%d", in.Iteration, len(in.Calls))
 	for _, c := range in.Calls {
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			return workflows.FinishIterationResult{Paused: true}, nil
 		}
 	}
@@ -161,10 +162,10 @@ func primary() workflows.BeginTurnResult {
 
 func TestTurnBranches(t *testing.T) {
 	allKinds := []workflows.ToolCall{
-		{ID: "m1", Name: "mcp_tool", Dispatch: workflows.DispatchMCP, Server: "srv"},
-		{ID: "s1", Name: "run", Dispatch: workflows.DispatchSandbox},
-		{ID: "a1", Name: "launch_subagent", Dispatch: workflows.DispatchSubagent},
-		{ID: "c1", Name: "client_tool", Dispatch: workflows.DispatchClient},
+		{ID: "m1", Name: "mcp_tool", Dispatch: events.DispatchMCP, Server: "srv"},
+		{ID: "s1", Name: "run", Dispatch: events.DispatchSandbox},
+		{ID: "a1", Name: "launch_subagent", Dispatch: events.DispatchSubagent},
+		{ID: "c1", Name: "client_tool", Dispatch: events.DispatchClient},
 	}
 	cases := []struct {
 		name    string
@@ -203,7 +204,7 @@ func TestTurnBranches(t *testing.T) {
 		outcome: workflows.OutcomeProvidersFailed,
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "FailTurn all_providers_failed", "CleanupSession session_error"},
 		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
-			assert.Equal(t, workflows.ReasonAllProvidersFailed, res.Reason)
+			assert.Equal(t, events.ReasonAllProvidersFailed, res.Reason)
 			assert.Equal(t, "fallback: HTTP 501", res.LastError)
 			assert.Empty(t, res.Provider)
 			assert.Equal(t, []map[string]any{{
@@ -238,7 +239,7 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name:    "begin rejects the turn",
-		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: -32602, ErrorMessage: "bad"}},
+		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, Rejection: workflows.RejectInvalidMessage}},
 		outcome: workflows.OutcomeRejected,
 		calls:   []string{"BeginTurn", "CleanupSession session_close"},
 	}, {
@@ -289,7 +290,7 @@ func TestTurnBranches(t *testing.T) {
 			assert.Contains(t, s.calls, fmt.Sprintf("CallProvider i%d a0 primary", workflows.MaxIterations-1))
 			assert.NotContains(t, s.calls, fmt.Sprintf("CallProvider i%d a0 primary", workflows.MaxIterations))
 			require.Len(t, s.failed, 1)
-			assert.Equal(t, workflows.ReasonLoopLimit, s.failed[0].Reason)
+			assert.Equal(t, events.ReasonLoopLimit, s.failed[0].Reason)
 		},
 	}, {
 		name: "a step failing past its retries fails the turn, not the session",

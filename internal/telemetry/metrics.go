@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"log/slog"
 	"slices"
 	"sync"
@@ -107,19 +108,19 @@ func (m *Metrics) ProviderRequest(ctx context.Context, provider, outcome string,
 }
 
 // ToolCall counts one dispatched tool_use block.
-func (m *Metrics) ToolCall(ctx context.Context, dispatch string) {
+func (m *Metrics) ToolCall(ctx context.Context, dispatch events.Dispatch) {
 	if m == nil {
 		return
 	}
-	m.toolCalls.Add(ctx, 1, metric.WithAttributes(attribute.String("dispatch", dispatch)))
+	m.toolCalls.Add(ctx, 1, metric.WithAttributes(attribute.String("dispatch", string(dispatch))))
 }
 
 // ToolLatency records how long a server-side tool took.
-func (m *Metrics) ToolLatency(ctx context.Context, dispatch string, d time.Duration) {
+func (m *Metrics) ToolLatency(ctx context.Context, dispatch events.Dispatch, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.toolLatency.Record(ctx, ms(d), metric.WithAttributes(attribute.String("dispatch", dispatch)))
+	m.toolLatency.Record(ctx, ms(d), metric.WithAttributes(attribute.String("dispatch", string(dispatch))))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

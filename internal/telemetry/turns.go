@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -66,7 +67,7 @@ func (i *turnInbound) ExecuteUpdate(ctx workflow.Context, in *interceptor.Update
 func turnError(res workflows.TurnResult) string {
 	switch res.Outcome {
 	case workflows.OutcomeProvidersFailed:
-		if res.Reason == workflows.ReasonLoopLimit {
+		if res.Reason == events.ReasonLoopLimit {
 			return "iteration limit reached"
 		}
 		return "all providers failed"

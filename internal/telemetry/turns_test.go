@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -64,7 +65,7 @@ func TestTurnInterceptorLogsAndEmitsEachTurn(t *testing.T) {
 	results := map[string]workflows.TurnResult{
 		"paused":   {Outcome: workflows.OutcomePaused, Provider: "primary"},
 		"resume":   {Outcome: workflows.OutcomeCompleted, Provider: "fallback", Resumed: true, ResumedSpan: pausedRef},
-		"fail":     {Outcome: workflows.OutcomeProvidersFailed, Reason: workflows.ReasonAllProvidersFailed, LastError: "fallback: HTTP 502"},
+		"fail":     {Outcome: workflows.OutcomeProvidersFailed, Reason: events.ReasonAllProvidersFailed, LastError: "fallback: HTTP 502"},
 		"rejected": {Outcome: workflows.OutcomeRejected, ErrorCode: -32000},
 	}
 	spans := map[string]string{"paused": pausedRef, "resume": resumeRef, "fail": failRef, "boom": boomRef, "rejected": ""}
@@ -135,7 +136,7 @@ func TestTurnInterceptorLogsAndEmitsEachTurn(t *testing.T) {
 	assert.Contains(t, lines[0], "duration_ms")
 	assert.Equal(t, "default-test-workflow-id", lines[0]["session_id"])
 	assert.Equal(t, true, lines[1]["resumed"])
-	assert.Equal(t, workflows.ReasonAllProvidersFailed, lines[2]["reason"])
+	assert.Equal(t, string(events.ReasonAllProvidersFailed), lines[2]["reason"])
 	assert.NotContains(t, lines[2], "provider")
 	assert.Equal(t, workflows.OutcomeRejected, lines[3]["outcome"])
 	assert.Equal(t, "WARN", lines[4]["level"])
