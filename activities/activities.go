@@ -71,6 +71,9 @@ type Activities struct {
 
 	// Metrics records provider and tool instruments; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Spans emits the provider, tool and session spans (built from the
+	// server's tracer provider); nil records nothing.
+	Spans *telemetry.Spans
 }
 
 // Register adds the activities (and the workflow) to a worker.

@@ -195,7 +195,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		}
 		providers = append(providers, name)
 	}
-	return workflows.BeginTurnResult{Providers: providers}, nil
+	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name}, nil
 }
 
 // endInTx records a session.error and moves the session to error.

@@ -147,5 +147,6 @@ func (a *Activities) CleanupSession(ctx context.Context, in workflows.CleanupInp
 			errs = append(errs, err)
 		}
 	}
+	a.endSessionSpan(ctx, in)
 	return errors.Join(errs...)
 }

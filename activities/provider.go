@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
@@ -78,7 +79,10 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	if stored != nil {
 		return a.storedAttempt(ctx, in, *stored)
 	}
+	ctx, span := a.attemptSpan(ctx, in, entry)
+	defer span.End()
 	if !configured {
+		endAttempt(span, nil, "provider not configured")
 		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
 	}
 
@@ -88,6 +92,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	}
 	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
 	if terr != nil {
+		endAttempt(span, nil, "provider config error")
 		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil)
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
@@ -106,12 +111,15 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		if ctx.Err() != nil {
 			// Cancelled (worker shutdown or timeout): not the provider's
 			// failure. Temporal retries the attempt; nothing is logged.
+			endAttempt(span, nil, "cancelled")
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %w", in.Provider, ctx.Err())
 		}
 		var ce *provider.CallError
 		if !errors.As(err, &ce) {
 			ce = &provider.CallError{Detail: err.Error(), Retryable: true}
 		}
+		// Each HTTP call is its own span, a transport retry included.
+		endAttempt(span, ce.Status, "provider call failed")
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.
 		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
@@ -119,6 +127,11 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		}
 		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)
 	}
+	status := resp.Status
+	if status == 0 {
+		status = 200
+	}
+	endAttempt(span, &status, "")
 	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
 }
 
@@ -166,6 +179,16 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 		return workflows.CallProviderResult{}, err
 	}
 	a.logger(ctx, in.TurnID).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
+	return failedAttempt(in, attemptDetail(status, detail))
+}
+
+// failedAttempt answers a failed attempt whose events are stored: as a
+// non-retryable activity failure when the workflow asks for one (the
+// Temporal UI shows the attempt failed), else as OK=false.
+func failedAttempt(in workflows.CallProviderInput, detail string) (workflows.CallProviderResult, error) {
+	if in.FailAsError {
+		return workflows.CallProviderResult{}, temporal.NewNonRetryableApplicationError(detail, workflows.ErrProviderAttemptFailed, nil)
+	}
 	return workflows.CallProviderResult{OK: false}, nil
 }
 
@@ -202,6 +225,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	for _, c := range res.ToolCalls {
 		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}
+	a.clientDispatchSpans(ctx, in.Span, content, res.ToolCalls)
 	return res, nil
 }
 
@@ -243,13 +267,15 @@ func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, 
 // logged response.
 func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProviderInput, resp store.Event) (workflows.CallProviderResult, error) {
 	var p struct {
-		OK bool `json:"ok"`
+		OK     bool   `json:"ok"`
+		Status *int   `json:"status"`
+		Error  string `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Payload, &p); err != nil {
 		return workflows.CallProviderResult{}, fmt.Errorf("decode stored response: %w", err)
 	}
 	if !p.OK {
-		return workflows.CallProviderResult{OK: false}, nil
+		return failedAttempt(in, attemptDetail(p.Status, p.Error))
 	}
 	var res workflows.CallProviderResult
 	err := a.untilStored(ctx, "load stored provider answer", func(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -89,6 +90,8 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	if err != nil {
 		return res, err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	var content json.RawMessage
 	var isErr bool
 	started := time.Now()
@@ -99,6 +102,11 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	}
 	if err != nil {
 		return res, err
+	}
+	endDispatch(span, isErr, content)
+	if res.Launch != nil {
+		// The subagent's own trace links back to this dispatch.
+		res.Launch.Link = telemetry.RefOf(span)
 	}
 	a.Metrics.ToolLatency(ctx, events.DispatchSubagent, time.Since(started))
 	return res, a.storeToolOutcome(ctx, in,
@@ -273,6 +281,9 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	if sa.Status != store.SubagentRunning {
 		return nil
 	}
+	outcome := telemetry.SubagentCancelled
+	span := a.subagentSpan(ctx, in)
+	defer func() { endSubagentSpan(span, outcome) }()
 	finish := func(o store.SubagentOutcome, typ events.Type) error {
 		var exit *int64
 		if o.ExitCode != nil {
@@ -281,8 +292,14 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		}
 		p := events.Subagent{Kind: typ, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: sa.Harness, Model: sa.Model,
 			Detail: o.Detail, Reason: o.Reason, ExitCode: exit}
-		_, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
+		won, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
 			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Payload: p})
+		if won {
+			outcome = telemetry.SubagentFailed
+			if o.Status == store.SubagentCompleted {
+				outcome = telemetry.SubagentCompleted
+			}
+		}
 		return err
 	}
 	strp := func(s string) *string { return &s }

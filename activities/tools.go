@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -98,6 +102,8 @@ func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput
 	if err != nil || done {
 		return err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	response := events.MCPResponsePayload{ServerName: server}
 	var content json.RawMessage
 	isErr := true
@@ -109,7 +115,10 @@ func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
-		result, cerr := a.MCP.CallTool(ctx, in.SessionID, in.Call.Server, in.Call.Name, input)
+		mctx, mspan := a.Spans.Start(ctx, telemetry.SpanMCPCall, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String(telemetry.AttrMCPServer, in.Call.Server), attribute.String(telemetry.AttrToolName, in.Call.Name)))
+		result, cerr := a.MCP.CallTool(mctx, in.SessionID, in.Call.Server, in.Call.Name, input)
+		endMCPCall(mspan, result, cerr)
 		stop()
 		a.Metrics.ToolLatency(ctx, events.DispatchMCP, time.Since(started))
 		if cerr != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -135,6 +144,7 @@ func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput
 			response.OK, response.Result = !isErr, result
 		}
 	}
+	endDispatch(span, isErr, content)
 	return a.storeToolOutcome(ctx, in,
 		a.event(in, "resp", response),
 		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchMCP, ServerName: server, IsError: isErr, Content: content}),
@@ -169,7 +179,7 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput) error {
 	var command string
 	var hasCmd bool
-	_, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
+	input, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
 		var parsed map[string]any
 		_ = json.Unmarshal(input, &parsed)
 		command, hasCmd = parsed["command"].(string)
@@ -182,6 +192,8 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 	if err != nil || done {
 		return err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	var sb *store.SandboxState
 	if err := a.untilStored(ctx, "read sandbox", func(ctx context.Context) error {
 		sb, err = a.Store.Sandbox(ctx, in.SessionID)
@@ -207,7 +219,9 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
-		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command, nil)
+		xctx, xspan := a.Spans.Start(ctx, telemetry.SpanSandboxExec, trace.WithAttributes(attribute.String(telemetry.AttrToolName, in.Call.Name)))
+		r, xerr := a.Sandbox.Exec(xctx, sb.ID, command, nil)
+		endSandboxExec(xspan, r, xerr)
 		stop()
 		a.Metrics.ToolLatency(ctx, events.DispatchSandbox, time.Since(started))
 		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -228,6 +242,7 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 			content = renderExec(r)
 		}
 	}
+	endDispatch(span, isErr, content)
 	evs = append(evs,
 		a.event(in, "resp", response),
 		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSandbox, IsError: isErr, Content: content}),

@@ -344,6 +344,13 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	if err != nil {
 		return internalError(c.log(), err)
 	}
+	// The bae.session span is emitted when the session ends (by whichever
+	// replica runs its cleanup); its identity is kept with the session.
+	if ref := c.Spans.ChildRef(ctx); ref != "" {
+		if err := c.Store.SetSessionSpan(ctx, sess.ID, ref); err != nil {
+			c.log().Warn("store session span", "session_id", sess.ID, "err", err)
+		}
+	}
 	if c.MCP != nil && len(profile.MCPServers) > 0 {
 		tools, derr := c.MCP.DiscoverTools(ctx, sess.ID, profile.MCPServers)
 		if derr != nil {

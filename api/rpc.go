@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -230,6 +231,11 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 		call.log.Error("register driver", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 	default:
+		// A driver joins the session: its request links to the session's
+		// span rather than nesting under it.
+		if l, ok := telemetry.Link(call.sess.Span, telemetry.LinkSession); ok {
+			trace.SpanFromContext(ctx).AddLink(l)
+		}
 		call.result(map[string]any{"registered": true})
 	}
 }

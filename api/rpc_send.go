@@ -44,6 +44,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	call.out.open()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
+	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span}
 
 	type outcome struct {
 		res workflows.TurnResult
@@ -55,7 +56,6 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	go func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
-		in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
 		res, err := c.Engine.SendMessage(uctx, sessionRef(call.sess), in)
 		// Counted here, not in the relay, so a turn whose caller went away
 		// still counts. A rejected turn never ran.

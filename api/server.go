@@ -56,6 +56,9 @@ type Deps struct {
 	Version string
 	// Metrics records bae.turns.completed; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Spans allocates the bae.session and bae.turn span refs; nil records
+	// nothing.
+	Spans *telemetry.Spans
 
 	MCP   ToolDiscoverer
 	Tools SessionTools

@@ -31,6 +31,9 @@ type Session struct {
 	MCPTools      json.RawMessage
 	CreatedAt     time.Time
 	ClosedAt      *time.Time
+	// Span is the bae.session span's ref; "" when the session was opened
+	// untraced, or its span was already emitted.
+	Span string
 }
 
 // MarshalJSON renders the admin list shape.
@@ -49,12 +52,12 @@ func (s Session) MarshalJSON() ([]byte, error) {
 	}{s.ID, s.ProfileID, s.State, s.ClientVersion, FormatTime(s.CreatedAt), closed})
 }
 
-const sessionCols = `seq, id, profile_id, client_key_id, state, client_version, mcp_tools, created_at, closed_at`
+const sessionCols = `seq, id, profile_id, client_key_id, state, client_version, mcp_tools, created_at, closed_at, coalesce(span, '')`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var s Session
 	var mcp []byte
-	err := row.Scan(&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt)
+	err := row.Scan(&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt, &s.Span)
 	s.MCPTools = mcp
 	return s, err
 }
@@ -101,6 +104,42 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 		return Session{}, "", err
 	}
 	return sess, secret, nil
+}
+
+// SetSessionSpan records the session's bae.session span ref.
+func (s *Store) SetSessionSpan(ctx context.Context, sessionID, ref string) error {
+	if _, err := s.Pool.Exec(ctx, `UPDATE sessions SET span = $2 WHERE id = $1`, sessionID, ref); err != nil {
+		return fmt.Errorf("store session span: %w", err)
+	}
+	return nil
+}
+
+// SessionSpan is what emitting an ended session's bae.session span needs.
+type SessionSpan struct {
+	Ref         string
+	ProfileID   string
+	ClientKeyID string
+	State       string
+	CreatedAt   time.Time
+}
+
+// TakeSessionSpan claims an ended session's span ref for emitting, so that
+// only one replica (and one cleanup attempt) emits it. ok is false when
+// there is none to take.
+func (s *Store) TakeSessionSpan(ctx context.Context, sessionID string) (SessionSpan, bool, error) {
+	var sp SessionSpan
+	err := s.Pool.QueryRow(ctx, `UPDATE sessions s SET span = NULL
+		FROM (SELECT id, span FROM sessions WHERE id = $1 AND span IS NOT NULL AND state <> 'open' FOR UPDATE) old
+		WHERE s.id = old.id
+		RETURNING old.span, s.profile_id, s.client_key_id, s.state, s.created_at`, sessionID).
+		Scan(&sp.Ref, &sp.ProfileID, &sp.ClientKeyID, &sp.State, &sp.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionSpan{}, false, nil
+	}
+	if err != nil {
+		return SessionSpan{}, false, fmt.Errorf("take session span: %w", err)
+	}
+	return sp, true, nil
 }
 
 // CreateAuditErrorSession records a refused open/join as a separate session

@@ -22,6 +22,8 @@ type TurnRef struct {
 	SessionID   string
 	TurnID      string
 	ClientKeyID string
+	// Span is the turn's span ref: activities start their spans under it.
+	Span string `json:",omitempty"`
 }
 
 // BeginTurnInput records the client's message and opens the turn.
@@ -50,6 +52,8 @@ type BeginTurnResult struct {
 	SessionEnded bool
 	// Providers are the registry names to try in order (primary first).
 	Providers []string
+	// ProfileName is the session's profile's name, for the memo.
+	ProfileName string `json:",omitempty"`
 }
 
 // CallProviderInput is one attempt of the fallback walk.
@@ -58,7 +62,16 @@ type CallProviderInput struct {
 	Iteration int
 	Attempt   int
 	Provider  string
+	// FailAsError asks for a failed attempt as an ErrProviderAttemptFailed
+	// activity failure (shown failed in the Temporal UI) instead of a
+	// completed OK=false result; workflow code that predates it leaves it
+	// unset.
+	FailAsError bool `json:",omitempty"`
 }
+
+// ErrProviderAttemptFailed is the non-retryable application error type of
+// a provider attempt that failed after its events were stored.
+const ErrProviderAttemptFailed = "ProviderAttemptFailed"
 
 // ToolCall is a tool_use block classified for dispatch.
 type ToolCall struct {
@@ -124,10 +137,15 @@ type ToolCallResult struct {
 type SubagentLaunch struct {
 	SubagentID  string
 	TimeoutSecs int
+	// Link is the launching bae.tool.dispatch span's ref.
+	Link string `json:",omitempty"`
 }
 
 // RunSubagentInput runs one launched subagent to completion.
 type RunSubagentInput struct {
 	SessionID  string
 	SubagentID string
+	// Link is the launching bae.tool.dispatch span's ref: the subagent's
+	// own trace links back to it.
+	Link string `json:",omitempty"`
 }

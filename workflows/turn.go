@@ -12,6 +12,14 @@ import (
 type turnResult struct {
 	TurnResult
 	sessionEnded bool
+	profileName  string
+}
+
+// turnNotes is what a turn learns on the way, for its result and the memo.
+type turnNotes struct {
+	profileName string
+	provider    string
+	lastError   string
 }
 
 // turnOptions are the session-wide settings every turn's steps use.
@@ -20,6 +28,9 @@ type turnOptions struct {
 	heartbeat time.Duration
 	// dbBudget is how long a database step waits out an outage.
 	dbBudget time.Duration
+	// observable (versionObservability): a failed provider attempt is a
+	// failed activity, and the memo names the profile and the last error.
+	observable bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -93,7 +104,14 @@ type launchFn func(SubagentLaunch)
 // taken out of the conversation, so the session can go on.
 func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
 	o = o.withDefaults()
-	res, err := turnSteps(ctx, in, o, launch)
+	var notes turnNotes
+	res, err := turnSteps(ctx, in, o, launch, &notes)
+	if err == nil {
+		res.profileName, res.Provider = notes.profileName, notes.provider
+		if res.Outcome == OutcomeProvidersFailed {
+			res.LastError = notes.lastError
+		}
+	}
 	if err == nil || temporal.IsCanceledError(err) {
 		return res, err
 	}
@@ -106,27 +124,36 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 	if ferr := failTurnAct.runLocal(dbCtx(ctx, o), FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}); ferr != nil {
 		return turnResult{}, err
 	}
-	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step}}, nil
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}, nil
 }
 
-func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
+func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
 	begin, err := beginTurn.runLocal(dbCtx(ctx, o), in)
 	if err != nil {
 		return turnResult{}, err
 	}
+	notes.profileName = begin.ProfileName
 	if begin.Outcome != "" {
 		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, Rejection: begin.Rejection, Detail: begin.Detail, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
 	}
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
-			if res, err = callProvider.run(providerCtx(ctx, o), CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}); err != nil {
+			res, err = callProvider.run(providerCtx(ctx, o), CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			if detail, failed := attemptFailure(err); failed {
+				res = CallProviderResult{}
+				notes.lastError = name + ": " + detail
+				continue
+			}
+			if err != nil {
 				return turnResult{}, err
 			}
 			if res.OK {
+				notes.provider = name
 				break
 			}
+			notes.lastError = name + ": failed"
 		}
 		if !res.OK {
 			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
@@ -162,5 +189,16 @@ func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult
 	if err := failTurnAct.runLocal(dbCtx(ctx, o), in); err != nil {
 		return turnResult{}, err
 	}
-	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed}, sessionEnded: true}, nil
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed, Reason: in.Reason}, sessionEnded: true}, nil
+}
+
+// attemptFailure reports a provider attempt that failed as an
+// ErrProviderAttemptFailed activity failure (its events are stored; the walk
+// moves on), with the failure's short detail.
+func attemptFailure(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ErrProviderAttemptFailed {
+		return ae.Message(), true
+	}
+	return "", false
 }

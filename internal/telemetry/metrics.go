@@ -23,6 +23,7 @@ const (
 	MetricEventsTotal       = "bae.events.total"
 	MetricProfilesCount     = "bae.profiles.count"
 	MetricKeysCount         = "bae.keys.count"
+	MetricMCPSessionsLive   = "bae.mcp.sessions.live"
 	MetricTurnsPending      = "bae.turns.pending"
 	MetricSandboxesLive     = "bae.sandboxes.live"
 	MetricSubagentsActive   = "bae.subagents.active"
@@ -193,6 +194,25 @@ func (m *Metrics) ObserveCounts(src CountSource) error {
 	}, insts...)
 	if err != nil {
 		return fmt.Errorf("register gauge callback: %w", err)
+	}
+	return nil
+}
+
+// ObserveMCPSessions registers bae.mcp.sessions.live. MCP connections live
+// in each replica, so unlike the store-backed gauges this one is per
+// process: sum it across replicas.
+func (m *Metrics) ObserveMCPSessions(live func() int) error {
+	if m == nil || slices.Contains(m.disabled, MetricMCPSessionsLive) {
+		return nil
+	}
+	_, err := m.meter.Int64ObservableGauge(MetricMCPSessionsLive, metric.WithUnit("1"),
+		metric.WithDescription("Sessions with at least one open MCP connection in this process."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(live()))
+			return nil
+		}))
+	if err != nil {
+		return fmt.Errorf("instrument %s: %w", MetricMCPSessionsLive, err)
 	}
 	return nil
 }
