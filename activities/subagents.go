@@ -345,29 +345,3 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	o.Status, o.Reason = store.SubagentFailed, strp("nonzero_exit")
 	return finish(o, events.SubagentFailed)
 }
-
-// CancelSubagents records the cancellation of running subagents (one id, or
-// all of the session's with id ""), returning the ids it cancelled.
-func CancelSubagents(ctx context.Context, st *store.Store, sessionID, id, clientKeyID, reason string) ([]string, error) {
-	all, err := st.TrackedSubagents(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	var cancelled []string
-	for _, s := range all {
-		if (id != "" && s.ID != id) || s.Status != store.SubagentRunning {
-			continue
-		}
-		r := reason
-		ok, err := st.FinishSubagent(ctx, sessionID, s.ID, store.SubagentOutcome{Status: store.SubagentCancelled, Reason: &r},
-			store.NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID,
-				Payload: events.Subagent{Kind: events.SubagentCancelled, Placement: events.PlacementRemote, SubagentID: s.ID, Harness: s.Harness, Model: s.Model, Reason: &r}})
-		if err != nil {
-			return cancelled, err
-		}
-		if ok {
-			cancelled = append(cancelled, s.ID)
-		}
-	}
-	return cancelled, nil
-}

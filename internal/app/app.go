@@ -129,11 +129,11 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	hub.OnSessionClosed(svc.mcp.CloseSession)
-	svc.tools.Subagents = subagentCanceller{store: st, engine: eng}
+	svc.tools.Engine = eng
 	acts := &activities.Activities{
 		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
-		Cleaners:      []activities.Cleaner{subagentCleaner{st}, svc.tools, mcpCleaner{pool: st.Pool}},
+		Cleaners:      []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
 		DBRetryBudget: cfg.DBRetryBudget,
 	}
 	deps := &api.Deps{

@@ -20,10 +20,9 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// SubagentCanceller cancels a tracked remote subagent.
-type SubagentCanceller interface {
-	// Cancel returns wasRunning, or found=false for an unknown id.
-	Cancel(ctx context.Context, sessionID, clientKeyID, subagentID string) (found, wasRunning bool, err error)
+// SubagentStopper stops a remote subagent's run in its session workflow.
+type SubagentStopper interface {
+	CancelSubagent(ctx context.Context, sessionID, subagentID string) error
 }
 
 // Service implements api.SessionTools and activities.Cleaner.
@@ -31,7 +30,7 @@ type Service struct {
 	Store       *store.Store
 	Driver      sandbox.Driver
 	Provisioner *sandbox.Provisioner
-	Subagents   SubagentCanceller
+	Engine      SubagentStopper
 	Log         *slog.Logger
 	// Deployment labels containers with the database they belong to.
 	Deployment string
@@ -240,22 +239,35 @@ func (s *Service) cancelSubagent(ctx context.Context, sessionID, clientKeyID str
 	if !ok || strings.TrimSpace(id) == "" {
 		return nil, refuse(RefuseInvalidParams, `"subagent_id" must be a non-empty string`)
 	}
-	if s.Subagents == nil {
+	sa, err := s.Store.GetSubagent(ctx, sessionID, id)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, refuse(RefuseSubagentNotFound, id)
 	}
-	found, wasRunning, err := s.Subagents.Cancel(ctx, sessionID, clientKeyID, id)
 	if err != nil {
 		return nil, err
 	}
-	if !found {
-		return nil, refuse(RefuseSubagentNotFound, id)
+	wasRunning := false
+	if sa.Status == store.SubagentRunning {
+		// Recorded first, so the run's own end (which races it) is not.
+		ids, err := s.Store.CancelSubagents(ctx, sessionID, id, clientKeyID, "explicit")
+		if err != nil {
+			return nil, err
+		}
+		if wasRunning = len(ids) > 0; wasRunning && s.Engine != nil {
+			if err := s.Engine.CancelSubagent(ctx, sessionID, id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return map[string]any{"cancelled": true, "subagent_id": id, "was_running": wasRunning}, nil
 }
 
-// CleanupSession implements activities.Cleaner: stop the remote sandbox
-// with reason session_close.
+// CleanupSession implements activities.Cleaner: cancel running subagents
+// and stop the remote sandbox, with reason session_close.
 func (s *Service) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
+	if _, err := s.Store.CancelSubagents(ctx, in.SessionID, "", in.ClientKeyID, "session_close"); err != nil {
+		return fmt.Errorf("cancel subagents of %s: %w", in.SessionID, err)
+	}
 	if _, err := s.StopSandbox(ctx, in.SessionID, in.ClientKeyID, "session_close"); err != nil {
 		return fmt.Errorf("stop sandbox of %s: %w", in.SessionID, err)
 	}
