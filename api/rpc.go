@@ -144,9 +144,10 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	// Every method shares one route, so the request span names the method
 	// and the session (a no-op when tracing is off).
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.Method), attribute.String("bae.session.id", sess.ID))
-	if env.Method != methodSendMessage {
-		// Only sendMessage stores before it answers (see ndjson); every
-		// other method's stream opens at once, as clients expect.
+	if env.Method != methodSendMessage && env.Method != methodSubscribe {
+		// sendMessage opens once its message is stored (see ndjson), and
+		// subscribe once its starting point is fixed; every other method's
+		// stream opens at once, as clients expect.
 		out.open()
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
@@ -154,8 +155,11 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	c.dispatch(call)
 }
 
-// methodSendMessage is the one method that stores before its stream opens.
-const methodSendMessage = "session.sendMessage"
+// The methods that open their stream themselves.
+const (
+	methodSendMessage = "session.sendMessage" // once the message is stored
+	methodSubscribe   = "session.subscribe"   // once its cursor is fixed
+)
 
 func (c *clientAPI) dispatch(call *rpcCall) {
 	switch call.method {
@@ -163,7 +167,7 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.registerDriver(call)
 	case methodSendMessage:
 		c.sendMessage(call)
-	case "session.subscribe":
+	case methodSubscribe:
 		c.subscribe(call)
 	case "session.unsubscribe":
 		c.unsubscribe(call)
