@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/ids"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -71,7 +72,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		c.resendTurn(call, *prior)
 		return
 	}
-	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
+	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span}
 	c.relayTurn(call, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
 		return c.Engine.SendMessage(ctx, sessionRef(call.sess), in)
 	})
@@ -95,7 +96,7 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
 		return
 	}
 	sid := call.sess.ID
-	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID}
+	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span}
 	c.relayTurn(call, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
 		if !begun {
 			// Queued, or its submission was lost with a server: the update id
@@ -122,32 +123,32 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 		return workflows.TurnResult{}, fmt.Errorf("decode begin result of %s: %w", ti.TurnID, err)
 	}
 	if begin.Outcome != "" {
-		return workflows.TurnResult{Outcome: begin.Outcome, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, nil
+		return workflows.TurnResult{Outcome: begin.Outcome, Rejection: begin.Rejection, Detail: begin.Detail, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, nil
 	}
-	var events []store.Event
+	var turnEvs []store.Event
 	if err := waitForStore(ctx, func(ctx context.Context) error {
 		var err error
-		events, err = c.Store.TurnEvents(ctx, sessionID, ti.TurnID)
+		turnEvs, err = c.Store.TurnEvents(ctx, sessionID, ti.TurnID)
 		return err
 	}); err != nil {
 		return workflows.TurnResult{}, err
 	}
 	replied := false
-	for _, e := range events {
+	for _, e := range turnEvs {
 		switch e.Type {
-		case "session.error":
+		case events.SessionError:
 			var p struct {
-				Reason string `json:"reason"`
-				Step   string `json:"step"`
+				Reason events.Reason `json:"reason"`
+				Step   string        `json:"step"`
 			}
 			_ = json.Unmarshal(e.Payload, &p)
 			switch p.Reason {
-			case workflows.ReasonTurnFailed:
-				return workflows.TurnResult{Outcome: workflows.OutcomeFailed, FailedStep: p.Step}, nil
-			case workflows.ReasonAllProvidersFailed, workflows.ReasonLoopLimit:
-				return workflows.TurnResult{Outcome: workflows.OutcomeProvidersFailed}, nil
+			case events.ReasonTurnFailed:
+				return workflows.TurnResult{Outcome: workflows.OutcomeFailed, FailedStep: p.Step, Reason: p.Reason}, nil
+			case events.ReasonAllProvidersFailed, events.ReasonLoopLimit:
+				return workflows.TurnResult{Outcome: workflows.OutcomeProvidersFailed, Reason: p.Reason}, nil
 			}
-		case "server.message.send":
+		case events.ServerMessageSend:
 			replied = true
 		}
 	}
@@ -238,10 +239,10 @@ func (t *turnRelay) selfEvent(e store.Event) bool {
 	if e.TurnID != t.turnID || e.ClientKeyID != t.call.clientID {
 		return false
 	}
-	if e.Type == "client.message.send" {
+	if e.Type == events.ClientMessageSend {
 		return true
 	}
-	if e.Type == "tool.result" {
+	if e.Type == events.ToolResult {
 		var p struct {
 			Dispatch string `json:"dispatch"`
 		}
@@ -289,22 +290,22 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			return
 		}
 	}
-	var events []store.Event
+	var turnEvs []store.Event
 	lerr := waitForStore(ctx, func(ctx context.Context) error {
 		var err error
-		events, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
+		turnEvs, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
 		return err
 	})
 	if lerr != nil {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
-	if len(events) > 0 {
+	if len(turnEvs) > 0 {
 		if !relay.started {
-			relay.started, relay.last = true, events[0].Seq-1
+			relay.started, relay.last = true, turnEvs[0].Seq-1
 		}
 		// Relay up to the turn's last event.
-		endSeq := events[len(events)-1].Seq
+		endSeq := turnEvs[len(turnEvs)-1].Seq
 		for relay.last < endSeq {
 			before := relay.last
 			if err := relay.pump(ctx); err != nil {
@@ -317,7 +318,7 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	switch res.Outcome {
 	case workflows.OutcomeRejected:
-		call.fail(&RPCError{Code: res.ErrorCode, Message: res.ErrorMessage})
+		call.fail(turnRejection(res))
 		return
 	case workflows.OutcomeFailed:
 		call.fail(NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep))
@@ -325,17 +326,17 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	message := providerUnavailable
 	if res.Outcome != workflows.OutcomeProvidersFailed {
-		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Type == "server.message.send" {
-				message = events[i].Payload
+		for i := len(turnEvs) - 1; i >= 0; i-- {
+			if turnEvs[i].Type == events.ServerMessageSend {
+				message = turnEvs[i].Payload
 				break
 			}
 		}
 	}
-	if events == nil {
-		events = []store.Event{}
+	if turnEvs == nil {
+		turnEvs = []store.Event{}
 	}
-	call.result(map[string]any{"message": message, "events": events})
+	call.result(map[string]any{"message": message, "events": turnEvs})
 }
 
 // engineError maps a failed update call: a finished workflow means the
