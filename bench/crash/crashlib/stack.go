@@ -3,6 +3,7 @@ package crashlib
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -200,13 +201,16 @@ func (s *stack) fileLogger(name string) (*slog.Logger, error) {
 }
 
 // buildServer builds ./cmd/baesrv into a stable path under the temp dir:
-// go build skips the (slow) link when that file is already up to date.
+// go build skips the (slow) link when that file is already up to date. The
+// path is per checkout, so runs from two worktrees never swap binaries
+// under each other.
 func buildServer(ctx context.Context, log *slog.Logger) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(os.TempDir(), fmt.Sprintf("bae-crash-bin-%d", os.Getuid()), "baesrv")
+	sum := sha256.Sum256([]byte(root))
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("bae-crash-bin-%d-%x", os.Getuid(), sum[:6]), "baesrv")
 	t0 := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/baesrv")
 	cmd.Dir = root
