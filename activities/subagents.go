@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -295,36 +295,64 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		return err
 	}
 	strp := func(s string) *string { return &s }
-	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
-		// The worker running it was lost: the command's fate is unknown, so
-		// report it rather than run it a second time.
-		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the server running this subagent stopped")},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
-	}
 	if a.Sandbox == nil {
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("no sandbox driver is configured on this server")},
 			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
 	}
-	runCtx, cancel := context.WithTimeout(ctx, time.Duration(sa.TimeoutSecs)*time.Second)
-	defer cancel()
 	stop := heartbeatEvery(ctx, 5*time.Second)
 	var stdin io.Reader // an untyped nil when there is no prompt on stdin
 	if sa.Stdin != nil {
 		stdin = strings.NewReader(*sa.Stdin)
 	}
-	r, xerr := a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, stdin)
+	// The exec id is the subagent id: a retry (the worker running the first
+	// attempt was lost) attaches to the process the first attempt started
+	// and collects its outcome, and starts it only if it never started.
+	r, xerr := a.Sandbox.ExecOnce(ctx, sa.SandboxID, ExecRequest{
+		ID: sa.ID, Command: sa.Command, Stdin: stdin, Timeout: time.Duration(sa.TimeoutSecs) * time.Second,
+	})
 	stop()
-	switch {
-	case ctx.Err() != nil:
+	if xerr != nil && ctx.Err() != nil {
+		bg := context.WithoutCancel(ctx)
+		cur, err := a.Store.GetSubagent(bg, sa.SessionID, sa.ID)
+		if err == nil && cur.Status == store.SubagentRunning {
+			// Not cancelled, so the worker is stopping: the process goes on and
+			// the retry collects it.
+			return fmt.Errorf("subagent %s: %w", sa.ID, ctx.Err())
+		}
 		// Cancelled by the workflow (explicit cancel or session close): the
-		// canceller recorded the terminal event.
+		// canceller recorded the terminal event; stop the process.
+		if err := a.Sandbox.CancelExec(bg, sa.SandboxID, sa.ID); err != nil {
+			a.logger(ctx, "").Warn("kill cancelled subagent", "subagent_id", sa.ID, "error", err)
+		}
 		return nil
-	case runCtx.Err() != nil:
+	}
+	if r.Collected {
+		a.logger(ctx, "").Info("subagent outcome collected from an earlier attempt", "subagent_id", sa.ID)
+	}
+	if err := a.finishRun(r, xerr, finish); err != nil {
+		return err
+	}
+	// Stored: the recorded output is no longer needed (the claim stays).
+	if err := a.Sandbox.ReleaseExec(context.WithoutCancel(ctx), sa.SandboxID, sa.ID); err != nil {
+		a.logger(ctx, "").Debug("release subagent exec record", "subagent_id", sa.ID, "error", err)
+	}
+	return nil
+}
+
+// finishRun records a subagent run's terminal outcome.
+func (a *Activities) finishRun(r ExecResult, xerr error, finish func(store.SubagentOutcome, string, map[string]any) error) error {
+	strp := func(s string) *string { return &s }
+	switch {
+	case xerr != nil:
+		detail := xerr.Error()
+		if errors.Is(xerr, sandbox.ErrExecLost) {
+			detail = "interrupted: " + detail
+		}
+		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(detail)},
+			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+	case r.TimedOut:
 		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
 			"session.subagent.failed", map[string]any{"reason": "timeout", "exit_code": nil})
-	case xerr != nil:
-		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(xerr.Error())},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
 	}
 	stdout, t1 := capOutput(r.Stdout)
 	stderr, t2 := capOutput(r.Stderr)

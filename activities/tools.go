@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,22 +146,36 @@ func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput
 }
 
 // renderExec renders a sandbox exec result as tool_result content: stdout,
-// then a [stderr] section, then the exit code when non-zero.
+// then a [stderr] section, then the exit code when non-zero and a notice
+// when the command timed out. A truncated stream already ends with its
+// "[output truncated: …]" line.
 func renderExec(r ExecResult) json.RawMessage {
 	text := r.Stdout
-	if strings.TrimSpace(r.Stderr) != "" {
+	line := func(s string) {
 		if text != "" && text[len(text)-1] != '\n' {
 			text += "\n"
 		}
-		text += "[stderr]\n" + r.Stderr
+		text += s
+	}
+	if strings.TrimSpace(r.Stderr) != "" {
+		line("[stderr]\n" + r.Stderr)
 	}
 	if r.ExitCode != 0 {
-		if text != "" && text[len(text)-1] != '\n' {
-			text += "\n"
-		}
-		text += fmt.Sprintf("[exit_code: %d]", r.ExitCode)
+		line(fmt.Sprintf("[exit_code: %d]", r.ExitCode))
+	}
+	if r.TimedOut {
+		line(fmt.Sprintf("[timed out after %s: the command was killed]", r.Timeout))
 	}
 	return textContent(text)
+}
+
+// execID names one tool call's command inside the sandbox. It is the same
+// on every attempt of the activity, so a retry collects the first run. The
+// turn and iteration are part of it because tool_use ids come from the
+// provider and need not be unique across turns.
+func execID(in workflows.ToolCallInput) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d/%s", in.SessionID, in.TurnID, in.Iteration, in.Call.ID)))
+	return "x" + hex.EncodeToString(sum[:16])
 }
 
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
@@ -207,14 +223,20 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
-		r, xerr := a.Sandbox.Exec(ctx, sb.ID, command, nil)
+		timeout := time.Duration(sb.ExecTimeoutSecs) * time.Second
+		r, xerr := a.Sandbox.ExecOnce(ctx, sb.ID, ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
 		stop()
 		a.Metrics.ToolLatency(ctx, workflows.DispatchSandbox, time.Since(started))
 		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
-			// As for MCP: a stopping worker is retried, not recorded. (A
-			// deadline is the command's own failure and is recorded.)
+			// As for MCP: a stopping worker is retried, not recorded. The
+			// command keeps running; the retry collects it. (A deadline is
+			// the command's own failure and is recorded.)
 			return fmt.Errorf("sandbox tool %s: %w", in.Call.Name, ctx.Err())
 		}
+		if r.Collected {
+			a.logger(ctx, in.TurnID).Info("sandbox command collected from an earlier attempt", "tool_use_id", in.Call.ID)
+		}
+
 		if xerr != nil {
 			msg := xerr.Error()
 			evs = append(evs, a.event(in, "err", "session.sandbox.error", map[string]any{
@@ -223,7 +245,7 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 			response = map[string]any{"sandbox_id": sb.ID, "ok": false, "error": msg}
 			content = textContent("sandbox error: " + msg)
 		} else {
-			isErr = r.ExitCode != 0
+			isErr = r.ExitCode != 0 || r.TimedOut
 			response = map[string]any{"sandbox_id": sb.ID, "ok": !isErr, "result": r}
 			content = renderExec(r)
 		}
@@ -232,5 +254,15 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		a.event(in, "resp", "sandbox.response", response),
 		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "sandbox", "is_error": isErr, "content": content}),
 	)
-	return a.storeToolOutcome(ctx, in, evs...)
+	if err := a.storeToolOutcome(ctx, in, evs...); err != nil {
+		return err
+	}
+	if sb != nil && sb.ID != "" && a.Sandbox != nil && hasCmd {
+		// Stored: the recorded output is no longer needed (the claim stays).
+		if err := a.Sandbox.ReleaseExec(ctx, sb.ID, execID(in)); err != nil {
+			a.logger(ctx, in.TurnID).Debug("release sandbox exec record", "error", err)
+		}
+	}
+	return nil
 }
+

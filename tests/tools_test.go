@@ -595,8 +595,8 @@ type gatedDriver struct {
 	once    atomic.Bool
 }
 
-func (g *gatedDriver) Start(ctx context.Context, image string, labels map[string]string) (sandbox.Handle, error) {
-	h, err := g.Driver.Start(context.WithoutCancel(ctx), image, labels)
+func (g *gatedDriver) Start(ctx context.Context, image string, labels map[string]string, policy sandbox.Policy) (sandbox.Handle, error) {
+	h, err := g.Driver.Start(context.WithoutCancel(ctx), image, labels, policy)
 	if g.once.CompareAndSwap(false, true) {
 		close(g.entered)
 		<-ctx.Done()
