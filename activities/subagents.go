@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
@@ -314,15 +315,26 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	if xerr != nil && ctx.Err() != nil {
 		bg := context.WithoutCancel(ctx)
 		cur, err := a.Store.GetSubagent(bg, sa.SessionID, sa.ID)
-		if err == nil && cur.Status == store.SubagentRunning {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			// Unknown (the server is going down with its pool): the retry
+			// decides, and collects the run if it is still wanted.
+			return fmt.Errorf("subagent %s: %w (and reading its state: %v)", sa.ID, ctx.Err(), err)
+		}
+		stillRunning := err == nil && cur.Status == store.SubagentRunning
+		if stillRunning && activity.GetInfo(ctx).Attempt < workflows.SubagentRunAttempts {
 			// Not cancelled, so the worker is stopping: the process goes on and
 			// the retry collects it.
 			return fmt.Errorf("subagent %s: %w", sa.ID, ctx.Err())
 		}
-		// Cancelled by the workflow (explicit cancel or session close): the
-		// canceller recorded the terminal event; stop the process.
+		// Cancelled by the workflow (explicit cancel or session close; the
+		// canceller recorded the terminal event), or no attempt is left to
+		// collect the run: stop the process.
 		if err := a.Sandbox.CancelExec(bg, sa.SandboxID, sa.ID); err != nil {
-			a.logger(ctx, "").Warn("kill cancelled subagent", "subagent_id", sa.ID, "error", err)
+			a.logger(ctx, "").Warn("kill subagent", "subagent_id", sa.ID, "error", err)
+		}
+		if stillRunning {
+			return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the servers running this subagent stopped")},
+				"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
 		}
 		return nil
 	}

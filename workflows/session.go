@@ -213,7 +213,7 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
 		HeartbeatTimeout:    3 * hb,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: SubagentRunAttempts},
 	})
 	workflow.Go(runCtx, func(gctx workflow.Context) {
 		defer delete(s.subagents, l.SubagentID)
