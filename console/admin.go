@@ -115,9 +115,10 @@ type profileJSON struct {
 	FallbackProviders  []string `json:"fallback_providers"`
 	MCPServers         []string `json:"mcp_servers"`
 	AllowedTools       []string `json:"allowed_tools"`
-	AvailableSandboxes []string `json:"available_sandboxes"`
-	CreatedAt          string   `json:"created_at"`
-	UpdatedAt          string   `json:"updated_at"`
+	AvailableSandboxes []string        `json:"available_sandboxes"`
+	Sandbox            json.RawMessage `json:"sandbox"`
+	CreatedAt          string          `json:"created_at"`
+	UpdatedAt          string          `json:"updated_at"`
 }
 
 type keyJSON struct {
