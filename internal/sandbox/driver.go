@@ -2,7 +2,9 @@
 // long-lived containers a session's agent execs shell commands into.
 //
 // The pieces are:
-//   - Driver, the container-engine surface (DockerDriver implements it);
+//   - Driver, the container-engine surface (DockerDriver implements it),
+//     with containers bounded by a Policy (policy.go) and commands that run
+//     at most once per exec id (ExecOnce, execrecord.go);
 //   - Provisioner, the in-memory, per-profile image status that feeds the
 //     session.sandbox.available event and GET /admin/v1/sandbox-status;
 //   - Reap, the startup sweep removing containers of sessions that closed

@@ -23,8 +23,9 @@ package sandbox
 // recorder is gone without one. Both print one header line and then the
 // recorded streams, which ExecOnce parses. The timeout is enforced by a
 // watchdog inside the recorder, so it holds while no server is watching.
-// Only sh, mkdir, mkfifo, mv, cat, head, wc, tee, tr, grep, kill and sleep
-// are used: POSIX tools that busybox and coreutils both provide.
+// Only sh, mkdir, mkfifo, mv, rm, cat, head -c, wc, tee, tr, grep, kill and
+// sleep are used: tools busybox and coreutils both provide (head -c is the
+// one option beyond POSIX).
 
 import (
 	"bytes"
