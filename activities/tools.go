@@ -265,4 +265,3 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	}
 	return nil
 }
-

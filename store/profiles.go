@@ -20,19 +20,19 @@ var ErrProfileInUse = errors.New("profile in use")
 
 // Profile is a stored profile.
 type Profile struct {
-	Seq                int64     `json:"-"`
-	ID                 string    `json:"id"`
-	Name               string    `json:"name"`
-	PrimaryProvider    string    `json:"primary_provider"`
-	FallbackProviders  []string  `json:"fallback_providers"`
-	MCPServers         []string  `json:"mcp_servers"`
-	AllowedTools       []string  `json:"allowed_tools"`
-	AvailableSandboxes []string  `json:"available_sandboxes"`
+	Seq                int64    `json:"-"`
+	ID                 string   `json:"id"`
+	Name               string   `json:"name"`
+	PrimaryProvider    string   `json:"primary_provider"`
+	FallbackProviders  []string `json:"fallback_providers"`
+	MCPServers         []string `json:"mcp_servers"`
+	AllowedTools       []string `json:"allowed_tools"`
+	AvailableSandboxes []string `json:"available_sandboxes"`
 	// Sandbox overrides the server's [sandbox] bounds for this profile's
 	// remote sandboxes.
 	Sandbox   sandbox.Settings `json:"sandbox"`
 	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt          time.Time `json:"updated_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
 }
 
 // ProfileInput is the writable part of a profile.

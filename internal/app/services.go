@@ -156,7 +156,7 @@ func (u unsupportedDriver) ExecOnce(context.Context, string, sandbox.ExecRequest
 }
 func (u unsupportedDriver) CancelExec(context.Context, string, string) error  { return u.err() }
 func (u unsupportedDriver) ReleaseExec(context.Context, string, string) error { return u.err() }
-func (u unsupportedDriver) Stop(context.Context, string) error { return u.err() }
+func (u unsupportedDriver) Stop(context.Context, string) error                { return u.err() }
 func (u unsupportedDriver) List(context.Context, string) ([]sandbox.Container, error) {
 	return nil, u.err()
 }

@@ -16,12 +16,12 @@ import (
 // always prints the server's bytes.
 type (
 	profile struct {
-		ID                 string   `json:"id"`
-		Name               string   `json:"name"`
-		PrimaryProvider    string   `json:"primary_provider"`
-		FallbackProviders  []string `json:"fallback_providers"`
-		MCPServers         []string `json:"mcp_servers"`
-		AllowedTools       []string `json:"allowed_tools"`
+		ID                 string          `json:"id"`
+		Name               string          `json:"name"`
+		PrimaryProvider    string          `json:"primary_provider"`
+		FallbackProviders  []string        `json:"fallback_providers"`
+		MCPServers         []string        `json:"mcp_servers"`
+		AllowedTools       []string        `json:"allowed_tools"`
 		AvailableSandboxes []string        `json:"available_sandboxes"`
 		Sandbox            json.RawMessage `json:"sandbox"`
 		CreatedAt          string          `json:"created_at"`

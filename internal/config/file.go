@@ -199,8 +199,8 @@ func LoadFileWithEnv(path string, lookup func(string) (string, bool)) (*File, er
 // The raw* types mirror the TOML shape with pointers where absence matters
 // (defaults, required fields); Parse converts them into the public types.
 type rawFile struct {
-	MCP       *rawMCP       `toml:"mcp"`
-	Providers *rawProviders `toml:"providers"`
+	MCP       *rawMCP           `toml:"mcp"`
+	Providers *rawProviders     `toml:"providers"`
 	Telemetry *rawTelemetry     `toml:"telemetry"`
 	Sandbox   *sandbox.Settings `toml:"sandbox"`
 }
