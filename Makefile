@@ -18,12 +18,18 @@ dev: pg build
 	./scripts/dev.sh
 
 ## test: every test, against a real PostgreSQL and embedded Temporal.
+## No test may skip: go test -json feeds scripts/noskip, which prints what
+## plain go test would and fails the run on any skip (a skip hides an
+## untested path) unless scripts/test-skips.txt names the test with a reason.
+## scripts/test-deps.sh installs what the tests need so that none skips.
 ## Plain go test already runs each fuzz target's seed corpus; the short
 ## fuzz run after it mutates beyond the seeds (2s per target).
 test: pg test-deps check
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) build -o $(BIN)/noskip ./scripts/noskip
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 15m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
+## test-short: the fast tests (-short skips the slow ones; skips allowed).
 test-short: pg
 	$(GO) test -count=1 -short ./...
 

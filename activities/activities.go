@@ -97,24 +97,19 @@ type Activities struct {
 
 	// Metrics records provider and tool instruments; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Spans emits the provider, tool and session spans (built from the
+	// server's tracer provider); nil records nothing.
+	Spans *telemetry.Spans
 }
 
 // Register adds the activities (and the workflow) to a worker.
 func (a *Activities) Register(w worker.Worker) {
 	w.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflow})
-	reg := func(fn any, name string) {
-		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
-	reg(a.BeginTurn, workflows.ActBeginTurn)
-	reg(a.CallProvider, workflows.ActCallProvider)
-	reg(a.CallMCPTool, workflows.ActCallMCPTool)
-	reg(a.ExecSandbox, workflows.ActExecSandbox)
-	reg(a.RunSubagentTool, workflows.ActRunSubagentTool)
-	reg(a.RunSubagent, workflows.ActRunSubagent)
-	reg(a.FinishIteration, workflows.ActFinishIteration)
-	reg(a.FailTurn, workflows.ActFailTurn)
-	reg(a.CleanupSession, workflows.ActCleanupSession)
+	workflows.RegisterActivities(w, a)
 }
+
+// The compiler holds the activities to the workflow's view of them.
+var _ workflows.Activities = (*Activities)(nil)
 
 // logger tags lines with the session (the workflow id) and the turn.
 func (a *Activities) logger(ctx context.Context, turnID string) *slog.Logger {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,8 +21,8 @@ type userMessage struct {
 
 func idem(turnID, step string) string { return turnID + "/" + step }
 
-func rejected(code int, msg string) workflows.BeginTurnResult {
-	return workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: code, ErrorMessage: msg}
+func rejected(why workflows.Rejection, detail string) workflows.BeginTurnResult {
+	return workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, Rejection: why, Detail: detail}
 }
 
 // BeginTurn records the driver's message (merged with a paused turn's
@@ -33,7 +34,7 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		ti, err := store.TurnInputTx(ctx, tx, in.TurnID)
 		if errors.Is(err, store.ErrNotFound) {
-			res = rejected(-32603, "Internal error: turn input missing")
+			res = rejected(workflows.RejectTurnInputMissing, "")
 			return nil
 		}
 		if err != nil {
@@ -59,20 +60,20 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	if live, err := store.ClientKeyLiveTx(ctx, tx, cid); err != nil {
 		return workflows.BeginTurnResult{}, err
 	} else if !live {
-		return rejected(-32000, "unauthorized: the client key was revoked"), nil
+		return rejected(workflows.RejectClientKeyRevoked, ""), nil
 	}
 	pending, state, err := store.PendingTurnTx(ctx, tx, sid)
 	if err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
 	if state != store.StateOpen {
-		r := rejected(-32000, fmt.Sprintf("session is %s, not open", state))
+		r := rejected(workflows.RejectSessionNotOpen, state)
 		r.SessionEnded = true
 		return r, nil
 	}
 	var msg userMessage
 	if err := json.Unmarshal(ti.Message, &msg); err != nil {
-		return rejected(-32602, "Invalid params: message is not an object"), nil
+		return rejected(workflows.RejectInvalidMessage, ""), nil
 	}
 	if msg.Role == "" {
 		msg.Role = "user"
@@ -82,7 +83,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	if pending == nil && hasToolResult(content) {
 		// No provider accepts a tool_result that answers no tool_use: stored,
 		// it would fail this turn and every later one.
-		return rejected(-32602, "Invalid params: tool_result blocks answer a paused tool call, and no turn is paused"), nil
+		return rejected(workflows.RejectNoPausedTurn, ""), nil
 	}
 	if pending == nil {
 		// Only a paused turn may leave the conversation mid-exchange; any
@@ -105,8 +106,8 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		abandon := pending.Owner != cid
 		if abandon {
 			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
-				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner, Type: "session.error",
-				Payload: map[string]any{"reason": "driver_turn_abandoned", "owner_client_key_id": pending.Owner},
+				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner,
+				Payload: events.SessionErrorPayload{Reason: events.ReasonDriverTurnAbandoned, OwnerClientKeyID: pending.Owner},
 			}); err != nil {
 				return workflows.BeginTurnResult{}, err
 			}
@@ -126,15 +127,15 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		}
 		if merr != nil {
 			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
-				IdemKey: idem(turn, "merge_invalid"), TurnID: turn, ClientKeyID: cid, Type: "session.error",
-				Payload: map[string]any{"reason": "tool_result_merge_invalid", "detail": merr.Error()},
+				IdemKey: idem(turn, "merge_invalid"), TurnID: turn, ClientKeyID: cid,
+				Payload: events.SessionErrorPayload{Reason: events.ReasonToolResultMergeInvalid, Detail: merr.Error()},
 			}); err != nil {
 				return workflows.BeginTurnResult{}, err
 			}
 			if _, err := store.EndSessionTx(ctx, tx, sid, store.StateError); err != nil {
 				return workflows.BeginTurnResult{}, err
 			}
-			r := rejected(-32000, "tool result merge invalid: "+merr.Error())
+			r := rejected(workflows.RejectMergeInvalid, merr.Error())
 			r.SessionEnded = true
 			return r, nil
 		}
@@ -144,8 +145,8 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	}
 
 	evs := []store.NewEvent{{
-		IdemKey: idem(turn, "cms"), TurnID: turn, ClientKeyID: cid, Type: "client.message.send",
-		Payload: map[string]any{"role": msg.Role, "content": content},
+		IdemKey: idem(turn, "cms"), TurnID: turn, ClientKeyID: cid,
+		Payload: events.ClientMessage{Role: msg.Role, Content: content},
 	}}
 	if arr, ok := blocksOf(content); ok {
 		for i, b := range arr {
@@ -154,8 +155,8 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 			}
 			isErr, _ := b["is_error"].(bool)
 			evs = append(evs, store.NewEvent{
-				IdemKey: idem(turn, fmt.Sprintf("tr/%d", i)), TurnID: turn, ClientKeyID: cid, Type: "tool.result",
-				Payload: map[string]any{"tool_use_id": b["tool_use_id"], "dispatch": "client", "server_name": nil, "is_error": isErr, "content": b["content"]},
+				IdemKey: idem(turn, fmt.Sprintf("tr/%d", i)), TurnID: turn, ClientKeyID: cid,
+				Payload: events.ToolResultPayload{ToolUseID: strField(b, "tool_use_id"), Dispatch: events.DispatchClient, IsError: isErr, Content: b["content"]},
 			})
 		}
 	}
@@ -174,16 +175,16 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	}
 	profile, err := store.GetProfileTx(ctx, tx, sess.ProfileID)
 	if errors.Is(err, store.ErrNotFound) {
-		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", map[string]any{"reason": "profile_unavailable", "profile_id": sess.ProfileID},
-			rejected(-32000, "profile_unavailable: the profile bound to this session is no longer available"))
+		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: sess.ProfileID},
+			rejected(workflows.RejectProfileUnavailable, ""))
 	}
 	if err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
 	if _, ok := a.Config.Provider(profile.PrimaryProvider); !ok {
 		a.logger(ctx, turn).Error("profile's primary provider not found in bae-config.toml", "profile_id", profile.ID, "primary_provider", profile.PrimaryProvider)
-		return a.endInTx(ctx, tx, in.TurnRef, "provider_config", map[string]any{
-			"reason": "provider_config", "detail": fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
+		return a.endInTx(ctx, tx, in.TurnRef, "provider_config", events.SessionErrorPayload{
+			Reason: events.ReasonProviderConfig, Detail: fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
 		}, workflows.BeginTurnResult{Outcome: workflows.OutcomeProvidersFailed})
 	}
 	providers := []string{profile.PrimaryProvider}
@@ -194,13 +195,13 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		}
 		providers = append(providers, name)
 	}
-	return workflows.BeginTurnResult{Providers: providers}, nil
+	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name}, nil
 }
 
 // endInTx records a session.error and moves the session to error.
-func (a *Activities) endInTx(ctx context.Context, tx pgx.Tx, ref workflows.TurnRef, step string, payload map[string]any, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
+func (a *Activities) endInTx(ctx context.Context, tx pgx.Tx, ref workflows.TurnRef, step string, payload events.SessionErrorPayload, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
 	if _, err := store.AppendEventsTx(ctx, tx, ref.SessionID, store.NewEvent{
-		IdemKey: idem(ref.TurnID, step), TurnID: ref.TurnID, ClientKeyID: ref.ClientKeyID, Type: "session.error", Payload: payload,
+		IdemKey: idem(ref.TurnID, step), TurnID: ref.TurnID, ClientKeyID: ref.ClientKeyID, Payload: payload,
 	}); err != nil {
 		return workflows.BeginTurnResult{}, err
 	}

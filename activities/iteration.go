@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,7 +20,7 @@ func toolStep(it int, callID string) string { return fmt.Sprintf("i%d/t/%s", it,
 func (a *Activities) serverResults(ctx context.Context, ref workflows.TurnRef, it int, calls []workflows.ToolCall) ([]block, error) {
 	var out []block
 	for _, c := range calls {
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			continue
 		}
 		ev, err := a.Store.EventByIdem(ctx, ref.SessionID, idem(ref.TurnID, toolStep(it, c.ID)+"/result"))
@@ -51,10 +52,10 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		return workflows.FinishIterationResult{}, err
 	}
 	hasClient := false
-	dispatch := map[string]string{}
+	dispatch := map[string]events.Dispatch{}
 	for _, c := range in.Calls {
 		dispatch[c.ID] = c.Dispatch
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			hasClient = true
 		}
 	}
@@ -90,8 +91,8 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 	}
 	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		evs, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "server.message.send",
-			Payload: map[string]any{"role": "assistant", "content": json.RawMessage(annotated)},
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ServerMessage{Content: annotated},
 		})
 		if err != nil {
 			return err
@@ -109,22 +110,23 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 // (ReasonTurnFailed) leaves the conversation as it was before the turn and
 // the session open; the other reasons move the session to error.
 func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error {
-	payload := map[string]any{"reason": in.Reason}
+	payload := events.SessionErrorPayload{Reason: in.Reason}
 	switch in.Reason {
-	case workflows.ReasonAllProvidersFailed:
-		payload["attempts"] = in.Attempts
-	case workflows.ReasonLoopLimit:
-		payload["max_iterations"] = workflows.MaxIterations
-	case workflows.ReasonTurnFailed:
-		payload["step"] = in.Step
+	case events.ReasonAllProvidersFailed:
+		payload.Attempts = &in.Attempts
+	case events.ReasonLoopLimit:
+		n := workflows.MaxIterations
+		payload.MaxIterations = &n
+	case events.ReasonTurnFailed:
+		payload.Step = &in.Step
 	}
 	return a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error", Payload: payload,
+			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Payload: payload,
 		}); err != nil {
 			return err
 		}
-		if in.Reason == workflows.ReasonTurnFailed {
+		if in.Reason == events.ReasonTurnFailed {
 			removed, err := store.RepairConversationTx(ctx, tx, in.SessionID, in.TurnID)
 			if err == nil && len(removed) > 0 {
 				a.logger(ctx, in.TurnID).Warn("failed turn taken out of the conversation", "turns", removed)
@@ -145,5 +147,6 @@ func (a *Activities) CleanupSession(ctx context.Context, in workflows.CleanupInp
 			errs = append(errs, err)
 		}
 	}
+	a.endSessionSpan(ctx, in)
 	return errors.Join(errs...)
 }

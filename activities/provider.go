@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
@@ -63,10 +65,10 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		}
 		tools = ts.json()
 		_, err = a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.request",
-			Payload: map[string]any{
-				"attempt": in.Attempt, "kind": kind, "provider": entry.Kind, "base_url": entry.EffectiveBaseURL(),
-				"model": entry.Model, "max_tokens": entry.MaxTokens, "messages": messages, "tools": tools,
+			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ProviderRequestPayload{
+				Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
+				Model: entry.Model, MaxTokens: entry.MaxTokens, Messages: messages, Tools: tools,
 			},
 		})
 		return err
@@ -77,7 +79,10 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	if stored != nil {
 		return a.storedAttempt(ctx, in, *stored)
 	}
+	ctx, span := a.attemptSpan(ctx, in, entry)
+	defer span.End()
 	if !configured {
+		endAttempt(span, nil, "provider not configured")
 		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
 	}
 
@@ -87,6 +92,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	}
 	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
 	if terr != nil {
+		endAttempt(span, nil, "provider config error")
 		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil)
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
@@ -105,12 +111,15 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		if ctx.Err() != nil {
 			// Cancelled (worker shutdown or timeout): not the provider's
 			// failure. Temporal retries the attempt; nothing is logged.
+			endAttempt(span, nil, "cancelled")
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %w", in.Provider, ctx.Err())
 		}
 		var ce *provider.CallError
 		if !errors.As(err, &ce) {
 			ce = &provider.CallError{Detail: err.Error(), Retryable: true}
 		}
+		// Each HTTP call is its own span, a transport retry included.
+		endAttempt(span, ce.Status, "provider call failed")
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.
 		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
@@ -118,6 +127,11 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		}
 		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)
 	}
+	status := resp.Status
+	if status == 0 {
+		status = 200
+	}
+	endAttempt(span, &status, "")
 	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
 }
 
@@ -149,26 +163,18 @@ func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 }
 
 func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage) (workflows.CallProviderResult, error) {
-	var st any
-	if status != nil {
-		st = *status
-	}
 	var b any
 	if len(body) > 0 {
 		b = body
 	}
-	var prov any
-	if kindName != "" {
-		prov = kindName
-	}
 	evs := []store.NewEvent{{
-		IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
-		Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": prov, "ok": false, "status": st, "error": detail, "body": b},
+		IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+		Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: status, Error: detail, Body: b},
 	}}
 	if in.Attempt == 0 {
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/failed"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "session.error",
-			Payload: map[string]any{"reason": "provider_call_failed", "provider": prov, "detail": detail},
+			IdemKey: idem(in.TurnID, step+"/failed"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.SessionErrorPayload{Reason: events.ReasonProviderCallFailed, Provider: kindName, Detail: detail},
 		})
 	}
 	if err := a.untilStored(ctx, "store provider failure", func(ctx context.Context) error {
@@ -178,6 +184,16 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 		return workflows.CallProviderResult{}, err
 	}
 	a.logger(ctx, in.TurnID).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
+	return failedAttempt(in, attemptDetail(status, detail))
+}
+
+// failedAttempt answers a failed attempt whose events are stored: as a
+// non-retryable activity failure when the workflow asks for one (the
+// Temporal UI shows the attempt failed), else as OK=false.
+func failedAttempt(in workflows.CallProviderInput, detail string) (workflows.CallProviderResult, error) {
+	if in.FailAsError {
+		return workflows.CallProviderResult{}, temporal.NewNonRetryableApplicationError(detail, workflows.ErrProviderAttemptFailed, nil)
+	}
 	return workflows.CallProviderResult{OK: false}, nil
 }
 
@@ -196,8 +212,8 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
 			all := append([]store.NewEvent{{
-				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "provider.response",
-				Payload: map[string]any{"attempt": in.Attempt, "kind": attemptKind(in.Attempt), "provider": kindName, "ok": true, "status": status, "body": resp.Raw},
+				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
 			}}, evs...)
 			if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
 				return err
@@ -214,6 +230,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	for _, c := range res.ToolCalls {
 		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}
+	a.clientDispatchSpans(ctx, in.Span, content, res.ToolCalls)
 	return res, nil
 }
 
@@ -230,25 +247,21 @@ func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, 
 		}
 		call := workflows.ToolCall{ID: strField(b, "id"), Name: strField(b, "name")}
 		call.Dispatch, call.Server = ts.classify(call.Name)
-		var server any
-		if call.Server != "" {
-			server = call.Server
-		}
 		input := b["input"]
 		if input == nil {
 			input = map[string]any{}
 		}
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/tc/%d", in.Iteration, len(res.ToolCalls))), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "tool.call",
-			Payload: map[string]any{"id": b["id"], "name": call.Name, "input": input, "dispatch": call.Dispatch, "server_name": server},
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/tc/%d", in.Iteration, len(res.ToolCalls))), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ToolCallPayload{ID: call.ID, Name: call.Name, Input: input, Dispatch: call.Dispatch, ServerName: events.Optional(call.Server)},
 		})
 		res.ToolCalls = append(res.ToolCalls, call)
 	}
 	if len(res.ToolCalls) == 0 {
 		res.Final = true
 		evs = append(evs, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: "server.message.send",
-			Payload: map[string]any{"role": "assistant", "content": content},
+			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ServerMessage{Content: content},
 		})
 	}
 	return res, evs
@@ -259,13 +272,15 @@ func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, 
 // logged response.
 func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProviderInput, resp store.Event) (workflows.CallProviderResult, error) {
 	var p struct {
-		OK bool `json:"ok"`
+		OK     bool   `json:"ok"`
+		Status *int   `json:"status"`
+		Error  string `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Payload, &p); err != nil {
 		return workflows.CallProviderResult{}, fmt.Errorf("decode stored response: %w", err)
 	}
 	if !p.OK {
-		return workflows.CallProviderResult{OK: false}, nil
+		return failedAttempt(in, attemptDetail(p.Status, p.Error))
 	}
 	var res workflows.CallProviderResult
 	err := a.untilStored(ctx, "load stored provider answer", func(ctx context.Context) error {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"io"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -24,18 +27,6 @@ import (
 const subagentOutputCap = 64 << 10
 
 const defaultMaxSubagents = 8
-
-// subagentDecl is a remote launch declaration (subagent_tools entry).
-type subagentDecl struct {
-	Name      string `json:"name"`
-	Image     string `json:"image"`
-	Subagents []struct {
-		Harness         string `json:"harness"`
-		CommandTemplate string `json:"command_template"`
-		PromptVia       string `json:"prompt_via"`
-		TimeoutSecs     *int   `json:"timeout_secs"`
-	} `json:"subagents"`
-}
 
 func subagentContent(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
@@ -100,10 +91,12 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	if err != nil {
 		return res, err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	var content json.RawMessage
 	var isErr bool
 	started := time.Now()
-	if in.Call.Name == RemoteStatusTool {
+	if in.Call.Name == tooldecl.StatusTool {
 		content, isErr, err = a.subagentStatus(ctx, in.SessionID, input)
 	} else {
 		content, isErr, res.Launch, err = a.launchSubagent(ctx, in, input)
@@ -111,9 +104,14 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	if err != nil {
 		return res, err
 	}
-	a.Metrics.ToolLatency(ctx, workflows.DispatchSubagent, time.Since(started))
+	endDispatch(span, isErr, content)
+	if res.Launch != nil {
+		// The subagent's own trace links back to this dispatch.
+		res.Launch.Link = telemetry.RefOf(span)
+	}
+	a.Metrics.ToolLatency(ctx, events.DispatchSubagent, time.Since(started))
 	return res, a.storeToolOutcome(ctx, in,
-		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "subagent", "server_name": nil, "is_error": isErr, "content": content}))
+		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSubagent, IsError: isErr, Content: content}))
 }
 
 func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {
@@ -138,9 +136,9 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	if err != nil {
 		return nil, false, nil, err
 	}
-	var decls []subagentDecl
+	var decls []tooldecl.SubagentTool
 	_ = json.Unmarshal(decl.SubagentTools, &decls)
-	var tool *subagentDecl
+	var tool *tooldecl.SubagentTool
 	for i := range decls {
 		if decls[i].Name == in.Call.Name {
 			tool = &decls[i]
@@ -187,7 +185,7 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	}
 	timeout := int(a.subagentTimeout().Seconds())
 	if def.TimeoutSecs != nil && *def.TimeoutSecs > 0 {
-		timeout = *def.TimeoutSecs
+		timeout = int(*def.TimeoutSecs)
 	}
 	sa := store.Subagent{
 		ID: subagentID(in.TurnID, in.Call.ID), SessionID: in.SessionID, ClientKeyID: in.ClientKeyID,
@@ -197,14 +195,16 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	if def.PromptVia != "arg" {
 		sa.Stdin = &prompt
 	}
-	common := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": harness, "model": model, "detail": nil}
+	lifecycle := func(t events.Type) events.Subagent {
+		return events.Subagent{Kind: t, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: harness, Model: model}
+	}
 	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		if err := store.InsertSubagentTx(ctx, tx, sa); err != nil {
 			return err
 		}
 		_, err := store.AppendEventsTx(ctx, tx, in.SessionID,
-			a.event(in, "sa_start", "session.subagent.start", common),
-			a.event(in, "sa_running", "session.subagent.running", common))
+			a.event(in, "sa_start", lifecycle(events.SubagentStart)),
+			a.event(in, "sa_running", lifecycle(events.SubagentRunning)))
 		return err
 	})
 	if err != nil {
@@ -282,23 +282,31 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	if sa.Status != store.SubagentRunning {
 		return nil
 	}
-	base := map[string]any{"dispatch": "remote", "subagent_id": sa.ID, "harness": sa.Harness, "model": sa.Model}
-	finish := func(o store.SubagentOutcome, typ string, extra map[string]any) error {
-		p := map[string]any{"detail": o.Detail}
-		for k, v := range base {
-			p[k] = v
+	outcome := telemetry.SubagentCancelled
+	span := a.subagentSpan(ctx, in)
+	defer func() { endSubagentSpan(span, outcome) }()
+	finish := func(o store.SubagentOutcome, typ events.Type) error {
+		var exit *int64
+		if o.ExitCode != nil {
+			c := int64(*o.ExitCode)
+			exit = &c
 		}
-		for k, v := range extra {
-			p[k] = v
+		p := events.Subagent{Kind: typ, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: sa.Harness, Model: sa.Model,
+			Detail: o.Detail, Reason: o.Reason, ExitCode: exit}
+		won, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
+			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Payload: p})
+		if won {
+			outcome = telemetry.SubagentFailed
+			if o.Status == store.SubagentCompleted {
+				outcome = telemetry.SubagentCompleted
+			}
 		}
-		_, err := a.Store.FinishSubagent(context.WithoutCancel(ctx), sa.SessionID, sa.ID, o,
-			store.NewEvent{IdemKey: "subagent/" + sa.ID + "/end", ClientKeyID: sa.ClientKeyID, Type: typ, Payload: p})
 		return err
 	}
 	strp := func(s string) *string { return &s }
 	if a.Sandbox == nil {
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("no sandbox driver is configured on this server")},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+			events.SubagentFailed)
 	}
 	stop := heartbeatEvery(ctx, 5*time.Second)
 	var stdin io.Reader // an untyped nil when there is no prompt on stdin
@@ -334,14 +342,14 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		}
 		if stillRunning {
 			return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the servers running this subagent stopped")},
-				"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+				events.SubagentFailed)
 		}
 		return nil
 	}
 	if r.Collected {
 		a.logger(ctx, "").Info("subagent outcome collected from an earlier attempt", "subagent_id", sa.ID)
 	}
-	if err := a.finishRun(r, xerr, finish); err != nil {
+	if err := finishRun(r, xerr, finish); err != nil {
 		return err
 	}
 	// Stored: the recorded output is no longer needed (the claim stays).
@@ -352,7 +360,7 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 }
 
 // finishRun records a subagent run's terminal outcome.
-func (a *Activities) finishRun(r ExecResult, xerr error, finish func(store.SubagentOutcome, string, map[string]any) error) error {
+func finishRun(r ExecResult, xerr error, finish func(store.SubagentOutcome, events.Type) error) error {
 	strp := func(s string) *string { return &s }
 	switch {
 	case xerr != nil:
@@ -361,10 +369,10 @@ func (a *Activities) finishRun(r ExecResult, xerr error, finish func(store.Subag
 			detail = "interrupted: " + detail
 		}
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(detail)},
-			"session.subagent.failed", map[string]any{"reason": "spawn_failed", "exit_code": nil})
+			events.SubagentFailed)
 	case r.TimedOut:
 		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
-			"session.subagent.failed", map[string]any{"reason": "timeout", "exit_code": nil})
+			events.SubagentFailed)
 	}
 	stdout, t1 := capOutput(r.Stdout)
 	stderr, t2 := capOutput(r.Stderr)
@@ -372,34 +380,8 @@ func (a *Activities) finishRun(r ExecResult, xerr error, finish func(store.Subag
 	o := store.SubagentOutcome{ExitCode: &code, Stdout: &stdout, Stderr: &stderr, Truncated: t1 || t2 || r.Truncated}
 	if code == 0 {
 		o.Status = store.SubagentCompleted
-		return finish(o, "session.subagent.completed", map[string]any{"exit_code": 0})
+		return finish(o, events.SubagentCompleted)
 	}
 	o.Status, o.Reason = store.SubagentFailed, strp("nonzero_exit")
-	return finish(o, "session.subagent.failed", map[string]any{"reason": "nonzero_exit", "exit_code": code})
-}
-
-// CancelSubagents records the cancellation of running subagents (one id, or
-// all of the session's with id ""), returning the ids it cancelled.
-func CancelSubagents(ctx context.Context, st *store.Store, sessionID, id, clientKeyID, reason string) ([]string, error) {
-	all, err := st.TrackedSubagents(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	var cancelled []string
-	for _, s := range all {
-		if (id != "" && s.ID != id) || s.Status != store.SubagentRunning {
-			continue
-		}
-		r := reason
-		ok, err := st.FinishSubagent(ctx, sessionID, s.ID, store.SubagentOutcome{Status: store.SubagentCancelled, Reason: &r},
-			store.NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID, Type: "session.subagent.cancelled",
-				Payload: map[string]any{"dispatch": "remote", "subagent_id": s.ID, "harness": s.Harness, "model": s.Model, "detail": nil, "reason": reason, "exit_code": nil}})
-		if err != nil {
-			return cancelled, err
-		}
-		if ok {
-			cancelled = append(cancelled, s.ID)
-		}
-	}
-	return cancelled, nil
+	return finish(o, events.SubagentFailed)
 }

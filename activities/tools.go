@@ -7,9 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -45,8 +50,8 @@ func (a *Activities) recorded(ctx context.Context, in workflows.ToolCallInput) (
 	return false, err
 }
 
-func (a *Activities) event(in workflows.ToolCallInput, step, typ string, payload any) store.NewEvent {
-	return store.NewEvent{IdemKey: idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/"+step), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Type: typ, Payload: payload}
+func (a *Activities) event(in workflows.ToolCallInput, step string, payload events.Payload) store.NewEvent {
+	return store.NewEvent{IdemKey: idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/"+step), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Payload: payload}
 }
 
 // toolPrologue runs the database steps before a server-side tool's side
@@ -84,38 +89,40 @@ func textContent(s string) json.RawMessage {
 	return b
 }
 
-func nullIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
+// CallMCPTool dispatches one tool_use to its MCP server.
+func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	return workflows.ToolCallResult{}, a.callMCPTool(ctx, in)
 }
 
-// CallMCPTool dispatches one tool_use to its MCP server.
-func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
-	server := nullIfEmpty(in.Call.Server)
+func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput) error {
+	server := events.Optional(in.Call.Server)
 	input, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
-		return a.event(in, "req", "mcp.request", map[string]any{
-			"method": "tools/call", "server_name": server, "tool": in.Call.Name, "input": input,
+		return a.event(in, "req", events.MCPRequestPayload{
+			Method: "tools/call", ServerName: server, Tool: in.Call.Name, Input: input,
 		})
 	})
 	if err != nil || done {
 		return err
 	}
-	var response map[string]any
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
+	response := events.MCPResponsePayload{ServerName: server}
 	var content json.RawMessage
 	isErr := true
 	switch {
 	case a.MCP == nil || in.Call.Server == "":
 		msg := fmt.Sprintf("no MCP server is configured for tool '%s'", in.Call.Name)
-		response = map[string]any{"server_name": server, "ok": false, "error": msg}
+		response.Error = msg
 		content = textContent("MCP error: " + msg)
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
-		result, cerr := a.MCP.CallTool(ctx, in.SessionID, in.Call.Server, in.Call.Name, input)
+		mctx, mspan := a.Spans.Start(ctx, telemetry.SpanMCPCall, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String(telemetry.AttrMCPServer, in.Call.Server), attribute.String(telemetry.AttrToolName, in.Call.Name)))
+		result, cerr := a.MCP.CallTool(mctx, in.SessionID, in.Call.Server, in.Call.Name, input)
+		endMCPCall(mspan, result, cerr)
 		stop()
-		a.Metrics.ToolLatency(ctx, workflows.DispatchMCP, time.Since(started))
+		a.Metrics.ToolLatency(ctx, events.DispatchMCP, time.Since(started))
 		if cerr != nil && errors.Is(ctx.Err(), context.Canceled) {
 			// The worker is stopping: not the tool's failure. Temporal retries
 			// the call elsewhere; recording it would answer the model with a
@@ -123,7 +130,7 @@ func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput
 			return fmt.Errorf("MCP tool %s: %w", in.Call.Name, ctx.Err())
 		}
 		if cerr != nil {
-			response = map[string]any{"server_name": server, "ok": false, "error": cerr.Error()}
+			response.Error = cerr.Error()
 			content = textContent("MCP error: " + cerr.Error())
 		} else {
 			var r struct {
@@ -136,12 +143,13 @@ func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput
 			if len(content) == 0 || string(content) == "null" {
 				content = json.RawMessage(`[]`)
 			}
-			response = map[string]any{"server_name": server, "ok": !isErr, "result": result}
+			response.OK, response.Result = !isErr, result
 		}
 	}
+	endDispatch(span, isErr, content)
 	return a.storeToolOutcome(ctx, in,
-		a.event(in, "resp", "mcp.response", response),
-		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "mcp", "server_name": server, "is_error": isErr, "content": content}),
+		a.event(in, "resp", response),
+		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchMCP, ServerName: server, IsError: isErr, Content: content}),
 	)
 }
 
@@ -180,10 +188,14 @@ func execID(in workflows.ToolCallInput) string {
 
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
 // remote sandbox.
-func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) error {
+func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	return workflows.ToolCallResult{}, a.execSandbox(ctx, in)
+}
+
+func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput) error {
 	var command string
 	var hasCmd bool
-	_, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
+	input, done, err := a.toolPrologue(ctx, in, func(input json.RawMessage) store.NewEvent {
 		var parsed map[string]any
 		_ = json.Unmarshal(input, &parsed)
 		command, hasCmd = parsed["command"].(string)
@@ -191,13 +203,13 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		if hasCmd {
 			cmdField = command
 		}
-		return a.event(in, "req", "sandbox.request", map[string]any{
-			"tool": in.Call.Name, "input": input, "command": cmdField,
-		})
+		return a.event(in, "req", events.SandboxRequestPayload{Tool: in.Call.Name, Input: input, Command: cmdField})
 	})
 	if err != nil || done {
 		return err
 	}
+	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
+	defer span.End()
 	var sb *store.SandboxState
 	if err := a.untilStored(ctx, "read sandbox", func(ctx context.Context) error {
 		sb, err = a.Store.Sandbox(ctx, in.SessionID)
@@ -206,7 +218,7 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 		return err
 	}
 	var evs []store.NewEvent
-	var response map[string]any
+	var response events.SandboxResponsePayload
 	var content json.RawMessage
 	isErr := true
 	switch {
@@ -214,19 +226,21 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 	// that is not a running sandbox.
 	case sb == nil || sb.ID == "" || a.Sandbox == nil:
 		msg := fmt.Sprintf("no remote sandbox is running for tool '%s'; call session.startRemoteSandbox first", in.Call.Name)
-		response = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
+		response.Error = msg
 		content = textContent("sandbox error: " + msg)
 	case !hasCmd:
 		msg := fmt.Sprintf("sandbox tool '%s' input is missing the required string \"command\"", in.Call.Name)
-		response = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
+		response.Error = msg
 		content = textContent("sandbox error: " + msg)
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
 		timeout := time.Duration(sb.ExecTimeoutSecs) * time.Second
-		r, xerr := a.Sandbox.ExecOnce(ctx, sb.ID, ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
+		xctx, xspan := a.Spans.Start(ctx, telemetry.SpanSandboxExec, trace.WithAttributes(attribute.String(telemetry.AttrToolName, in.Call.Name)))
+		r, xerr := a.Sandbox.ExecOnce(xctx, sb.ID, ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
+		endSandboxExec(xspan, r, xerr)
 		stop()
-		a.Metrics.ToolLatency(ctx, workflows.DispatchSandbox, time.Since(started))
+		a.Metrics.ToolLatency(ctx, events.DispatchSandbox, time.Since(started))
 		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
 			// As for MCP: a stopping worker is retried, not recorded. The
 			// command keeps running; the retry collects it. (A deadline is
@@ -239,20 +253,21 @@ func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput
 
 		if xerr != nil {
 			msg := xerr.Error()
-			evs = append(evs, a.event(in, "err", "session.sandbox.error", map[string]any{
-				"image": sb.Image, "sandbox_id": sb.ID, "phase": "exec", "detail": msg, "dispatch": "remote",
+			evs = append(evs, a.event(in, "err", events.RemoteSandbox{
+				Kind: events.SessionSandboxError, Image: sb.Image, SandboxID: sb.ID, Phase: "exec", Detail: msg,
 			}))
-			response = map[string]any{"sandbox_id": sb.ID, "ok": false, "error": msg}
+			response = events.SandboxResponsePayload{SandboxID: &sb.ID, Error: msg}
 			content = textContent("sandbox error: " + msg)
 		} else {
 			isErr = r.ExitCode != 0 || r.TimedOut
-			response = map[string]any{"sandbox_id": sb.ID, "ok": !isErr, "result": r}
+			response = events.SandboxResponsePayload{SandboxID: &sb.ID, OK: !isErr, Result: r}
 			content = renderExec(r)
 		}
 	}
+	endDispatch(span, isErr, content)
 	evs = append(evs,
-		a.event(in, "resp", "sandbox.response", response),
-		a.event(in, "result", "tool.result", map[string]any{"tool_use_id": in.Call.ID, "dispatch": "sandbox", "is_error": isErr, "content": content}),
+		a.event(in, "resp", response),
+		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSandbox, IsError: isErr, Content: content}),
 	)
 	if err := a.storeToolOutcome(ctx, in, evs...); err != nil {
 		return err

@@ -4,16 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/bae-go/bae-go/workflows"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 )
-
-// toolDef is a tool as advertised to providers.
-type toolDef struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
 
 // mcpTool is a tool discovered on an MCP server at session open.
 type mcpTool struct {
@@ -26,18 +19,18 @@ type mcpTool struct {
 // toolset is what one turn may use: the acting client's own declarations
 // plus the session-wide MCP tools. Other drivers' tools are never included.
 type toolset struct {
-	advertised []toolDef
+	advertised []tooldecl.Decl
 	client     map[string]bool
 	sandbox    map[string]bool
 	subagent   map[string]bool
 	mcpRoute   map[string]string
 }
 
-func defs(raw json.RawMessage) ([]toolDef, error) {
+func defs(raw json.RawMessage) ([]tooldecl.Decl, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	var list []toolDef
+	var list []tooldecl.Decl
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("decode tool declarations: %w", err)
 	}
@@ -48,9 +41,6 @@ func defs(raw json.RawMessage) ([]toolDef, error) {
 	}
 	return list, nil
 }
-
-// RemoteStatusTool is the server-synthesized status tool for remote subagents.
-const RemoteStatusTool = "remote_subagent_status"
 
 func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string) (toolset, error) {
 	ts := toolset{client: map[string]bool{}, sandbox: map[string]bool{}, subagent: map[string]bool{}, mcpRoute: map[string]string{}}
@@ -90,7 +80,7 @@ func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		ts.advertised = append(ts.advertised, toolDef{Name: t.Name, Description: t.Description, InputSchema: schema})
+		ts.advertised = append(ts.advertised, tooldecl.Decl{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	// The status tool is visible only while there is something to report.
 	tracked, err := a.Store.HasTrackedSubagents(ctx, sessionID)
@@ -98,28 +88,23 @@ func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string
 		return ts, err
 	}
 	if tracked {
-		ts.subagent[RemoteStatusTool] = true
-		ts.advertised = append(ts.advertised, statusToolDef())
+		ts.subagent[tooldecl.StatusTool] = true
+		ts.advertised = append(ts.advertised, tooldecl.StatusDecl())
 	}
 	return ts, nil
 }
 
-func statusToolDef() toolDef {
-	desc := "Check the status of subagents launched with launch_subagent. Pass a subagent_id to query one subagent, or omit it to list all tracked subagents. A subagent that has finished is reported with its captured output exactly once."
-	return toolDef{Name: RemoteStatusTool, Description: &desc, InputSchema: json.RawMessage(`{"type":"object","properties":{"subagent_id":{"type":"string","description":"The subagent to query. Omit to report every tracked subagent."}},"required":[],"additionalProperties":false}`)}
-}
-
 // classify decides who executes a tool_use block.
-func (ts toolset) classify(name string) (dispatch, server string) {
+func (ts toolset) classify(name string) (dispatch events.Dispatch, server string) {
 	switch {
 	case ts.client[name]:
-		return workflows.DispatchClient, ""
+		return events.DispatchClient, ""
 	case ts.sandbox[name]:
-		return workflows.DispatchSandbox, ""
-	case ts.subagent[name] || name == RemoteStatusTool:
-		return workflows.DispatchSubagent, ""
+		return events.DispatchSandbox, ""
+	case ts.subagent[name] || name == tooldecl.StatusTool:
+		return events.DispatchSubagent, ""
 	default:
-		return workflows.DispatchMCP, ts.mcpRoute[name]
+		return events.DispatchMCP, ts.mcpRoute[name]
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"net/http"
 	"strings"
 
@@ -58,20 +60,7 @@ func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Prob
 // clientToolDef is a declared client-side (or Auto-mode sandbox) tool.
 type clientToolDef = wire.ToolDecl
 
-type subagentDef struct {
-	Harness         string `json:"harness"`
-	CommandTemplate string `json:"command_template"`
-	PromptVia       string `json:"prompt_via"`
-	TimeoutSecs     *int64 `json:"timeout_secs,omitempty"`
-}
-
-type subagentToolDef struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-	Image       string          `json:"image"`
-	Subagents   []subagentDef   `json:"subagents"`
-}
+type subagentToolDef = tooldecl.SubagentTool
 
 // openBody is the body of POST /sessions and POST /sessions/{id}/join.
 type openBody struct {
@@ -95,9 +84,9 @@ func (b openBody) names() (tools, sandbox, subagent []string) {
 	return
 }
 
-func (b openBody) payload() map[string]any {
+func (b openBody) payload() events.Declarations {
 	tools, sandbox, subagent := b.names()
-	return map[string]any{"client_version": b.ClientVersion, "tools": tools, "sandbox_tools": sandbox, "subagent_tools": subagent}
+	return events.Declarations{ClientVersion: b.ClientVersion, Tools: tools, SandboxTools: sandbox, SubagentTools: subagent}
 }
 
 func (b openBody) decl(clientKeyID string) store.ClientDecl {
@@ -172,8 +161,6 @@ func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Pro
 	return sess, k, nil
 }
 
-const reservedStatusTool = "remote_subagent_status"
-
 // allowedTools is the profile's client-tool allowlist as a set.
 func allowedTools(profile store.Profile) map[string]bool {
 	allowed := make(map[string]bool, len(profile.AllowedTools))
@@ -187,7 +174,7 @@ func allowedTools(profile store.Profile) map[string]bool {
 // order the contract gives: reserved names, the allowlist, subagent tools.
 func validateDecl(b openBody, profile store.Profile) *Problem {
 	for _, t := range append(append([]clientToolDef{}, b.Tools...), b.SandboxTools...) {
-		if t.Name == reservedStatusTool {
+		if t.Name == tooldecl.StatusTool {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
 		}
 	}
@@ -221,7 +208,7 @@ func checkClientVersion(v *string) *Problem {
 func subagentDecls(tools []subagentToolDef) []wire.ToolDecl {
 	out := make([]wire.ToolDecl, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, wire.ToolDecl{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+		out = append(out, t.Decl)
 	}
 	return out
 }
@@ -232,7 +219,7 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 		if strings.TrimSpace(t.Name) == "" {
 			return bad("tool name must be a non-empty string")
 		}
-		if t.Name == reservedStatusTool {
+		if t.Name == tooldecl.StatusTool {
 			return unprocessable("reserved_tool_name", "remote_subagent_status is reserved")
 		}
 		if err := wire.CheckTool(t.Name, t.Description, t.InputSchema); err != nil {
@@ -314,7 +301,7 @@ func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID stri
 	ctx := r.Context()
 	profile, err := c.Store.GetProfile(ctx, profileID)
 	if errors.Is(err, store.ErrNotFound) {
-		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, map[string]any{"reason": "profile_unavailable", "profile_id": profileID}); aerr != nil {
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: profileID}); aerr != nil {
 			c.log().Error("record profile_unavailable audit session", "err", aerr)
 		}
 		return store.Profile{}, unprocessable("profile_unavailable", "the profile bound to this client key is no longer available")
@@ -325,8 +312,8 @@ func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID stri
 	if _, ok := c.Config.Provider(profile.PrimaryProvider); !ok {
 		c.log().Error("profile's primary provider not found in bae-config.toml; refusing to open a session",
 			"profile_id", profile.ID, "profile_name", profile.Name, "primary_provider", profile.PrimaryProvider)
-		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, map[string]any{
-			"reason": "primary_provider_unavailable", "profile_id": profile.ID, "primary_provider": profile.PrimaryProvider,
+		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, events.SessionErrorPayload{
+			Reason: events.ReasonPrimaryProviderUnavailable, ProfileID: profile.ID, PrimaryProvider: profile.PrimaryProvider,
 		}); aerr != nil {
 			c.log().Error("record primary_provider_unavailable audit session", "err", aerr)
 		}
@@ -356,6 +343,13 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
 	if err != nil {
 		return internalError(c.log(), err)
+	}
+	// The bae.session span is emitted when the session ends (by whichever
+	// replica runs its cleanup); its identity is kept with the session.
+	if ref := c.Spans.ChildRef(ctx); ref != "" {
+		if err := c.Store.SetSessionSpan(ctx, sess.ID, ref); err != nil {
+			c.log().Warn("store session span", "session_id", sess.ID, "err", err)
+		}
 	}
 	if c.MCP != nil && len(profile.MCPServers) > 0 {
 		tools, derr := c.MCP.DiscoverTools(ctx, sess.ID, profile.MCPServers)
@@ -457,7 +451,7 @@ func (c *clientAPI) closeSession(w http.ResponseWriter, r *http.Request) *Proble
 	}
 	ctx := r.Context()
 	ended, _, err := c.Store.EndSession(ctx, sess.ID, store.StateClosed, store.NewEvent{
-		ClientKeyID: sess.ClientKeyID, Type: "session.close", Payload: map[string]any{"reason": "client_close"},
+		ClientKeyID: sess.ClientKeyID, Payload: events.SessionClosePayload{Reason: events.CloseClientClose},
 	})
 	if err != nil {
 		return internalError(c.log(), err)

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/sessiontools"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -141,9 +144,10 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	// Every method shares one route, so the request span names the method
 	// and the session (a no-op when tracing is off).
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("rpc.method", env.Method), attribute.String("bae.session.id", sess.ID))
-	if env.Method != methodSendMessage {
-		// Only sendMessage stores before it answers (see ndjson); every
-		// other method's stream opens at once, as clients expect.
+	if env.Method != methodSendMessage && env.Method != methodSubscribe {
+		// sendMessage opens once its message is stored (see ndjson), and
+		// subscribe once its starting point is fixed; every other method's
+		// stream opens at once, as clients expect.
 		out.open()
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
@@ -151,8 +155,11 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	c.dispatch(call)
 }
 
-// methodSendMessage is the one method that stores before its stream opens.
-const methodSendMessage = "session.sendMessage"
+// The methods that open their stream themselves.
+const (
+	methodSendMessage = "session.sendMessage" // once the message is stored
+	methodSubscribe   = "session.subscribe"   // once its cursor is fixed
+)
 
 func (c *clientAPI) dispatch(call *rpcCall) {
 	switch call.method {
@@ -160,7 +167,7 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.registerDriver(call)
 	case methodSendMessage:
 		c.sendMessage(call)
-	case "session.subscribe":
+	case methodSubscribe:
 		c.subscribe(call)
 	case "session.unsubscribe":
 		c.unsubscribe(call)
@@ -206,7 +213,7 @@ func (c *clientAPI) requireOpen(call *rpcCall) bool {
 func (c *clientAPI) registerDriver(call *rpcCall) {
 	ctx := call.r.Context()
 	var events func() []store.NewEvent = func() []store.NewEvent {
-		evs := []store.NewEvent{{ClientKeyID: call.clientID, Type: "session.driver.register", Payload: map[string]any{}}}
+		evs := []store.NewEvent{{ClientKeyID: call.clientID, Payload: events.DriverRegister{}}}
 		if c.Tools == nil {
 			return evs
 		}
@@ -215,7 +222,7 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 			return evs // a deleted profile surfaces at sendMessage
 		}
 		if images := c.Tools.SandboxAvailability(ctx, profile); len(images) > 0 {
-			evs = append(evs, store.NewEvent{ClientKeyID: call.clientID, Type: "session.sandbox.available", Payload: map[string]any{"images": images}})
+			evs = append(evs, store.NewEvent{ClientKeyID: call.clientID, Payload: events.SandboxAvailablePayload{Images: images}})
 		}
 		return evs
 	}
@@ -228,6 +235,11 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 		call.log.Error("register driver", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 	default:
+		// A driver joins the session: its request links to the session's
+		// span rather than nesting under it.
+		if l, ok := telemetry.Link(call.sess.Span, telemetry.LinkSession); ok {
+			trace.SpanFromContext(ctx).AddLink(l)
+		}
 		call.result(map[string]any{"registered": true})
 	}
 }
@@ -241,10 +253,10 @@ func (c *clientAPI) sessionTool(call *rpcCall) {
 		return
 	}
 	res, err := c.Tools.Call(call.r.Context(), call.sess, call.clientID, call.method, call.params)
-	var re *RPCError
+	var refused *sessiontools.RefusedError
 	switch {
-	case errors.As(err, &re):
-		call.fail(re)
+	case errors.As(err, &refused):
+		call.fail(toolRefusal(refused))
 	case err != nil:
 		call.log.Error("session tool call", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))

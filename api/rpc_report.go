@@ -2,19 +2,29 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/tooldecl"
 	"strings"
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/store"
 )
 
-func (c *clientAPI) appendOne(call *rpcCall, typ string, payload any) bool {
-	if _, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Type: typ, Payload: payload}); err != nil {
-		call.log.Error("append event", "type", typ, "err", err)
+func (c *clientAPI) appendOne(call *rpcCall, payload events.Payload) bool {
+	if _, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Payload: payload}); err != nil {
+		call.log.Error("append event", "type", payload.EventType(), "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return false
 	}
 	return true
+}
+
+// stringPtr turns an optionalString value into a nullable field.
+func stringPtr(v any) *string {
+	if s, ok := v.(string); ok {
+		return &s
+	}
+	return nil
 }
 
 func optionalString(params map[string]any, name string) (any, bool) {
@@ -33,7 +43,7 @@ func (c *clientAPI) reportLocalSandbox(call *rpcCall) {
 	}
 	var params map[string]any
 	_ = json.Unmarshal(call.params, &params)
-	types := map[string]string{"running": "session.sandbox.running", "stopped": "session.sandbox.stopped", "error": "session.sandbox.error"}
+	types := map[string]events.Type{"running": events.SessionSandboxRunning, "stopped": events.SessionSandboxStopped, "error": events.SessionSandboxError}
 	state, _ := params["state"].(string)
 	typ, ok := types[state]
 	if !ok {
@@ -73,7 +83,7 @@ func (c *clientAPI) reportLocalSandbox(call *rpcCall) {
 		call.fail(NewRPCError(-32602, `Invalid params: "container_id" and "detail" must be strings or null`))
 		return
 	}
-	if c.appendOne(call, typ, map[string]any{"dispatch": "local", "image": image, "unsandboxed": unsandboxed, "container_id": containerID, "detail": detail}) {
+	if c.appendOne(call, events.LocalSandbox{Kind: typ, Image: stringPtr(image), Unsandboxed: unsandboxed, ContainerID: stringPtr(containerID), Detail: stringPtr(detail)}) {
 		call.result(map[string]any{"reported": true})
 	}
 }
@@ -85,7 +95,7 @@ func (c *clientAPI) reportLocalSubagent(call *rpcCall) {
 	}
 	var params map[string]any
 	_ = json.Unmarshal(call.params, &params)
-	types := map[string]string{"start": "session.subagent.start", "running": "session.subagent.running", "completed": "session.subagent.completed", "failed": "session.subagent.failed", "cancelled": "session.subagent.cancelled"}
+	types := map[string]events.Type{"start": events.SubagentStart, "running": events.SubagentRunning, "completed": events.SubagentCompleted, "failed": events.SubagentFailed, "cancelled": events.SubagentCancelled}
 	state, _ := params["state"].(string)
 	typ, ok := types[state]
 	if !ok {
@@ -120,16 +130,12 @@ func (c *clientAPI) reportLocalSubagent(call *rpcCall) {
 	}
 	detail, _ := optionalString(params, "detail")
 	reason, _ := optionalString(params, "reason")
-	payload := map[string]any{"dispatch": "local", "subagent_id": sid, "harness": harness, "model": model, "detail": detail}
-	switch state {
-	case "completed":
-		payload["exit_code"] = exit
-	case "failed":
-		payload["reason"], payload["exit_code"] = reason, exit
-	case "cancelled":
-		payload["reason"] = reason
+	payload := events.Subagent{Kind: typ, Placement: events.PlacementLocal, SubagentID: sid, Harness: harness, Model: model,
+		Detail: stringPtr(detail), Reason: stringPtr(reason)}
+	if n, ok := exit.(int64); ok {
+		payload.ExitCode = &n
 	}
-	if c.appendOne(call, typ, payload) {
+	if c.appendOne(call, payload) {
 		call.result(map[string]any{"reported": true})
 	}
 }
@@ -171,7 +177,7 @@ func (c *clientAPI) updateClientTools(call *rpcCall) {
 	}
 	allowed := allowedTools(profile)
 	for _, t := range tools {
-		if t.Name == reservedStatusTool || !allowed[t.Name] {
+		if t.Name == tooldecl.StatusTool || !allowed[t.Name] {
 			call.fail(NewRPCError(-32015, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name))
 			return
 		}

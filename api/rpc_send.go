@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -43,6 +44,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	call.out.open()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
+	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span}
 
 	type outcome struct {
 		res workflows.TurnResult
@@ -54,7 +56,6 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	go func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
-		in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID}
 		res, err := c.Engine.SendMessage(uctx, sessionRef(call.sess), in)
 		// Counted here, not in the relay, so a turn whose caller went away
 		// still counts. A rejected turn never ran.
@@ -106,10 +107,10 @@ func (t *turnRelay) selfEvent(e store.Event) bool {
 	if e.TurnID != t.turnID || e.ClientKeyID != t.call.clientID {
 		return false
 	}
-	if e.Type == "client.message.send" {
+	if e.Type == events.ClientMessageSend {
 		return true
 	}
-	if e.Type == "tool.result" {
+	if e.Type == events.ToolResult {
 		var p struct {
 			Dispatch string `json:"dispatch"`
 		}
@@ -157,22 +158,22 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			return
 		}
 	}
-	var events []store.Event
+	var turnEvs []store.Event
 	lerr := waitForStore(ctx, func(ctx context.Context) error {
 		var err error
-		events, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
+		turnEvs, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
 		return err
 	})
 	if lerr != nil {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
-	if len(events) > 0 {
+	if len(turnEvs) > 0 {
 		if !relay.started {
-			relay.started, relay.last = true, events[0].Seq-1
+			relay.started, relay.last = true, turnEvs[0].Seq-1
 		}
 		// Relay up to the turn's last event.
-		endSeq := events[len(events)-1].Seq
+		endSeq := turnEvs[len(turnEvs)-1].Seq
 		for relay.last < endSeq {
 			before := relay.last
 			if err := relay.pump(ctx); err != nil {
@@ -185,7 +186,7 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	switch res.Outcome {
 	case workflows.OutcomeRejected:
-		call.fail(&RPCError{Code: res.ErrorCode, Message: res.ErrorMessage})
+		call.fail(turnRejection(res))
 		return
 	case workflows.OutcomeFailed:
 		call.fail(NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep))
@@ -193,17 +194,17 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	message := providerUnavailable
 	if res.Outcome != workflows.OutcomeProvidersFailed {
-		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Type == "server.message.send" {
-				message = events[i].Payload
+		for i := len(turnEvs) - 1; i >= 0; i-- {
+			if turnEvs[i].Type == events.ServerMessageSend {
+				message = turnEvs[i].Payload
 				break
 			}
 		}
 	}
-	if events == nil {
-		events = []store.Event{}
+	if turnEvs == nil {
+		turnEvs = []store.Event{}
 	}
-	call.result(map[string]any{"message": message, "events": events})
+	call.result(map[string]any{"message": message, "events": turnEvs})
 }
 
 // engineError maps a failed update call: a finished workflow means the

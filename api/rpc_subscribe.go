@@ -61,6 +61,9 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		}
 		cursor = head
 	}
+	// Open only now: a subscriber that sees its stream open gets every
+	// event stored from then on.
+	call.out.open()
 	// A session that already ended gets its backlog, then the reason.
 	guard := c.guard(call, "")
 	if guard.ended(ctx) {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"github.com/bae-go/bae-go/events"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -42,7 +43,7 @@ type SessionTools interface {
 	Call(ctx context.Context, sess store.Session, clientKeyID, method string, params json.RawMessage) (any, error)
 	// SandboxAvailability lists a profile's images and their status for
 	// session.sandbox.available; nil when the profile declares none.
-	SandboxAvailability(ctx context.Context, profile store.Profile) []map[string]any
+	SandboxAvailability(ctx context.Context, profile store.Profile) []events.SandboxImage
 }
 
 // Deps are the API's collaborators.
@@ -55,6 +56,9 @@ type Deps struct {
 	Version string
 	// Metrics records bae.turns.completed; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Spans allocates the bae.session and bae.turn span refs; nil records
+	// nothing.
+	Spans *telemetry.Spans
 
 	MCP   ToolDiscoverer
 	Tools SessionTools

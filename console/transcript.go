@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 	inMessage := map[string]bool{} // tool_use ids drawn inside an assistant message
 	for _, e := range evs {
 		switch e.Type {
-		case "tool.call":
+		case events.ToolCall:
 			var p struct {
 				ID         string          `json:"id"`
 				Name       string          `json:"name"`
@@ -96,7 +97,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			if p.ServerName != nil {
 				tv.Server = *p.ServerName
 			}
-		case "tool.result":
+		case events.ToolResult:
 			var p struct {
 				ToolUseID string          `json:"tool_use_id"`
 				IsError   bool            `json:"is_error"`
@@ -109,7 +110,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 				calls[p.ToolUseID] = tv
 			}
 			tv.HasResult, tv.IsError, tv.Result = true, p.IsError, contentText(p.Content)
-		case "server.message.send":
+		case events.ServerMessageSend:
 			for _, b := range blocks(payloadContent(e.Payload)) {
 				if b.Type == "tool_use" {
 					inMessage[b.ID] = true
@@ -132,12 +133,12 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			items = append(items, transcriptItem{Turn: t})
 		}
 		switch e.Type {
-		case "client.message.send":
+		case events.ClientMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, User: messageOf(payloadContent(e.Payload), calls, false)})
-		case "server.message.send":
+		case events.ServerMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Assistant: messageOf(payloadContent(e.Payload), calls, true)})
 			t.Done = true
-		case "tool.call":
+		case events.ToolCall:
 			var p struct {
 				ID string `json:"id"`
 			}
@@ -145,7 +146,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			if !inMessage[p.ID] {
 				t.Entries = append(t.Entries, entry{Seq: e.Seq, Tool: calls[p.ID]})
 			}
-		case "provider.response":
+		case events.ProviderResponse:
 			var p struct {
 				OK       bool   `json:"ok"`
 				Provider string `json:"provider"`
@@ -158,10 +159,10 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 					Reason: "provider " + p.Provider + " failed", Detail: strings.TrimSpace(fmt.Sprintf("%v %s", orDash(p.Status), p.Error)),
 				}})
 			}
-		case "session.error":
+		case events.SessionError:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Failure: failureOf(e.Payload)})
 			t.Failed, t.Done = true, true
-		case "tool.result", "provider.request":
+		case events.ToolResult, events.ProviderRequest:
 			// folded into their call / shown in the timeline only
 		default:
 			sl := systemOf(e)
@@ -189,7 +190,7 @@ func failureOf(payload json.RawMessage) *failureView {
 		f.Detail = d
 	}
 	if f.Reason == "" {
-		f.Reason = "session.error"
+		f.Reason = string(events.SessionError)
 	}
 	if f.Detail == "" {
 		delete(p, "reason")
@@ -204,27 +205,27 @@ func failureOf(payload json.RawMessage) *failureView {
 func systemOf(e store.Event) *systemLine {
 	var p map[string]any
 	_ = json.Unmarshal(e.Payload, &p)
-	s := &systemLine{Seq: e.Seq, Type: e.Type}
+	s := &systemLine{Seq: e.Seq, Type: string(e.Type)}
 	by := ""
 	if e.ClientKeyID != "" {
 		by = " by " + e.ClientKeyID
 	}
 	switch e.Type {
-	case "session.open":
+	case events.SessionOpen:
 		s.Text = "Session opened" + by
 		if v, ok := p["client_version"].(string); ok && v != "" {
 			s.Text += " (client " + v + ")"
 		}
-	case "session.join":
+	case events.SessionJoin:
 		s.Text = "Client joined" + by
-	case "session.driver.register":
+	case events.SessionDriverRegister:
 		s.Text = "Driver registered" + by
-	case "session.close":
+	case events.SessionClose:
 		s.Text = "Session closed" + by
 		if r, ok := p["reason"].(string); ok {
 			s.Text += ": " + r
 		}
-	case "session.error":
+	case events.SessionError:
 		f := failureOf(e.Payload)
 		s.Text, s.Failure = f.Reason, true
 		if f.Detail != "" {
@@ -380,15 +381,15 @@ type timelineRow struct {
 
 func timelineOf(e store.Event) timelineRow {
 	row := timelineRow{
-		Seq: e.Seq, ID: e.ID, Time: e.CreatedAt, Type: e.Type, Category: category(e.Type),
+		Seq: e.Seq, ID: e.ID, Time: e.CreatedAt, Type: string(e.Type), Category: category(e.Type),
 		ClientKeyID: e.ClientKeyID, TurnID: e.TurnID, Payload: pretty(e.Payload),
 	}
 	var p map[string]any
 	_ = json.Unmarshal(e.Payload, &p)
 	str := func(k string) string { s, _ := p[k].(string); return s }
 	switch e.Type {
-	case "client.message.send", "server.message.send":
-		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type == "server.message.send")
+	case events.ClientMessageSend, events.ServerMessageSend:
+		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type == events.ServerMessageSend)
 		var parts []string
 		for _, pt := range m.Parts {
 			switch {
@@ -402,25 +403,25 @@ func timelineOf(e store.Event) timelineRow {
 			parts = append(parts, m.Note)
 		}
 		row.Summary = strings.Join(parts, " · ")
-	case "provider.request":
+	case events.ProviderRequest:
 		row.Summary = fmt.Sprintf("%s %s (attempt %v)", str("provider"), str("model"), p["attempt"])
-	case "provider.response":
+	case events.ProviderResponse:
 		ok, _ := p["ok"].(bool)
 		row.Summary = fmt.Sprintf("%s status %v", str("provider"), orDash(p["status"]))
 		if !ok {
 			row.Warning = true
 			row.Summary += " failed: " + str("error")
 		}
-	case "tool.call":
+	case events.ToolCall:
 		row.Summary = fmt.Sprintf("%s (%s)", str("name"), str("dispatch"))
-	case "tool.result":
+	case events.ToolResult:
 		isErr, _ := p["is_error"].(bool)
 		row.Summary = fmt.Sprintf("for %s (%s)", str("tool_use_id"), str("dispatch"))
 		if isErr {
 			row.Warning = true
 			row.Summary += " — error"
 		}
-	case "session.error":
+	case events.SessionError:
 		row.Failure = true
 		f := failureOf(e.Payload)
 		row.Summary = f.Reason
@@ -435,21 +436,21 @@ func timelineOf(e store.Event) timelineRow {
 }
 
 // category groups event types for colour in the timeline.
-func category(t string) string {
-	switch {
-	case t == "session.error":
+func category(t events.Type) string {
+	switch t {
+	case events.SessionError:
 		return "error"
-	case strings.HasPrefix(t, "client.message"):
+	case events.ClientMessageSend:
 		return "client"
-	case strings.HasPrefix(t, "server.message"):
+	case events.ServerMessageSend:
 		return "assistant"
-	case strings.HasPrefix(t, "provider."):
+	case events.ProviderRequest, events.ProviderResponse:
 		return "provider"
-	case strings.HasPrefix(t, "tool."):
+	case events.ToolCall, events.ToolResult:
 		return "tool"
-	case strings.HasPrefix(t, "mcp."):
+	case events.MCPRequest, events.MCPResponse:
 		return "mcp"
-	case t == "session.join" || t == "session.driver.register":
+	case events.SessionJoin, events.SessionDriverRegister:
 		return "join"
 	default:
 		return "lifecycle"

@@ -3,58 +3,47 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 )
 
-// EventType is the event_type of a session event: a closed set.
-type EventType string
+// EventType is the event_type of a session event: the server's closed set
+// (package events), under the SDK's names.
+type EventType = events.Type
 
 // Every event_type of the message-type catalog.
 const (
-	EventClientMessageSend       EventType = "client.message.send"
-	EventServerMessageSend       EventType = "server.message.send"
-	EventProviderRequest         EventType = "provider.request"
-	EventProviderResponse        EventType = "provider.response"
-	EventToolCall                EventType = "tool.call"
-	EventToolResult              EventType = "tool.result"
-	EventMCPRequest              EventType = "mcp.request"
-	EventMCPResponse             EventType = "mcp.response"
-	EventSandboxRequest          EventType = "sandbox.request"
-	EventSandboxResponse         EventType = "sandbox.response"
-	EventSessionOpen             EventType = "session.open"
-	EventSessionJoin             EventType = "session.join"
-	EventSessionDriverRegister   EventType = "session.driver.register"
-	EventSessionClose            EventType = "session.close"
-	EventSessionError            EventType = "session.error"
-	EventSessionCompaction       EventType = "session.compaction" // reserved, not emitted yet
-	EventSessionSandboxAvailable EventType = "session.sandbox.available"
-	EventSessionSandboxStart     EventType = "session.sandbox.start"
-	EventSessionSandboxRunning   EventType = "session.sandbox.running"
-	EventSessionSandboxStop      EventType = "session.sandbox.stop"
-	EventSessionSandboxStopped   EventType = "session.sandbox.stopped"
-	EventSessionSandboxError     EventType = "session.sandbox.error"
-	EventSubagentStart           EventType = "session.subagent.start"
-	EventSubagentRunning         EventType = "session.subagent.running"
-	EventSubagentCompleted       EventType = "session.subagent.completed"
-	EventSubagentFailed          EventType = "session.subagent.failed"
-	EventSubagentCancelled       EventType = "session.subagent.cancelled"
+	EventClientMessageSend       = events.ClientMessageSend
+	EventServerMessageSend       = events.ServerMessageSend
+	EventProviderRequest         = events.ProviderRequest
+	EventProviderResponse        = events.ProviderResponse
+	EventToolCall                = events.ToolCall
+	EventToolResult              = events.ToolResult
+	EventMCPRequest              = events.MCPRequest
+	EventMCPResponse             = events.MCPResponse
+	EventSandboxRequest          = events.SandboxRequest
+	EventSandboxResponse         = events.SandboxResponse
+	EventSessionOpen             = events.SessionOpen
+	EventSessionJoin             = events.SessionJoin
+	EventSessionDriverRegister   = events.SessionDriverRegister
+	EventSessionClose            = events.SessionClose
+	EventSessionError            = events.SessionError
+	EventSessionCompaction       = events.SessionCompaction
+	EventSessionSandboxAvailable = events.SessionSandboxAvailable
+	EventSessionSandboxStart     = events.SessionSandboxStart
+	EventSessionSandboxRunning   = events.SessionSandboxRunning
+	EventSessionSandboxStop      = events.SessionSandboxStop
+	EventSessionSandboxStopped   = events.SessionSandboxStopped
+	EventSessionSandboxError     = events.SessionSandboxError
+	EventSubagentStart           = events.SubagentStart
+	EventSubagentRunning         = events.SubagentRunning
+	EventSubagentCompleted       = events.SubagentCompleted
+	EventSubagentFailed          = events.SubagentFailed
+	EventSubagentCancelled       = events.SubagentCancelled
 )
 
 // EventTypes returns every known event type, in catalog order.
-func EventTypes() []EventType {
-	return []EventType{
-		EventClientMessageSend, EventServerMessageSend, EventProviderRequest, EventProviderResponse,
-		EventToolCall, EventToolResult, EventMCPRequest, EventMCPResponse, EventSandboxRequest,
-		EventSandboxResponse, EventSessionOpen, EventSessionJoin, EventSessionDriverRegister,
-		EventSessionClose, EventSessionError, EventSessionCompaction, EventSessionSandboxAvailable,
-		EventSessionSandboxStart, EventSessionSandboxRunning, EventSessionSandboxStop,
-		EventSessionSandboxStopped, EventSessionSandboxError, EventSubagentStart, EventSubagentRunning,
-		EventSubagentCompleted, EventSubagentFailed, EventSubagentCancelled,
-	}
-}
-
-// Known reports whether t is in the catalog.
-func (t EventType) Known() bool { return describeType(t) != "" }
+func EventTypes() []EventType { return events.All() }
 
 // Event is one entry of a session's append-only event log.
 type Event struct {
@@ -85,14 +74,15 @@ type SessionErrorPayload struct {
 
 // Reasons carried by session.error.
 const (
-	ReasonProviderConfig             = "provider_config"
-	ReasonProviderCallFailed         = "provider_call_failed"
-	ReasonAllProvidersFailed         = "all_providers_failed"
-	ReasonLoopLimit                  = "loop_limit"
-	ReasonProfileUnavailable         = "profile_unavailable"
-	ReasonPrimaryProviderUnavailable = "primary_provider_unavailable"
-	ReasonDriverTurnAbandoned        = "driver_turn_abandoned"
-	ReasonToolResultMergeInvalid     = "tool_result_merge_invalid"
+	ReasonProviderConfig             = string(events.ReasonProviderConfig)
+	ReasonProviderCallFailed         = string(events.ReasonProviderCallFailed)
+	ReasonAllProvidersFailed         = string(events.ReasonAllProvidersFailed)
+	ReasonLoopLimit                  = string(events.ReasonLoopLimit)
+	ReasonProfileUnavailable         = string(events.ReasonProfileUnavailable)
+	ReasonPrimaryProviderUnavailable = string(events.ReasonPrimaryProviderUnavailable)
+	ReasonDriverTurnAbandoned        = string(events.ReasonDriverTurnAbandoned)
+	ReasonToolResultMergeInvalid     = string(events.ReasonToolResultMergeInvalid)
+	ReasonTurnFailed                 = string(events.ReasonTurnFailed)
 )
 
 // ToolCallPayload is the payload of tool.call.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"strings"
 )
 
@@ -16,14 +17,14 @@ const (
 
 // Dispatch says who executes a tool_use block. Only DispatchClient blocks
 // are this harness's to run; the others were already answered server-side.
-type Dispatch string
+type Dispatch = events.Dispatch
 
 // Dispatch values sent by the server.
 const (
-	DispatchClient   Dispatch = "client"
-	DispatchSandbox  Dispatch = "sandbox"
-	DispatchMCP      Dispatch = "mcp"
-	DispatchSubagent Dispatch = "subagent"
+	DispatchClient   = events.DispatchClient
+	DispatchSandbox  = events.DispatchSandbox
+	DispatchMCP      = events.DispatchMCP
+	DispatchSubagent = events.DispatchSubagent
 )
 
 // Block is one content block: Text, ToolUse, ToolResult, or RawBlock for any

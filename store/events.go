@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,9 +32,12 @@ type NewEvent struct {
 	IdemKey     string
 	TurnID      string
 	ClientKeyID string
-	Type        string
-	Payload     any
+	// Payload names the event's type (see package events).
+	Payload events.Payload
 }
+
+// Type is the event type its payload names.
+func (e NewEvent) Type() events.Type { return e.Payload.EventType() }
 
 // Event is a stored event.
 type Event struct {
@@ -43,7 +47,7 @@ type Event struct {
 	ClientKeyID string
 	TurnID      string
 	IdemKey     string
-	Type        string
+	Type        events.Type
 	Payload     json.RawMessage
 	CreatedAt   time.Time
 }
@@ -68,7 +72,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		ID          string          `json:"id"`
 		SessionID   string          `json:"session_id"`
 		ClientKeyID any             `json:"client_key_id"`
-		EventType   string          `json:"event_type"`
+		EventType   events.Type     `json:"event_type"`
 		Payload     json.RawMessage `json:"payload"`
 		CreatedAt   string          `json:"created_at"`
 	}{e.ID, e.SessionID, ck, e.Type, payload, FormatTime(e.CreatedAt)})
@@ -84,20 +88,8 @@ func scanEvent(row pgx.Row) (Event, error) {
 	return e, err
 }
 
-func marshalPayload(p any) ([]byte, error) {
-	switch v := p.(type) {
-	case nil:
-		return []byte("{}"), nil
-	case json.RawMessage:
-		if len(v) == 0 {
-			return []byte("{}"), nil
-		}
-		return v, nil
-	case []byte:
-		return v, nil
-	default:
-		return json.Marshal(v)
-	}
+func marshalPayload(p events.Payload) ([]byte, error) {
+	return json.Marshal(p)
 }
 
 // AppendEvents appends events to one session atomically and in order.
@@ -144,14 +136,14 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 		}
 		payload, err := marshalPayload(ev.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("append events: marshal %s payload: %w", ev.Type, err)
+			return nil, fmt.Errorf("append events: marshal %s payload: %w", ev.Type(), err)
 		}
 		last++
 		e, err := scanEvent(tx.QueryRow(ctx, `INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+eventCols,
-			sessionID, last, ids.New(ids.EventPrefix), nullable(ev.IdemKey), nullable(ev.TurnID), nullable(ev.ClientKeyID), ev.Type, string(payload)))
+			sessionID, last, ids.New(ids.EventPrefix), nullable(ev.IdemKey), nullable(ev.TurnID), nullable(ev.ClientKeyID), string(ev.Type()), string(payload)))
 		if err != nil {
-			return nil, fmt.Errorf("append events: insert %s: %w", ev.Type, err)
+			return nil, fmt.Errorf("append events: insert %s: %w", ev.Type(), err)
 		}
 		out = append(out, e)
 		inserted++

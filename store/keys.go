@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -177,7 +178,7 @@ func (s *Store) RevokeClientKey(ctx context.Context, id string) ([]string, error
 			return fmt.Errorf("close orphaned sessions: %w", err)
 		}
 		for _, sid := range closed {
-			if _, err := appendEvents(ctx, tx, sid, []NewEvent{{ClientKeyID: id, Type: "session.close", Payload: map[string]any{"reason": "client_key_revoked"}}}); err != nil {
+			if _, err := appendEvents(ctx, tx, sid, []NewEvent{{ClientKeyID: id, Payload: events.SessionClosePayload{Reason: events.CloseClientKeyRevoked}}}); err != nil {
 				return err
 			}
 		}

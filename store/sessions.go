@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,9 @@ type Session struct {
 	MCPTools      json.RawMessage
 	CreatedAt     time.Time
 	ClosedAt      *time.Time
+	// Span is the bae.session span's ref; "" when the session was opened
+	// untraced, or its span was already emitted.
+	Span string
 }
 
 // MarshalJSON renders the admin list shape.
@@ -48,12 +52,12 @@ func (s Session) MarshalJSON() ([]byte, error) {
 	}{s.ID, s.ProfileID, s.State, s.ClientVersion, FormatTime(s.CreatedAt), closed})
 }
 
-const sessionCols = `seq, id, profile_id, client_key_id, state, client_version, mcp_tools, created_at, closed_at`
+const sessionCols = `seq, id, profile_id, client_key_id, state, client_version, mcp_tools, created_at, closed_at, coalesce(span, '')`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var s Session
 	var mcp []byte
-	err := row.Scan(&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt)
+	err := row.Scan(&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt, &s.Span)
 	s.MCPTools = mcp
 	return s, err
 }
@@ -78,7 +82,7 @@ func rawOrEmptyArray(r json.RawMessage) string {
 // CreateSession creates an open session with its creator's declarations,
 // mints the creator's session key and appends session.open, atomically.
 // It returns the session and the session key plaintext.
-func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload any) (Session, string, error) {
+func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations) (Session, string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	var sess Session
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
@@ -93,7 +97,7 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 		if _, err := insertKey(ctx, tx, RoleSession, sess.ID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sess.ID, decl.ClientKeyID); err != nil {
 			return err
 		}
-		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.open", Payload: openPayload}})
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: openPayload}})
 		return err
 	})
 	if err != nil {
@@ -102,9 +106,45 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 	return sess, secret, nil
 }
 
+// SetSessionSpan records the session's bae.session span ref.
+func (s *Store) SetSessionSpan(ctx context.Context, sessionID, ref string) error {
+	if _, err := s.Pool.Exec(ctx, `UPDATE sessions SET span = $2 WHERE id = $1`, sessionID, ref); err != nil {
+		return fmt.Errorf("store session span: %w", err)
+	}
+	return nil
+}
+
+// SessionSpan is what emitting an ended session's bae.session span needs.
+type SessionSpan struct {
+	Ref         string
+	ProfileID   string
+	ClientKeyID string
+	State       string
+	CreatedAt   time.Time
+}
+
+// TakeSessionSpan claims an ended session's span ref for emitting, so that
+// only one replica (and one cleanup attempt) emits it. ok is false when
+// there is none to take.
+func (s *Store) TakeSessionSpan(ctx context.Context, sessionID string) (SessionSpan, bool, error) {
+	var sp SessionSpan
+	err := s.Pool.QueryRow(ctx, `UPDATE sessions s SET span = NULL
+		FROM (SELECT id, span FROM sessions WHERE id = $1 AND span IS NOT NULL AND state <> 'open' FOR UPDATE) old
+		WHERE s.id = old.id
+		RETURNING old.span, s.profile_id, s.client_key_id, s.state, s.created_at`, sessionID).
+		Scan(&sp.Ref, &sp.ProfileID, &sp.ClientKeyID, &sp.State, &sp.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionSpan{}, false, nil
+	}
+	if err != nil {
+		return SessionSpan{}, false, fmt.Errorf("take session span: %w", err)
+	}
+	return sp, true, nil
+}
+
 // CreateAuditErrorSession records a refused open/join as a separate session
 // row in state error carrying one session.error event.
-func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKeyID string, clientVersion *string, payload any) error {
+func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKeyID string, clientVersion *string, payload events.SessionErrorPayload) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		sess, err := insertSession(ctx, tx, profileID, clientKeyID, StateError, clientVersion)
 		if err != nil {
@@ -113,7 +153,7 @@ func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKe
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET closed_at = now() WHERE id = $1`, sess.ID); err != nil {
 			return fmt.Errorf("stamp audit session: %w", err)
 		}
-		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Type: "session.error", Payload: payload}})
+		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Payload: payload}})
 		return err
 	})
 }
@@ -142,7 +182,7 @@ func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) 
 // JoinSession attaches another client key to an open session: stores its own
 // declarations, mints its session key and appends session.join. It fails with
 // ErrSessionNotOpen if the session left the open state meanwhile.
-func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload any) (string, error) {
+func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations) (string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var state string
@@ -158,7 +198,8 @@ func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, de
 		if _, err := insertKey(ctx, tx, RoleSession, sessionID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sessionID, decl.ClientKeyID); err != nil {
 			return err
 		}
-		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Type: "session.join", Payload: joinPayload}})
+		joinPayload.Join = true
+		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: joinPayload}})
 		return err
 	})
 	if err != nil {

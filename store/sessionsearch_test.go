@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"github.com/bae-go/bae-go/events"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,7 @@ func TestSearchSessionsNewestFirstWithFilters(t *testing.T) {
 		if i%2 == 1 {
 			pid, kid = pb, kb
 		}
-		s, _, err := st.CreateSession(ctx, pid, store.ClientDecl{ClientKeyID: kid}, nil)
+		s, _, err := st.CreateSession(ctx, pid, store.ClientDecl{ClientKeyID: kid}, events.Declarations{})
 		require.NoError(t, err)
 		ids = append(ids, s.ID)
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 
@@ -49,7 +50,7 @@ func newSession(t *testing.T, st *store.Store) (store.Session, string) {
 	require.NoError(t, err)
 	k, _, err := st.NewClientKey(ctx, "k", p.ID)
 	require.NoError(t, err)
-	sess, secret, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, map[string]any{"client_version": nil})
+	sess, secret, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{})
 	require.NoError(t, err)
 	return sess, secret
 }
@@ -58,15 +59,15 @@ func TestAppendIsIdempotentAndGapless(t *testing.T) {
 	st := open(t)
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
-	first, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: "t/1", Type: "provider.request", Payload: map[string]any{"a": 1}})
+	first, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: "t/1", Payload: events.SessionClosePayload{Reason: "a"}})
 	require.NoError(t, err)
 	again, err := st.AppendEvents(ctx, sess.ID,
-		store.NewEvent{IdemKey: "t/1", Type: "provider.request", Payload: map[string]any{"a": 2}},
-		store.NewEvent{IdemKey: "t/2", Type: "provider.response"})
+		store.NewEvent{IdemKey: "t/1", Payload: events.SessionClosePayload{Reason: "b"}},
+		store.NewEvent{IdemKey: "t/2", Payload: events.DriverRegister{}})
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	assert.Equal(t, first[0].ID, again[0].ID, "retried append returns the stored event")
-	assert.JSONEq(t, `{"a":1}`, string(again[0].Payload))
+	assert.JSONEq(t, `{"reason":"a"}`, string(again[0].Payload))
 	evs, err := st.EventsAfter(ctx, sess.ID, 0, 100)
 	require.NoError(t, err)
 	require.Len(t, evs, 3) // session.open + 2
@@ -84,7 +85,7 @@ func TestConcurrentAppendsKeepOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{Type: "x"}, store.NewEvent{Type: "y"})
+			_, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{Payload: events.DriverRegister{}}, store.NewEvent{Payload: events.SessionClosePayload{}})
 			assert.NoError(t, err)
 		}()
 	}
@@ -94,8 +95,8 @@ func TestConcurrentAppendsKeepOrder(t *testing.T) {
 	require.Len(t, evs, 41)
 	for i := 1; i < len(evs); i += 2 {
 		// Each call's pair is contiguous: appends never interleave.
-		assert.Equal(t, "x", evs[i].Type)
-		assert.Equal(t, "y", evs[i+1].Type)
+		assert.Equal(t, events.SessionDriverRegister, evs[i].Type)
+		assert.Equal(t, events.SessionClose, evs[i+1].Type)
 		assert.Equal(t, evs[i].Seq+1, evs[i+1].Seq)
 	}
 }
@@ -109,11 +110,11 @@ func TestRevokeCascade(t *testing.T) {
 	require.NoError(t, err)
 	b, _, err := st.NewClientKey(ctx, "b", p.ID)
 	require.NoError(t, err)
-	solo, soloKey, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, nil)
+	solo, soloKey, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{})
 	require.NoError(t, err)
-	shared, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, nil)
+	shared, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{})
 	require.NoError(t, err)
-	_, err = st.JoinSession(ctx, shared.ID, p.ID, store.ClientDecl{ClientKeyID: b.ID}, nil)
+	_, err = st.JoinSession(ctx, shared.ID, p.ID, store.ClientDecl{ClientKeyID: b.ID}, events.Declarations{})
 	require.NoError(t, err)
 
 	closed, err := st.RevokeClientKey(ctx, a.ID)
@@ -124,7 +125,7 @@ func TestRevokeCascade(t *testing.T) {
 	evs, err := st.EventsAfter(ctx, solo.ID, 0, 10)
 	require.NoError(t, err)
 	last := evs[len(evs)-1]
-	assert.Equal(t, "session.close", last.Type)
+	assert.Equal(t, events.SessionClose, last.Type)
 	var payload map[string]any
 	require.NoError(t, json.Unmarshal(last.Payload, &payload))
 	assert.Equal(t, "client_key_revoked", payload["reason"])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,4 +144,30 @@ func (s *Store) EvictSubagents(ctx context.Context, sessionID string, ids []stri
 		return fmt.Errorf("evict subagents: %w", err)
 	}
 	return nil
+}
+
+// CancelSubagents records the cancellation of running subagents (one id, or
+// all of the session's with id ""), returning the ids it cancelled.
+func (st *Store) CancelSubagents(ctx context.Context, sessionID, id, clientKeyID, reason string) ([]string, error) {
+	all, err := st.TrackedSubagents(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	var cancelled []string
+	for _, s := range all {
+		if (id != "" && s.ID != id) || s.Status != SubagentRunning {
+			continue
+		}
+		r := reason
+		ok, err := st.FinishSubagent(ctx, sessionID, s.ID, SubagentOutcome{Status: SubagentCancelled, Reason: &r},
+			NewEvent{IdemKey: "subagent/" + s.ID + "/end", ClientKeyID: clientKeyID,
+				Payload: events.Subagent{Kind: events.SubagentCancelled, Placement: events.PlacementRemote, SubagentID: s.ID, Harness: s.Harness, Model: s.Model, Reason: &r}})
+		if err != nil {
+			return cancelled, err
+		}
+		if ok {
+			cancelled = append(cancelled, s.ID)
+		}
+	}
+	return cancelled, nil
 }

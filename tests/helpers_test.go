@@ -13,6 +13,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testenv"
 )
 
@@ -30,6 +31,9 @@ type envOpts struct {
 	allowedTools []string
 	fallbacks    []string
 	extraTOML    string
+	// telemetry and serverEnv go to testenv.Options (Telemetry, Env).
+	telemetry *telemetry.Telemetry
+	serverEnv map[string]string
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -64,7 +68,7 @@ model = "claude-fake"
 auth_token = "${BAE_TEST_DEFINITELY_UNSET}"
 `, fake.Lane("primary").URL(), fake.Lane("fallback").URL(), fake.Lane("primary").URL()) + o.extraTOML
 	t.Setenv("BAE_FAKE_TOKEN", "sk-fake-secret")
-	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout, Extend: extend})
+	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout, Extend: extend, Telemetry: o.telemetry, Env: o.serverEnv})
 	fb := o.fallbacks
 	if fb == nil {
 		fb = []string{}

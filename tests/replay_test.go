@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,31 +18,132 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// TestRecordedHistoryReplays runs a session through a pause, a resume, an
-// abandonment and a close, then replays its real history against the
-// current workflow code: any nondeterminism fails here. With
-// BAE_RECORD_HISTORY=1 it refreshes workflows/testdata, which the fast
-// replay test in package workflows checks on every run.
+// TestRecordedHistoryReplays runs one real session per behaviour of the
+// Session workflow and replays each history against the current code: any
+// nondeterminism fails here. With BAE_RECORD_HISTORY=1 it writes them to
+// workflows/testdata, which the fast replay test in package workflows
+// checks on every run, so later changes are held to today's histories.
 func TestRecordedHistoryReplays(t *testing.T) {
-	e := newEnv(t, envOpts{fallbacks: []string{"fallback"}})
-	d := e.open("get_time")
-	e.fake.Lane("primary").Enqueue(
-		fakeprovider.ToolUse("tu_1", "get_time", nil).WithToolUse("tu_2", "unrouted", nil),
-		fakeprovider.Error(500, "down"),
-		fakeprovider.ToolUse("tu_3", "get_time", nil),
-	)
-	d.send("what time?")
-	d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_1", "content": "noon"}})
-	d.send("and now?")
-	d.send("forget it")
-	require.Equal(t, http.StatusOK, e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+d.sid, d.sk, nil).Status)
+	t.Run("session_history", func(t *testing.T) {
+		// A client tool pause and resume, a fallback, an abandoned pause, a close.
+		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}})
+		d := e.open("get_time")
+		e.fake.Lane("primary").Enqueue(
+			fakeprovider.ToolUse("tu_1", "get_time", nil).WithToolUse("tu_2", "unrouted", nil),
+			fakeprovider.Error(500, "down"),
+			fakeprovider.ToolUse("tu_3", "get_time", nil),
+		)
+		d.send("what time?")
+		d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_1", "content": "noon"}})
+		d.send("and now?")
+		d.send("forget it")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "session_history")
+	})
+	t.Run("continue_as_new", func(t *testing.T) {
+		e := newEnv(t, envOpts{})
+		e.srv.Parts.Engine.TurnsPerRun = 2
+		d := e.open()
+		for i := 0; i < 3; i++ {
+			e.fake.Lane("primary").Enqueue(fakeprovider.Text("ok"))
+			d.send("again")
+		}
+		// The first run ended by continuing as new: that is the history kept.
+		recordRun(t, e, d.sid, "continue_as_new", firstRunID(t, e, d.sid))
+		d.closeSession()
+	})
+	t.Run("providers_failed", func(t *testing.T) {
+		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}})
+		d := e.open()
+		e.fake.Lane("primary").Enqueue(fakeprovider.Error(500, "down"))
+		e.fake.Lane("fallback").Enqueue(fakeprovider.Error(503, "also down"))
+		d.send("hello?")
+		recordAndReplay(t, e, d.sid, "providers_failed")
+	})
+	t.Run("mcp_tool", func(t *testing.T) {
+		e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
+		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
+		d := e.openOn(pid, nil)
+		d.register()
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}), fakeprovider.Text("Two files."))
+		d.send("which files?")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "mcp_tool")
+	})
+	t.Run("sandbox_exec", func(t *testing.T) {
+		image := buildImages(t, 1)[0]
+		e := newEnv(t, envOpts{})
+		pid := e.profile(map[string]any{"available_sandboxes": []string{image}})
+		e.waitProvisioned(pid, image)
+		d := e.openOn(pid, map[string]any{"sandbox_tools": []any{shellTool}})
+		d.reapOnCleanup()
+		d.register()
+		result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "run_shell_command", map[string]any{"command": "echo hi"}), fakeprovider.Text("done"))
+		d.send("run it")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "sandbox_exec")
+	})
+	t.Run("subagent_launch", func(t *testing.T) {
+		image := busyboxImage(t)
+		e := newEnv(t, envOpts{})
+		pid := e.profile(map[string]any{"available_sandboxes": []string{image}})
+		e.waitProvisioned(pid, image)
+		d := e.openOn(pid, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+		d.reapOnCleanup()
+		d.register()
+		result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))
+		e.fake.Lane("primary").Enqueue(
+			fakeprovider.ToolUse("tu_l", "launch_subagent", map[string]any{"harness": "echo", "model": "m1", "prompt": "hello sub"}),
+			fakeprovider.Text("launched"),
+			fakeprovider.ToolUse("tu_s", "remote_subagent_status", map[string]any{}),
+			fakeprovider.Text("got it"),
+		)
+		d.send("delegate it")
+		requireSubagentDone(t, e, d)
+		d.send("how did it go?")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "subagent_launch")
+	})
+}
 
+// requireSubagentDone waits until the session's subagent logged its end.
+func requireSubagentDone(t *testing.T, e *env, d *driver) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return len(ofType(d.allEvents(), "session.subagent.completed")) > 0
+	}, time.Minute, 100*time.Millisecond)
+}
+
+func recordAndReplay(t *testing.T, e *env, sid, name string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := e.srv.Temporal.GetWorkflow(ctx, d.sid, "")
-	require.NoError(t, run.Get(ctx, nil), "the workflow completes after close")
+	require.NoError(t, e.srv.Temporal.GetWorkflow(ctx, sid, "").Get(ctx, nil), "the workflow completes")
+	recordRun(t, e, sid, name, "")
+}
+
+// firstRunID is the run before the session's current one: the run that
+// continued as new.
+func firstRunID(t *testing.T, e *env, sid string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := e.srv.Temporal.GetWorkflowHistory(ctx, sid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	require.True(t, it.HasNext())
+	first, err := it.Next()
+	require.NoError(t, err)
+	prev := first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	require.NotEmpty(t, prev, "the current run continued an earlier one")
+	return prev
+}
+
+func recordRun(t *testing.T, e *env, sid, name, runID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	hist := &historypb.History{}
-	it := e.srv.Temporal.GetWorkflowHistory(ctx, d.sid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.srv.Temporal.GetWorkflowHistory(ctx, sid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
@@ -58,6 +158,6 @@ func TestRecordedHistoryReplays(t *testing.T) {
 	if os.Getenv("BAE_RECORD_HISTORY") != "" {
 		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", "session_history.json"), b, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), b, 0o644))
 	}
 }

@@ -1,5 +1,7 @@
 package workflows
 
+import "github.com/bae-go/bae-go/events"
+
 // Activity names and their argument/result types. The implementations live
 // in package activities; the workflow refers to them by name so it does not
 // depend on I/O code.
@@ -15,19 +17,13 @@ const (
 	ActCleanupSession  = "CleanupSession"
 )
 
-// Dispatch kinds of a tool_use block.
-const (
-	DispatchClient   = "client"
-	DispatchMCP      = "mcp"
-	DispatchSandbox  = "sandbox"
-	DispatchSubagent = "subagent"
-)
-
 // TurnRef identifies a turn and its acting client.
 type TurnRef struct {
 	SessionID   string
 	TurnID      string
 	ClientKeyID string
+	// Span is the turn's span ref: activities start their spans under it.
+	Span string `json:",omitempty"`
 }
 
 // BeginTurnInput records the client's message and opens the turn.
@@ -45,14 +41,19 @@ type BeginTurnInput struct {
 type BeginTurnResult struct {
 	// Outcome is empty to continue with the provider walk, or a terminal
 	// outcome (rejected or providers_failed).
-	Outcome      string
-	ErrorCode    int
-	ErrorMessage string
+	Outcome   string
+	Rejection Rejection `json:",omitempty"`
+	Detail    string    `json:",omitempty"`
+	// ErrorCode and ErrorMessage: begin results stored by older workers.
+	ErrorCode    int    `json:",omitempty"`
+	ErrorMessage string `json:",omitempty"`
 	// SessionEnded is set when the activity moved the session to error, or
 	// found it already ended (a workflow restarted for a closed session).
 	SessionEnded bool
 	// Providers are the registry names to try in order (primary first).
 	Providers []string
+	// ProfileName is the session's profile's name, for the memo.
+	ProfileName string `json:",omitempty"`
 }
 
 // CallProviderInput is one attempt of the fallback walk.
@@ -61,13 +62,22 @@ type CallProviderInput struct {
 	Iteration int
 	Attempt   int
 	Provider  string
+	// FailAsError asks for a failed attempt as an ErrProviderAttemptFailed
+	// activity failure (shown failed in the Temporal UI) instead of a
+	// completed OK=false result; workflow code that predates it leaves it
+	// unset.
+	FailAsError bool `json:",omitempty"`
 }
+
+// ErrProviderAttemptFailed is the non-retryable application error type of
+// a provider attempt that failed after its events were stored.
+const ErrProviderAttemptFailed = "ProviderAttemptFailed"
 
 // ToolCall is a tool_use block classified for dispatch.
 type ToolCall struct {
 	ID       string
 	Name     string
-	Dispatch string
+	Dispatch events.Dispatch
 	Server   string `json:",omitempty"`
 }
 
@@ -104,7 +114,7 @@ type FinishIterationResult struct {
 // reasons the session moves to error.
 type FailTurnInput struct {
 	TurnRef
-	Reason   string
+	Reason   events.Reason
 	Attempts int
 	// Step is the activity that failed (ReasonTurnFailed).
 	Step string `json:",omitempty"`
@@ -127,6 +137,8 @@ type ToolCallResult struct {
 type SubagentLaunch struct {
 	SubagentID  string
 	TimeoutSecs int
+	// Link is the launching bae.tool.dispatch span's ref.
+	Link string `json:",omitempty"`
 }
 
 // SubagentRunAttempts is how many attempts RunSubagent gets. An attempt
@@ -139,4 +151,7 @@ const SubagentRunAttempts = 5
 type RunSubagentInput struct {
 	SessionID  string
 	SubagentID string
+	// Link is the launching bae.tool.dispatch span's ref: the subagent's
+	// own trace links back to it.
+	Link string `json:",omitempty"`
 }

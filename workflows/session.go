@@ -10,6 +10,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// versionObservability: failed provider attempts are failed activities and
+// the memo carries the profile's name and the last error. Histories
+// recorded before it replay without either.
+const (
+	changeObservability  = "observability"
+	versionObservability = 1
+)
+
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
 // after this many turns (well under Temporal's per-run update limit).
 const defaultTurnsPerRun = 200
@@ -30,6 +38,8 @@ type session struct {
 	runTurns   int
 	// subagents are the running remote subagent coroutines, by id.
 	subagents map[string]workflow.CancelFunc
+	// memoProfile is the profile name this run last put in the memo.
+	memoProfile string
 }
 
 // Session is the workflow function registered as "Session".
@@ -116,35 +126,75 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 		return TurnResult{}, err
 	}
 	if s.closed {
-		return TurnResult{Outcome: OutcomeRejected, ErrorCode: -32000, ErrorMessage: fmt.Sprintf("session is %s, not open", s.endState)}, nil
+		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
 	}
 	s.dequeue(ticket)
 	s.busy = true
 	defer func() { s.busy = false }()
 
-	begin := BeginTurnInput{TurnRef: TurnRef{SessionID: s.p.SessionID, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}}
+	begin := BeginTurnInput{TurnRef: TurnRef{SessionID: s.p.SessionID, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Span: in.Span}}
+	var resumedSpan string
+	resumed := false
 	if s.paused != nil {
 		begin.Resume = true
 		if s.paused.Owner != in.ClientKeyID {
 			begin.Abandon = true
 			begin.AbandonedOwner = s.paused.Owner
+		} else {
+			resumed, resumedSpan = true, s.paused.Span
 		}
 		s.unpause()
 	}
 	s.turns++
 	s.runTurns++
-	res, err := runTurn(ctx, begin, turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}, func(l SubagentLaunch) { s.launch(ctx, l) })
+	o := s.turnOptions()
+	o.observable = workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability
+	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
 	}
+	res.Resumed, res.ResumedSpan = resumed, resumedSpan
+	if o.observable {
+		s.keepMemo(ctx, in.TurnID, res)
+	}
 	switch {
 	case res.Outcome == OutcomePaused:
-		s.pause(ctx, PausedTurn{Owner: in.ClientKeyID, TurnID: in.TurnID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout)})
+		s.pause(ctx, PausedTurn{Owner: in.ClientKeyID, TurnID: in.TurnID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout), Span: in.Span})
 	case res.sessionEnded:
 		s.markClosed(ctx, "error")
 		s.cleanup(ctx, CleanupInput{SessionID: s.p.SessionID, ClientKeyID: in.ClientKeyID, Reason: "session_error"})
 	}
 	return res.TurnResult, nil
+}
+
+// keepMemo puts the profile's name (once per run) and the last failed turn
+// in the memo, for an operator scanning sessions in the Temporal UI.
+func (s *session) keepMemo(ctx workflow.Context, turnID string, res turnResult) {
+	memo := map[string]any{}
+	if res.profileName != "" && res.profileName != s.memoProfile {
+		memo[MemoProfileName] = res.profileName
+		s.memoProfile = res.profileName
+	}
+	if res.Outcome == OutcomeProvidersFailed || res.Outcome == OutcomeFailed {
+		msg := string(res.Reason)
+		if msg == "" {
+			msg = res.Outcome
+		}
+		switch {
+		case res.LastError != "":
+			msg += " (" + res.LastError + ")"
+		case res.FailedStep != "":
+			msg += " (" + res.FailedStep + ")"
+		}
+		memo[MemoLastError] = msg
+		memo[MemoLastErrorTurnID] = turnID
+	}
+	if len(memo) == 0 {
+		return
+	}
+	if err := workflow.UpsertMemo(ctx, memo); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert memo", "error", err)
+	}
 }
 
 func (s *session) dequeue(ticket int64) {
@@ -206,18 +256,15 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 	}
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.subagents[l.SubagentID] = cancel
-	hb := s.p.HeartbeatTimeout
-	if hb <= 0 {
-		hb = 10 * time.Second
-	}
-	actx := workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
-		HeartbeatTimeout:    3 * hb,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: SubagentRunAttempts},
-	})
+	hb := s.turnOptions().heartbeat
 	workflow.Go(runCtx, func(gctx workflow.Context) {
 		defer delete(s.subagents, l.SubagentID)
-		err := workflow.ExecuteActivity(actx, ActRunSubagent, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID}).Get(gctx, nil)
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
+			HeartbeatTimeout:    3 * hb,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: SubagentRunAttempts},
+		})
+		err := runSubagent.run(actx, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID, Link: l.Link})
 		if err != nil && !temporal.IsCanceledError(err) {
 			workflow.GetLogger(ctx).Error("remote subagent run failed", "subagent_id", l.SubagentID, "error", err)
 		}
@@ -267,9 +314,14 @@ func (s *session) cleanup(ctx workflow.Context, in CleanupInput) {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	if err := workflow.ExecuteActivity(actx, ActCleanupSession, in).Get(ctx, nil); err != nil {
+	if err := cleanupSession.run(actx, in); err != nil {
 		workflow.GetLogger(ctx).Error("session cleanup failed", "error", err)
 	}
 	s.cleaned = true
 	s.cancelAllSubagents()
+}
+
+// turnOptions are the session's per-turn activity settings, defaults filled.
+func (s *session) turnOptions() turnOptions {
+	return turnOptions{heartbeat: s.p.HeartbeatTimeout, dbBudget: s.p.DBRetryBudget}.withDefaults()
 }

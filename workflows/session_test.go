@@ -2,11 +2,11 @@ package workflows_test
 
 import (
 	"context"
+	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/activity"
@@ -41,7 +41,7 @@ func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProv
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pauseFor[in.ClientKeyID] && !resumed(f.begins, in.TurnID) {
-		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: workflows.DispatchClient}}}, nil
+		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: events.DispatchClient}}}, nil
 	}
 	return workflows.CallProviderResult{OK: true, Final: true}, nil
 }
@@ -57,7 +57,7 @@ func resumed(begins []workflows.BeginTurnInput, turn string) bool {
 
 func (f *fakeActivities) FinishIteration(ctx context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
 	for _, c := range in.Calls {
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			return workflows.FinishIterationResult{Paused: true}, nil
 		}
 	}
@@ -106,7 +106,7 @@ func (s *sessionSuite) send(delay time.Duration, client, turn string, out map[st
 				r, _ := v.(workflows.TurnResult)
 				out[turn] = outcome{res: r, err: err}
 			},
-		}, workflows.SendMessageInput{TurnID: turn, ClientKeyID: client})
+		}, workflows.SendMessageInput{TurnID: turn, ClientKeyID: client, Span: "span-" + turn})
 	}, delay)
 }
 
@@ -160,6 +160,8 @@ func (s *sessionSuite) TestPausedTurnKeepsGateUntilTimeout() {
 	s.True(b.Resume)
 	s.True(b.Abandon, "B reclaims the gate only by abandoning A's turn")
 	s.Equal("key_a", b.AbandonedOwner)
+	s.False(out["b1"].res.Resumed, "taking over an abandoned turn is not resuming it")
+	s.Empty(out["b1"].res.ResumedSpan)
 	s.GreaterOrEqual(s.acts.at[1], time.Minute+time.Second, "B waited for the turn timeout")
 	s.Equal(workflows.OutcomeCompleted, out["b1"].res.Outcome)
 }
@@ -176,6 +178,10 @@ func (s *sessionSuite) TestOwnerResumesAheadOfQueue() {
 	a2 := s.acts.begins[1]
 	s.True(a2.Resume)
 	s.False(a2.Abandon)
+	s.Equal("span-a2", a2.Span, "activities start their spans under the turn's")
+	s.True(out["a2"].res.Resumed)
+	s.Equal("span-a1", out["a2"].res.ResumedSpan, "a resume links to the paused turn's span")
+	s.False(out["a1"].res.Resumed)
 	s.Less(s.acts.at[1], time.Minute, "the owner did not wait for the timeout")
 	s.Less(s.acts.at[2], time.Minute, "B ran as soon as A's turn completed")
 }
@@ -189,8 +195,8 @@ func (s *sessionSuite) TestCloseRejectsQueuedTurns() {
 	s.run()
 	s.Equal([]string{"a1"}, s.turnOrder())
 	s.Equal(workflows.OutcomeRejected, out["b1"].res.Outcome)
-	s.Equal(-32000, out["b1"].res.ErrorCode)
-	assert.Contains(s.T(), out["b1"].res.ErrorMessage, "closed")
+	s.Equal(workflows.RejectSessionNotOpen, out["b1"].res.Rejection)
+	s.Equal("closed", out["b1"].res.Detail)
 }
 
 func (s *sessionSuite) TestContinuesAsNewCarryingThePause() {
@@ -209,4 +215,5 @@ func (s *sessionSuite) TestContinuesAsNewCarryingThePause() {
 	s.Require().NotNil(next.Carry.Paused, "the paused turn survives continue-as-new")
 	s.Equal("key_a", next.Carry.Paused.Owner)
 	s.Equal("a1", next.Carry.Paused.TurnID)
+	s.Equal("span-a1", next.Carry.Paused.Span, "and so does its span, for the resume's link")
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -11,6 +12,14 @@ import (
 type turnResult struct {
 	TurnResult
 	sessionEnded bool
+	profileName  string
+}
+
+// turnNotes is what a turn learns on the way, for its result and the memo.
+type turnNotes struct {
+	profileName string
+	provider    string
+	lastError   string
 }
 
 // turnOptions are the session-wide settings every turn's steps use.
@@ -19,6 +28,9 @@ type turnOptions struct {
 	heartbeat time.Duration
 	// dbBudget is how long a database step waits out an outage.
 	dbBudget time.Duration
+	// observable (versionObservability): a failed provider attempt is a
+	// failed activity, and the memo names the profile and the last error.
+	observable bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -69,11 +81,7 @@ func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 	})
 }
 
-func toolCtx(ctx workflow.Context, call ToolCall, o turnOptions) workflow.Context {
-	timeout := 5 * time.Minute
-	if call.Dispatch == DispatchSubagent {
-		timeout = 2 * time.Minute
-	}
+func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout + 2*o.dbBudget,
 		HeartbeatTimeout:    3 * o.heartbeat,
@@ -96,7 +104,14 @@ type launchFn func(SubagentLaunch)
 // taken out of the conversation, so the session can go on.
 func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
 	o = o.withDefaults()
-	res, err := turnSteps(ctx, in, o, launch)
+	var notes turnNotes
+	res, err := turnSteps(ctx, in, o, launch, &notes)
+	if err == nil {
+		res.profileName, res.Provider = notes.profileName, notes.provider
+		if res.Outcome == OutcomeProvidersFailed {
+			res.LastError = notes.lastError
+		}
+	}
 	if err == nil || temporal.IsCanceledError(err) {
 		return res, err
 	}
@@ -106,72 +121,84 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 		step = ae.ActivityType().GetName()
 	}
 	workflow.GetLogger(ctx).Error("turn step failed past its retries", "turn_id", in.TurnID, "step", step, "error", err)
-	if ferr := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, FailTurnInput{TurnRef: in.TurnRef, Reason: ReasonTurnFailed, Step: step}).Get(ctx, nil); ferr != nil {
+	if ferr := failTurnAct.runLocal(dbCtx(ctx, o), FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}); ferr != nil {
 		return turnResult{}, err
 	}
-	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step}}, nil
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}, nil
 }
 
-func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn) (turnResult, error) {
+func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
-	var begin BeginTurnResult
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActBeginTurn, in).Get(ctx, &begin); err != nil {
+	begin, err := beginTurn.runLocal(dbCtx(ctx, o), in)
+	if err != nil {
 		return turnResult{}, err
 	}
+	notes.profileName = begin.ProfileName
 	if begin.Outcome != "" {
-		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
+		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, Rejection: begin.Rejection, Detail: begin.Detail, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
 	}
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
-			res = CallProviderResult{}
-			if err := workflow.ExecuteActivity(providerCtx(ctx, o), ActCallProvider, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name}).Get(ctx, &res); err != nil {
+			res, err = callProvider.run(providerCtx(ctx, o), CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			if detail, failed := attemptFailure(err); failed {
+				res = CallProviderResult{}
+				notes.lastError = name + ": " + detail
+				continue
+			}
+			if err != nil {
 				return turnResult{}, err
 			}
 			if res.OK {
+				notes.provider = name
 				break
 			}
+			notes.lastError = name + ": failed"
 		}
 		if !res.OK {
-			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
+			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
 		}
 		if res.Final {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted}}, nil
 		}
 		for _, call := range res.ToolCalls {
-			name := ""
-			switch call.Dispatch {
-			case DispatchMCP:
-				name = ActCallMCPTool
-			case DispatchSandbox:
-				name = ActExecSandbox
-			case DispatchSubagent:
-				name = ActRunSubagentTool
-			default:
+			tool, ok := serverToolFor(call.Dispatch)
+			if !ok {
 				continue // client tools run in the harness
 			}
-			var tr ToolCallResult
-			if err := workflow.ExecuteActivity(toolCtx(ctx, call, o), name, ToolCallInput{TurnRef: ref, Iteration: it, Call: call}).Get(ctx, &tr); err != nil {
+			tr, err := tool.activity.run(toolCtx(ctx, tool.timeout, o), ToolCallInput{TurnRef: ref, Iteration: it, Call: call})
+			if err != nil {
 				return turnResult{}, err
 			}
 			if tr.Launch != nil && launch != nil {
 				launch(*tr.Launch)
 			}
 		}
-		var fin FinishIterationResult
-		if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFinishIteration, FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls}).Get(ctx, &fin); err != nil {
+		fin, err := finishIteration.runLocal(dbCtx(ctx, o), FinishIterationInput{TurnRef: ref, Iteration: it, Calls: res.ToolCalls})
+		if err != nil {
 			return turnResult{}, err
 		}
 		if fin.Paused {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomePaused}}, nil
 		}
 	}
-	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: ReasonLoopLimit})
+	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
 }
 
 func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult, error) {
-	if err := workflow.ExecuteLocalActivity(dbCtx(ctx, o), ActFailTurn, in).Get(ctx, nil); err != nil {
+	if err := failTurnAct.runLocal(dbCtx(ctx, o), in); err != nil {
 		return turnResult{}, err
 	}
-	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed}, sessionEnded: true}, nil
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed, Reason: in.Reason}, sessionEnded: true}, nil
+}
+
+// attemptFailure reports a provider attempt that failed as an
+// ErrProviderAttemptFailed activity failure (its events are stored; the walk
+// moves on), with the failure's short detail.
+func attemptFailure(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == ErrProviderAttemptFailed {
+		return ae.Message(), true
+	}
+	return "", false
 }

@@ -3,11 +3,13 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -30,6 +32,10 @@ type scripted struct {
 	tool   func(name string, in workflows.ToolCallInput) (workflows.ToolCallResult, error)
 	failed []workflows.FailTurnInput
 	ran    []workflows.RunSubagentInput
+	// attemptErr, when set, fails an attempt as an activity failure.
+	attemptErr func(in workflows.CallProviderInput) error
+	inputs     []workflows.CallProviderInput
+	memos      []map[string]any
 }
 
 func (s *scripted) record(format string, args ...any) {
@@ -45,6 +51,14 @@ func (s *scripted) BeginTurn(_ context.Context, in workflows.BeginTurnInput) (wo
 
 func (s *scripted) CallProvider(_ context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	s.record("CallProvider i%d a%d %s", in.Iteration, in.Attempt, in.Provider)
+	s.mu.Lock()
+	s.inputs = append(s.inputs, in)
+	s.mu.Unlock()
+	if s.attemptErr != nil {
+		if err := s.attemptErr(in); err != nil {
+			return workflows.CallProviderResult{}, err
+		}
+	}
 	return s.provider(in), nil
 }
 
@@ -61,7 +75,7 @@ func (s *scripted) toolActivity(name string) func(context.Context, workflows.Too
 func (s *scripted) FinishIteration(_ context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
 	s.record("FinishIteration i%d calls=%d", in.Iteration, len(in.Calls))
 	for _, c := range in.Calls {
-		if c.Dispatch == workflows.DispatchClient {
+		if c.Dispatch == events.DispatchClient {
 			return workflows.FinishIterationResult{Paused: true}, nil
 		}
 	}
@@ -106,6 +120,11 @@ func runOneTurn(t *testing.T, s *scripted) workflows.TurnResult {
 	reg(s.FinishIteration, workflows.ActFinishIteration)
 	reg(s.FailTurn, workflows.ActFailTurn)
 	reg(s.Cleanup, workflows.ActCleanupSession)
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		s.mu.Lock()
+		s.memos = append(s.memos, args.Get(0).(map[string]any))
+		s.mu.Unlock()
+	}).Return(nil)
 
 	var res workflows.TurnResult
 	var uerr error
@@ -138,15 +157,15 @@ func final(workflows.CallProviderInput) workflows.CallProviderResult {
 }
 
 func primary() workflows.BeginTurnResult {
-	return workflows.BeginTurnResult{Providers: []string{"primary", "fallback"}}
+	return workflows.BeginTurnResult{Providers: []string{"primary", "fallback"}, ProfileName: "main"}
 }
 
 func TestTurnBranches(t *testing.T) {
 	allKinds := []workflows.ToolCall{
-		{ID: "m1", Name: "mcp_tool", Dispatch: workflows.DispatchMCP, Server: "srv"},
-		{ID: "s1", Name: "run", Dispatch: workflows.DispatchSandbox},
-		{ID: "a1", Name: "launch_subagent", Dispatch: workflows.DispatchSubagent},
-		{ID: "c1", Name: "client_tool", Dispatch: workflows.DispatchClient},
+		{ID: "m1", Name: "mcp_tool", Dispatch: events.DispatchMCP, Server: "srv"},
+		{ID: "s1", Name: "run", Dispatch: events.DispatchSandbox},
+		{ID: "a1", Name: "launch_subagent", Dispatch: events.DispatchSubagent},
+		{ID: "c1", Name: "client_tool", Dispatch: events.DispatchClient},
 	}
 	cases := []struct {
 		name    string
@@ -159,6 +178,48 @@ func TestTurnBranches(t *testing.T) {
 		script:  &scripted{begin: primary(), provider: final},
 		outcome: workflows.OutcomeCompleted,
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CleanupSession session_close"},
+		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
+			assert.Equal(t, "primary", res.Provider)
+			assert.Equal(t, []map[string]any{{workflows.MemoProfileName: "main"}}, s.memos, "the profile's name, once")
+		},
+	}, {
+		name: "a failed attempt is a failed activity, and the walk goes on",
+		script: &scripted{begin: primary(), provider: final, attemptErr: func(in workflows.CallProviderInput) error {
+			if in.Attempt == 0 {
+				return temporal.NewNonRetryableApplicationError("HTTP 500", workflows.ErrProviderAttemptFailed, nil)
+			}
+			return nil
+		}},
+		outcome: workflows.OutcomeCompleted,
+		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "CleanupSession session_close"},
+		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
+			assert.Equal(t, "fallback", res.Provider)
+			assert.Empty(t, res.LastError, "the turn did not fail")
+		},
+	}, {
+		name: "every attempt failed as an activity: the session ends and the memo says why",
+		script: &scripted{begin: primary(), provider: final, attemptErr: func(in workflows.CallProviderInput) error {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("HTTP %d", 500+in.Attempt), workflows.ErrProviderAttemptFailed, nil)
+		}},
+		outcome: workflows.OutcomeProvidersFailed,
+		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "FailTurn all_providers_failed", "CleanupSession session_error"},
+		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
+			assert.Equal(t, events.ReasonAllProvidersFailed, res.Reason)
+			assert.Equal(t, "fallback: HTTP 501", res.LastError)
+			assert.Empty(t, res.Provider)
+			assert.Equal(t, []map[string]any{{
+				workflows.MemoProfileName:     "main",
+				workflows.MemoLastError:       "all_providers_failed (fallback: HTTP 501)",
+				workflows.MemoLastErrorTurnID: "t1",
+			}}, s.memos)
+		},
+	}, {
+		name: "any other activity failure still fails the turn",
+		script: &scripted{begin: primary(), provider: final, attemptErr: func(in workflows.CallProviderInput) error {
+			return temporal.NewNonRetryableApplicationError("broken", "other", nil)
+		}},
+		outcome: workflows.OutcomeFailed,
+		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "FailTurn turn_failed", "CleanupSession session_close"},
 	}, {
 		name: "fallback after a failed primary",
 		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
@@ -178,7 +239,7 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name:    "begin rejects the turn",
-		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, ErrorCode: -32602, ErrorMessage: "bad"}},
+		script:  &scripted{begin: workflows.BeginTurnResult{Outcome: workflows.OutcomeRejected, Rejection: workflows.RejectInvalidMessage}},
 		outcome: workflows.OutcomeRejected,
 		calls:   []string{"BeginTurn", "CleanupSession session_close"},
 	}, {
@@ -229,7 +290,7 @@ func TestTurnBranches(t *testing.T) {
 			assert.Contains(t, s.calls, fmt.Sprintf("CallProvider i%d a0 primary", workflows.MaxIterations-1))
 			assert.NotContains(t, s.calls, fmt.Sprintf("CallProvider i%d a0 primary", workflows.MaxIterations))
 			require.Len(t, s.failed, 1)
-			assert.Equal(t, workflows.ReasonLoopLimit, s.failed[0].Reason)
+			assert.Equal(t, events.ReasonLoopLimit, s.failed[0].Reason)
 		},
 	}, {
 		name: "a step failing past its retries fails the turn, not the session",
@@ -249,6 +310,9 @@ func TestTurnBranches(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.script
 			res := runOneTurn(t, s)
+			for _, in := range s.inputs {
+				assert.True(t, in.FailAsError, "a new session asks for failed attempts as activity failures")
+			}
 			assert.Equal(t, c.outcome, res.Outcome)
 			if c.calls != nil {
 				assert.Equal(t, c.calls, s.calls)

@@ -6,6 +6,8 @@ package workflows
 
 import (
 	"time"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // Names visible in the Temporal UI and used by clients of the workflow.
@@ -16,6 +18,12 @@ const (
 	// UpdateCancelSubagent stops a remote subagent's background run.
 	UpdateCancelSubagent = "CancelSubagent"
 	QueryControl         = "Control"
+
+	// Memo keys the workflow upserts (besides profile_id and
+	// client_version, set at start).
+	MemoProfileName     = "profile_name"
+	MemoLastError       = "last_error"
+	MemoLastErrorTurnID = "last_error_turn_id"
 
 	// Search attributes (Keyword) that make sessions findable in the UI.
 	SearchAttrProfileID = "BaeProfileId"
@@ -35,13 +43,6 @@ const (
 	// session.error is logged, its messages are taken out of the
 	// conversation, and the session stays open.
 	OutcomeFailed = "failed"
-)
-
-// Reasons a turn ends in failure (the session.error reason).
-const (
-	ReasonAllProvidersFailed = "all_providers_failed"
-	ReasonLoopLimit          = "loop_limit"
-	ReasonTurnFailed         = "turn_failed"
 )
 
 // SessionParams starts (or continues) a Session workflow.
@@ -78,6 +79,8 @@ type PausedTurn struct {
 	TurnID   string
 	Deadline time.Time
 	Expired  bool
+	// Span is the paused turn's span ref, which its resume links to.
+	Span string `json:",omitempty"`
 }
 
 // SendMessageInput is the SendMessage update argument. The message body is
@@ -86,16 +89,52 @@ type PausedTurn struct {
 type SendMessageInput struct {
 	TurnID      string
 	ClientKeyID string
+	// Span is the bae.turn span's ref (see internal/telemetry), allocated
+	// under the sendMessage request's span; "" when the request was not
+	// traced. SessionSpan is the bae.session span's, for the turn's link.
+	Span        string `json:",omitempty"`
+	SessionSpan string `json:",omitempty"`
 }
+
+// Rejection says why a turn was refused without running. Only api/ turns
+// it into the client's error code and message.
+type Rejection string
+
+// Why a turn is rejected.
+const (
+	RejectTurnInputMissing   Rejection = "turn_input_missing"
+	RejectClientKeyRevoked   Rejection = "client_key_revoked"
+	RejectSessionNotOpen     Rejection = "session_not_open" // Detail: the state
+	RejectInvalidMessage     Rejection = "invalid_message"
+	RejectNoPausedTurn       Rejection = "no_paused_turn"
+	RejectMergeInvalid       Rejection = "tool_result_merge_invalid" // Detail: why
+	RejectProfileUnavailable Rejection = "profile_unavailable"
+)
 
 // TurnResult is the SendMessage update result. The assistant message and the
 // events are read from the event log by TurnID.
 type TurnResult struct {
-	Outcome      string
+	Outcome string
+	// Rejection and Detail explain OutcomeRejected.
+	Rejection Rejection `json:",omitempty"`
+	Detail    string    `json:",omitempty"`
+	// ErrorCode and ErrorMessage are how workers before Rejection reported
+	// a rejection; still read so their results decode.
 	ErrorCode    int    `json:",omitempty"`
 	ErrorMessage string `json:",omitempty"`
 	// FailedStep names the activity that failed, for OutcomeFailed.
 	FailedStep string `json:",omitempty"`
+	// Reason is the session.error reason of a turn that failed
+	// (all_providers_failed, loop_limit, turn_failed).
+	Reason events.Reason `json:",omitempty"`
+	// LastError is the last failed provider attempt ("primary: HTTP 503").
+	LastError string `json:",omitempty"`
+	// Provider is the registry name of the provider that answered last.
+	Provider string `json:",omitempty"`
+	// Resumed is set when the turn continued its owner's paused turn, whose
+	// span ref is ResumedSpan.
+	Resumed     bool   `json:",omitempty"`
+	ResumedSpan string `json:",omitempty"`
 }
 
 // CloseInput is the Close update argument.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/tooldecl"
 	"regexp"
 	"strings"
 )
@@ -22,11 +23,7 @@ const (
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ToolDecl is a declared client-side (or Auto-mode sandbox) tool.
-type ToolDecl struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
+type ToolDecl = tooldecl.Decl
 
 // CheckToolDecls validates one client's declaration lists as a whole: every
 // name matches ^[A-Za-z0-9_-]{1,64}$ and appears once across all lists;

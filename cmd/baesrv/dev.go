@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,36 +96,7 @@ func announceWhenServing(ctx context.Context, w io.Writer, srv config.Server, ui
 			break
 		}
 	}
-	uiURL := "(disabled)"
-	if ui != "" {
-		uiURL = "http://" + ui
-	}
-	cfg := srv.ConfigPath
-	if cfg == "" {
-		cfg = "(none: no providers, no MCP servers)"
-	}
-	fmt.Fprintf(w, `
-bae-go dev is serving:
-  client API      %s
-  admin API       %s   (admin key: %s)
-  Temporal UI     %s
-  Temporal gRPC   %s
-  config          %s
-  data            %s
-Next, in another shell from the repository root:
-  bin/baectl quickstart        (prints a client key and what to run with it)
-
-`, client, urlFor(srv.AdminAddr), srv.AdminKeyFile, uiURL, srv.TemporalAddr, cfg, srv.DataDir)
-}
-
-// urlFor turns a listen address into a URL a local client can use.
-func urlFor(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port)
+	cwd, _ := os.Getwd()
+	exe, _ := os.Executable()
+	fmt.Fprint(w, devBanner(srv, ui, cwd, exe))
 }

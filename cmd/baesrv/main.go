@@ -176,8 +176,14 @@ func options(f *cliFlags) (config.Server, bool, error) {
 	return srv, disabled, nil
 }
 
+// newLogger is the server's stderr log: text, or one JSON object per line
+// with BAE_LOG_FORMAT=json (for log collectors).
 func newLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	o := &slog.HandlerOptions{Level: logLevel()}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("BAE_LOG_FORMAT")), "json") {
+		return slog.New(slog.NewJSONHandler(stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(stderr, o))
 }
 
 // loadFile reads the config file, naming where its path came from when it

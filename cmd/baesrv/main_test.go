@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -136,4 +137,27 @@ func TestCompletion(t *testing.T) {
 	var stdout bytes.Buffer
 	require.Equal(t, app.ExitOK, execute(context.Background(), []string{"completion", "bash"}, &stdout, io.Discard))
 	assert.Contains(t, stdout.String(), "bash completion")
+}
+
+// BAE_LOG_FORMAT=json makes every log line one JSON object.
+func TestJSONLogFormat(t *testing.T) {
+	t.Setenv("BAE_DATABASE_URL", testdb.New(t))
+	t.Setenv("BAE_CONFIG", "")
+	for _, format := range []string{"json", " JSON "} {
+		t.Setenv("BAE_LOG_FORMAT", format)
+		var stderr bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"migrate"}, io.Discard, &stderr))
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		require.NotEmpty(t, lines)
+		for _, l := range lines {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+			assert.Equal(t, "INFO", m["level"])
+			assert.Equal(t, "migrations applied", m["msg"])
+		}
+	}
+	t.Setenv("BAE_LOG_FORMAT", "")
+	var stderr bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"migrate"}, io.Discard, &stderr))
+	assert.Contains(t, stderr.String(), `level=INFO msg="migrations applied"`, "text by default")
 }

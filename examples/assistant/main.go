@@ -88,7 +88,9 @@ func run(ctx context.Context, log *slog.Logger, prompt, filesDir string, verbose
 		// Close even after Ctrl-C, but do not hang on a dead server.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := s.Close(cctx); err != nil {
+		// A session the server already ended (the error state after a
+		// failed turn) needs no close.
+		if err := s.Close(cctx); err != nil && !sdk.IsProblem(err, sdk.ProblemSessionClosed) {
 			log.Warn("close session", "session_id", s.ID, "err", err)
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/activities"
@@ -78,18 +79,21 @@ func Run(ctx context.Context, opts Options) error {
 		log = slog.Default()
 	}
 	cfg := opts.Server
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
+	if err != nil {
+		return err
+	}
+	// Closed last: the telemetry flush below reads the store-backed gauges
+	// one final time.
+	defer st.Close()
 	tel, err := newTelemetry(ctx, opts, log)
 	if err != nil {
 		return err
 	}
 	var flushBy time.Time // set when shutdown starts
-	// Deferred first so it runs last, after the worker's final spans.
+	// Deferred before everything but the store, so it runs after the
+	// worker's final spans.
 	defer func() { flushTelemetry(tel, flushBy, cfg.ShutdownTimeout, log) }()
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	if err := tel.Metrics.ObserveCounts(st); err != nil {
 		return err
 	}
@@ -121,12 +125,15 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer svc.close()
+	if err := tel.Metrics.ObserveMCPSessions(svc.mcp.LiveSessions); err != nil {
+		return err
+	}
 	hub.OnSessionClosed(svc.mcp.CloseSession)
-	svc.tools.Subagents = subagentCanceller{store: st, engine: eng}
+	svc.tools.Engine = eng
 	acts := &activities.Activities{
 		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
-		Cleaners:      []activities.Cleaner{subagentCleaner{st}, svc.tools, mcpCleaner{pool: st.Pool}},
+		Cleaners:      []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
 		DBRetryBudget: cfg.DBRetryBudget,
 	}
 	deps := &api.Deps{
@@ -137,6 +144,7 @@ func Run(ctx context.Context, opts Options) error {
 		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
+	acts.Spans, deps.Spans = tel.Spans, tel.Spans
 	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts, Sandbox: sandboxStatus{svc.provisioner}, Services: svc}
 	if !opts.Admin.Disabled {
 		parts.AdminAuth = &adminkey.Verifier{Store: st}
@@ -147,7 +155,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{})
+	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+		Interceptors: []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log)},
+	})
 	acts.Register(w)
 	parts.Worker = w
 	if err := w.Start(); err != nil {
@@ -182,10 +192,22 @@ func Run(ctx context.Context, opts Options) error {
 		ln  net.Listener
 	}
 	listeners := []listener{{clientSrv, clientLn}, {adminSrv, adminLn}}
+	metricsSrv, metricsLn, err := serveMetrics(cfg.MetricsAddr, tel, adminSrv, log)
+	if err != nil {
+		clientLn.Close()
+		adminLn.Close()
+		return err
+	}
+	if metricsSrv != nil {
+		listeners = append(listeners, listener{metricsSrv, metricsLn})
+	}
 	con, err := startConsole(ctx, cfg, parts, svc.deployment, log)
 	if err != nil {
 		clientLn.Close()
 		adminLn.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
 		return err
 	}
 	if con != nil {
@@ -204,6 +226,9 @@ func Run(ctx context.Context, opts Options) error {
 		}()
 	}
 	log.Info("baesrv serving", "client_addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "temporal", cfg.TemporalAddr, "task_queue", cfg.TaskQueue)
+	if metricsLn != nil {
+		log.Info("prometheus metrics serving", "url", "http://"+metricsLn.Addr().String()+"/metrics")
+	}
 	if con != nil {
 		log.Info("operator console serving", "url", con.url, "password_file", con.passwordFile)
 		if opts.ConsoleReady != nil {
@@ -224,6 +249,9 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 	flushBy, _ = sctx.Deadline()
 	_ = adminSrv.Shutdown(sctx)
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(sctx)
+	}
 	if con != nil {
 		con.stopStreams() // live streams never finish on their own
 		_ = con.srv.Shutdown(sctx)

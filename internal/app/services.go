@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
 	"github.com/bae-go/bae-go/internal/mcp"
@@ -159,44 +158,4 @@ func (u unsupportedDriver) ReleaseExec(context.Context, string, string) error { 
 func (u unsupportedDriver) Stop(context.Context, string) error                { return u.err() }
 func (u unsupportedDriver) List(context.Context, string) ([]sandbox.Container, error) {
 	return nil, u.err()
-}
-
-// subagentCanceller records an explicit cancellation and stops the run.
-type subagentCanceller struct {
-	store  *store.Store
-	engine interface {
-		CancelSubagent(ctx context.Context, sessionID, subagentID string) error
-	}
-}
-
-func (c subagentCanceller) Cancel(ctx context.Context, sessionID, clientKeyID, id string) (bool, bool, error) {
-	sa, err := c.store.GetSubagent(ctx, sessionID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, err
-	}
-	if sa.Status != store.SubagentRunning {
-		return true, false, nil
-	}
-	ids, err := activities.CancelSubagents(ctx, c.store, sessionID, id, clientKeyID, "explicit")
-	if err != nil {
-		return true, false, err
-	}
-	if len(ids) == 0 {
-		return true, false, nil // it finished meanwhile
-	}
-	if err := c.engine.CancelSubagent(ctx, sessionID, id); err != nil {
-		return true, true, err
-	}
-	return true, true, nil
-}
-
-// subagentCleaner cancels a session's running subagents when it ends.
-type subagentCleaner struct{ store *store.Store }
-
-func (c subagentCleaner) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
-	_, err := activities.CancelSubagents(ctx, c.store, in.SessionID, "", in.ClientKeyID, "session_close")
-	return err
 }

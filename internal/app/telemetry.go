@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"time"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/telemetry"
 )
 
@@ -14,7 +18,34 @@ func newTelemetry(ctx context.Context, opts Options, log *slog.Logger) (*telemet
 	if opts.Telemetry != nil {
 		return opts.Telemetry, nil
 	}
-	return telemetry.New(ctx, opts.File.TelemetryConfig(), telemetry.Options{Log: log, Version: Version})
+	return telemetry.New(ctx, opts.File.TelemetryConfig(), telemetry.Options{Log: log, Version: Version, Prometheus: opts.Server.MetricsAddr != ""})
+}
+
+// serveMetrics mounts GET /metrics (BAE_METRICS_ADDR) on the admin server,
+// or returns a server and listener of its own. Scrapes get no spans.
+func serveMetrics(addr string, tel *telemetry.Telemetry, admin *http.Server, log *slog.Logger) (*http.Server, net.Listener, error) {
+	if addr == "" {
+		return nil, nil, nil
+	}
+	h := tel.MetricsHandler()
+	if h == nil {
+		// A caller-supplied pipeline (Options.Telemetry) without a
+		// Prometheus reader.
+		log.Warn("BAE_METRICS_ADDR is set but the telemetry pipeline has no Prometheus reader; /metrics is not served")
+		return nil, nil, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	if addr == config.MetricsOnAdmin {
+		mux.Handle("/", admin.Handler)
+		admin.Handler = mux
+		return nil, nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on BAE_METRICS_ADDR %s: %w", addr, err)
+	}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, nil
 }
 
 // flushTelemetry flushes and stops the exporters by deadline (zero: the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"net/http"
 	"net/url"
 	"strings"
@@ -47,7 +48,7 @@ type (
 	event struct {
 		ID          string          `json:"id"`
 		ClientKeyID *string         `json:"client_key_id"`
-		EventType   string          `json:"event_type"`
+		EventType   events.Type     `json:"event_type"`
 		Payload     json.RawMessage `json:"payload"`
 		CreatedAt   string          `json:"created_at"`
 	}
@@ -478,7 +479,7 @@ func listEventsCmd(fs *pflag.FlagSet) runFunc {
 			}
 			rows := make([][]string, 0, len(evs))
 			for _, ev := range evs {
-				rows = append(rows, []string{ev.ID, ev.CreatedAt, ev.EventType, eventPayloadCell(ev, *wide)})
+				rows = append(rows, []string{ev.ID, ev.CreatedAt, string(ev.EventType), eventPayloadCell(ev, *wide)})
 			}
 			return table(e.stdout, []string{"ID", "CREATED_AT", "EVENT_TYPE", "PAYLOAD"}, rows)
 		})
@@ -495,7 +496,7 @@ func eventPayloadCell(ev event, wide bool) string {
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(ev.Payload, &fields) == nil {
-		failed := ev.EventType == "session.error" || string(fields["ok"]) == "false"
+		failed := ev.EventType == events.SessionError || string(fields["ok"]) == "false"
 		if failed {
 			if _, ok := fields["body"]; ok {
 				fields["body"] = json.RawMessage(`"…"`)

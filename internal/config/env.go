@@ -83,7 +83,14 @@ type Server struct {
 	TrustedProxies []netip.Prefix
 	// Console is the operator console (BAE_CONSOLE_*); off by default.
 	Console Console
+	// MetricsAddr is BAE_METRICS_ADDR, where GET /metrics serves the
+	// Prometheus exposition: "" (off), MetricsOnAdmin, or a host:port of
+	// its own.
+	MetricsAddr string
 }
+
+// MetricsOnAdmin as BAE_METRICS_ADDR serves /metrics on the admin port.
+const MetricsOnAdmin = "admin"
 
 // ServerFromEnv reads the BAE_* variables through lookup (os.LookupEnv in
 // production; a map in tests, so they never touch the process env). A
@@ -163,6 +170,12 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	}
 	if s.Console, err = consoleFromEnv(get, s.DataDir); err != nil {
 		return Server{}, err
+	}
+	s.MetricsAddr = get("BAE_METRICS_ADDR", "")
+	if s.MetricsAddr != "" && s.MetricsAddr != MetricsOnAdmin {
+		if err := checkHostPort("BAE_METRICS_ADDR", s.MetricsAddr); err != nil {
+			return Server{}, err
+		}
 	}
 	if s.TemporalUIPort, err = parsePort("BAE_TEMPORAL_UI_PORT", get("BAE_TEMPORAL_UI_PORT", ""), DefaultTemporalUIPort); err != nil {
 		return Server{}, err

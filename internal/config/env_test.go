@@ -115,6 +115,7 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 		"BAE_MAX_BODY_BYTES":    "4MiB",
 		"BAE_BODY_READ_TIMEOUT": "0",
 		"BAE_DB_RETRY_BUDGET":   "0",
+		"BAE_METRICS_ADDR":      "9464",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -133,6 +134,17 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	}
 	_, err = ServerFromEnv(envMap(map[string]string{"BAE_BODY_READ_TIMEOUT": "0s"}))
 	requireValidation(t, err, "BAE_BODY_READ_TIMEOUT")
+}
+
+func TestMetricsAddrFromEnv(t *testing.T) {
+	s, err := ServerFromEnv(envMap(nil))
+	require.NoError(t, err)
+	assert.Empty(t, s.MetricsAddr, "off unless set")
+	for _, v := range []string{MetricsOnAdmin, "0.0.0.0:9464", "127.0.0.1:0"} {
+		s, err = ServerFromEnv(envMap(map[string]string{"BAE_METRICS_ADDR": v}))
+		require.NoError(t, err, v)
+		assert.Equal(t, v, s.MetricsAddr)
+	}
 }
 
 func TestTrustedProxiesFromEnv(t *testing.T) {

@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/bae-go/bae-go/internal/provider"
 	"io/fs"
 	"net/url"
 	"os"
@@ -45,15 +46,6 @@ const (
 	TransportSSE   = "sse"
 	TransportHTTP  = "http"
 )
-
-// Provider wire formats accepted in [[providers.entries]].provider.
-const (
-	KindAnthropic = "anthropic"
-	KindOpenAI    = "openai"
-)
-
-// DefaultMaxTokens applies when a provider entry omits max_tokens.
-const DefaultMaxTokens = 4096
 
 // DefaultServiceName is the OTel service.name used when [telemetry] omits it.
 const DefaultServiceName = "baesrv"
@@ -107,12 +99,7 @@ func (p ProviderEntry) EffectiveBaseURL() string {
 	if p.BaseURL != "" {
 		return p.BaseURL
 	}
-	switch p.Kind {
-	case KindOpenAI:
-		return "https://api.openai.com"
-	default:
-		return "https://api.anthropic.com"
-	}
+	return provider.DefaultBaseURL(p.Kind)
 }
 
 // Telemetry is [telemetry]. Every field but Enabled is inert while Enabled
@@ -366,7 +353,7 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if strings.TrimSpace(e.Name) == "" {
 			return ProvidersSection{}, invalidf("a [[providers.entries]] entry has an empty name")
 		}
-		if e.Provider != KindAnthropic && e.Provider != KindOpenAI {
+		if provider.DefaultBaseURL(e.Provider) == "" {
 			return ProvidersSection{}, invalidf("provider %q has unsupported provider kind %q (expected \"anthropic\" or \"openai\")", e.Name, e.Provider)
 		}
 		if e.Model == nil {
@@ -375,7 +362,7 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if e.AuthToken == nil {
 			return ProvidersSection{}, invalidf("provider %q is missing required field \"auth_token\"", e.Name)
 		}
-		maxTokens := int64(DefaultMaxTokens)
+		maxTokens := int64(provider.DefaultMaxTokens)
 		if e.MaxTokens != nil {
 			maxTokens = *e.MaxTokens
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"github.com/bae-go/bae-go/internal/provider"
 	"net/url"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ func FuzzParse(f *testing.F) {
 			assert.NotEmpty(t, strings.TrimSpace(p.Name), "blank provider name")
 			assert.False(t, seen[p.Name], "duplicate provider %q", p.Name)
 			seen[p.Name] = true
-			assert.Contains(t, []string{KindAnthropic, KindOpenAI}, p.Kind)
+			assert.Contains(t, []string{provider.KindAnthropic, provider.KindOpenAI}, p.Kind)
 			assert.GreaterOrEqual(t, p.MaxTokens, 0)
 			assert.LessOrEqual(t, int64(p.MaxTokens), int64(1<<32-1))
 			got, ok := file.Provider(p.Name)

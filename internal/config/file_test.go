@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/bae-go/bae-go/internal/provider"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,7 +113,7 @@ auth_token = "${GW}"
 	assert.Equal(t, "https://api.anthropic.com", a.EffectiveBaseURL())
 	gw, ok := f.Provider("gw")
 	require.True(t, ok)
-	assert.Equal(t, DefaultMaxTokens, gw.MaxTokens)
+	assert.Equal(t, provider.DefaultMaxTokens, gw.MaxTokens)
 	assert.Equal(t, "https://llm-gateway.internal.example.com", gw.EffectiveBaseURL())
 	_, ok = f.Provider("missing")
 	assert.False(t, ok)
@@ -132,9 +133,9 @@ auth_token = "${GW}"
 }
 
 func TestEffectiveBaseURLDefaults(t *testing.T) {
-	assert.Equal(t, "https://api.anthropic.com", ProviderEntry{Kind: KindAnthropic}.EffectiveBaseURL())
-	assert.Equal(t, "https://api.openai.com", ProviderEntry{Kind: KindOpenAI}.EffectiveBaseURL())
-	assert.Equal(t, "http://x", ProviderEntry{Kind: KindOpenAI, BaseURL: "http://x"}.EffectiveBaseURL())
+	assert.Equal(t, "https://api.anthropic.com", ProviderEntry{Kind: provider.KindAnthropic}.EffectiveBaseURL())
+	assert.Equal(t, "https://api.openai.com", ProviderEntry{Kind: provider.KindOpenAI}.EffectiveBaseURL())
+	assert.Equal(t, "http://x", ProviderEntry{Kind: provider.KindOpenAI, BaseURL: "http://x"}.EffectiveBaseURL())
 }
 
 func TestParseEmptyAndSectionOnly(t *testing.T) {

@@ -15,8 +15,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -195,3 +197,53 @@ func (w *tWriter) Write(p []byte) (int, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The Web UI asks for history pages larger than the frontend's threshold,
+// and the frontend warns each time: that is routine in a dev server, so it
+// stays below the warnings an operator sees. Other warnings still show.
+func TestHistoryPageSizeWarningIsBelowWarn(t *testing.T) {
+	out := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelWarn)
+	sl := newServerLogger(log, level)
+	sl.Warn("GetHistory page size is larger than threshold")
+	sl.Warn("something else")
+	assert.NotContains(t, out.String(), "GetHistory")
+	assert.Contains(t, out.String(), "level=WARN msg=\"something else\"")
+
+	// The same through a real frontend, with the UI's request.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	served := &syncBuffer{}
+	s, err := Start(ctx, Options{FrontendPort: testPorts(t, 1)[0], UIPort: -1,
+		Logger: slog.New(slog.NewTextHandler(served, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop() })
+	c := dial(t, s)
+	defer c.Close()
+	for range 2 {
+		_, _ = c.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+			Namespace: s.Namespace(), Execution: &commonpb.WorkflowExecution{WorkflowId: "ui-page"}, MaximumPageSize: 1 << 20,
+		})
+	}
+	require.NoError(t, s.Stop())
+	assert.NotContains(t, served.String(), "GetHistory page size")
+}

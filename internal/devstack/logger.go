@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
@@ -31,7 +32,20 @@ func newServerLogger(l *slog.Logger, min *slog.LevelVar) serverLogger {
 
 func (s serverLogger) Debug(msg string, tags ...tag.Tag) { s.log(slog.LevelDebug, msg, tags) }
 func (s serverLogger) Info(msg string, tags ...tag.Tag)  { s.log(slog.LevelInfo, msg, tags) }
-func (s serverLogger) Warn(msg string, tags ...tag.Tag)  { s.log(slog.LevelWarn, msg, tags) }
+func (s serverLogger) Warn(msg string, tags ...tag.Tag) {
+	level := slog.LevelWarn
+	if routineWarning(msg) {
+		level = slog.LevelDebug
+	}
+	s.log(level, msg, tags)
+}
+
+// routineWarning reports server warnings that are expected in a dev
+// server: the Web UI asks for large history pages, and the frontend warns
+// twice per page view.
+func routineWarning(msg string) bool {
+	return strings.HasPrefix(msg, "GetHistory page size is larger than threshold")
+}
 func (s serverLogger) Error(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
 
 // DPanic, Panic and Fatal only log: panicking or exiting inside an embedded

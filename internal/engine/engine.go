@@ -27,7 +27,10 @@ type Engine struct {
 	HeartbeatTimeout time.Duration
 	// DBRetryBudget is passed to new sessions (0 = workflow default).
 	DBRetryBudget time.Duration
-	Log           *slog.Logger
+	// TurnsPerRun is passed to new sessions (0 = workflow default); tests
+	// set it low to see continue-as-new.
+	TurnsPerRun int
+	Log         *slog.Logger
 	// UseSearchAttributes is set by EnsureSearchAttributes when the
 	// namespace has (or accepted) the custom attributes.
 	UseSearchAttributes bool
@@ -102,7 +105,7 @@ func (e *Engine) startOperation(ref workflows.SessionRef) client.WithStartWorkfl
 	}
 	return e.Client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflow, workflows.SessionParams{
 		SessionID: ref.ID, ProfileID: ref.ProfileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes,
-		HeartbeatTimeout: e.HeartbeatTimeout, DBRetryBudget: e.DBRetryBudget,
+		HeartbeatTimeout: e.HeartbeatTimeout, DBRetryBudget: e.DBRetryBudget, TurnsPerRun: e.TurnsPerRun,
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -110,6 +111,9 @@ type slot struct {
 	mu   sync.Mutex
 	conn *conn
 	dead bool // removed by CloseSession/Close; never connect again
+	// live mirrors conn != nil for LiveSessions, which must not wait on mu
+	// (held across a dial).
+	live atomic.Bool
 }
 
 // New returns a Manager with defaults filled in.
@@ -459,6 +463,7 @@ func (m *Manager) connect(ctx context.Context, s *slot, cfg ServerConfig) (*conn
 		return nil, err
 	}
 	s.conn = c
+	s.live.Store(true)
 	return c, nil
 }
 
@@ -468,6 +473,7 @@ func (m *Manager) drop(s *slot, c *conn) error {
 	s.mu.Lock()
 	if s.conn == c {
 		s.conn = nil
+		s.live.Store(false)
 	}
 	s.mu.Unlock()
 	return c.close()
@@ -521,6 +527,7 @@ func (m *Manager) closeSlots(slots []*slot) {
 			s.dead = true
 			c := s.conn
 			s.conn = nil
+			s.live.Store(false)
 			s.mu.Unlock()
 			if c == nil {
 				return
@@ -531,6 +538,23 @@ func (m *Manager) closeSlots(slots []*slot) {
 		})
 	}
 	wg.Wait()
+}
+
+// LiveSessions is how many sessions have at least one open MCP connection
+// in this process (the bae.mcp.sessions.live gauge).
+func (m *Manager) LiveSessions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, servers := range m.sessions {
+		for _, s := range servers {
+			if s.live.Load() {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func (m *Manager) isClosed() bool {

@@ -514,3 +514,22 @@ func TestIdleTimeoutSparesCallsInFlight(t *testing.T) {
 
 // The registry's method value must plug straight into Options.Lookup.
 var _ = Options{Lookup: (&config.File{}).MCPServer}
+
+// LiveSessions counts sessions with an open connection: not one whose only
+// server failed to connect, and not once the session closed.
+func TestLiveSessions(t *testing.T) {
+	f := newFixture(t, []ServerConfig{echoStdio(t, "echo"), {Name: "broken", Transport: TransportStdio, Command: "/nonexistent/mcp-server"}}, nil)
+	ctx := context.Background()
+	assert.Equal(t, 0, f.m.LiveSessions())
+	_, err := f.m.DiscoverTools(ctx, "ses_1", []string{"echo", "broken"})
+	require.NoError(t, err)
+	_, err = f.m.DiscoverTools(ctx, "ses_2", []string{"broken"})
+	require.NoError(t, err)
+	_, err = f.m.DiscoverTools(ctx, "ses_3", []string{"echo"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, f.m.LiveSessions())
+	f.m.CloseSession("ses_1")
+	assert.Equal(t, 1, f.m.LiveSessions())
+	f.m.Close()
+	assert.Equal(t, 0, f.m.LiveSessions())
+}

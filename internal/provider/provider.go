@@ -42,7 +42,8 @@ const DefaultMaxTokens = 4096
 const maxResponseBytes = 64 << 20
 
 // DefaultBaseURL is the kind's own SaaS endpoint (bare host; Call appends the
-// versioned path), or "" for an unknown kind.
+// versioned path), or "" for an unknown kind: the one list of kinds, which
+// the config file is validated against.
 func DefaultBaseURL(kind string) string {
 	switch kind {
 	case KindAnthropic:

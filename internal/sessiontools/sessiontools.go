@@ -14,17 +14,16 @@ import (
 	"time"
 
 	"github.com/bae-go/bae-go/activities"
-	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// SubagentCanceller cancels a tracked remote subagent.
-type SubagentCanceller interface {
-	// Cancel returns wasRunning, or found=false for an unknown id.
-	Cancel(ctx context.Context, sessionID, clientKeyID, subagentID string) (found, wasRunning bool, err error)
+// SubagentStopper stops a remote subagent's run in its session workflow.
+type SubagentStopper interface {
+	CancelSubagent(ctx context.Context, sessionID, subagentID string) error
 }
 
 // Service implements api.SessionTools and activities.Cleaner.
@@ -32,7 +31,7 @@ type Service struct {
 	Store       *store.Store
 	Driver      sandbox.Driver
 	Provisioner *sandbox.Provisioner
-	Subagents   SubagentCanceller
+	Engine      SubagentStopper
 	Log         *slog.Logger
 	// Deployment labels containers with the database they belong to.
 	Deployment string
@@ -49,15 +48,15 @@ func (s *Service) log() *slog.Logger {
 }
 
 // SandboxAvailability implements api.SessionTools.
-func (s *Service) SandboxAvailability(ctx context.Context, p store.Profile) []map[string]any {
+func (s *Service) SandboxAvailability(ctx context.Context, p store.Profile) []events.SandboxImage {
 	if len(p.AvailableSandboxes) == 0 || s.Provisioner == nil {
 		return nil
 	}
-	out := []map[string]any{}
+	out := []events.SandboxImage{}
 	for _, st := range s.Provisioner.Images(p.ID, p.AvailableSandboxes) {
-		e := map[string]any{"name": st.Name, "status": st.Status}
+		e := events.SandboxImage{Name: st.Name, Status: string(st.Status)}
 		if st.Status == "error" {
-			e["detail"] = st.Detail
+			e.Detail = st.Detail
 		}
 		out = append(out, e)
 	}
@@ -78,13 +77,13 @@ func (s *Service) Call(ctx context.Context, sess store.Session, clientKeyID, met
 	case "session.cancelSubagent":
 		return s.cancelSubagent(ctx, sess.ID, clientKeyID, p)
 	}
-	return nil, api.NewRPCError(-32601, "Method not found: %s", method)
+	return nil, refuse(RefuseUnknownMethod, method)
 }
 
-func (s *Service) event(ctx context.Context, sessionID, clientKeyID, typ string, payload map[string]any) *store.Event {
-	evs, err := s.Store.AppendEvents(ctx, sessionID, store.NewEvent{ClientKeyID: clientKeyID, Type: typ, Payload: payload})
+func (s *Service) event(ctx context.Context, sessionID, clientKeyID string, payload events.Payload) *store.Event {
+	evs, err := s.Store.AppendEvents(ctx, sessionID, store.NewEvent{ClientKeyID: clientKeyID, Payload: payload})
 	if err != nil {
-		s.log().Error("log sandbox event", "type", typ, "err", err)
+		s.log().Error("log sandbox event", "type", payload.EventType(), "err", err)
 		return nil
 	}
 	return &evs[0]
@@ -96,15 +95,15 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 		return nil, err
 	}
 	if current.State != store.StateOpen {
-		return nil, api.NewRPCError(-32000, "session is %s, not open", current.State)
+		return nil, refuse(RefuseSessionNotOpen, current.State)
 	}
 	image, _ := p["image"].(string)
 	if strings.TrimSpace(image) == "" {
-		return nil, api.NewRPCError(-32602, `Invalid params: missing "image"`)
+		return nil, refuse(RefuseInvalidParams, `missing "image"`)
 	}
 	profile, err := s.Store.GetProfile(ctx, sess.ProfileID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.NewRPCError(-32000, "profile_unavailable: the profile bound to this session is no longer available")
+		return nil, refuse(RefuseProfileUnavailable, "")
 	}
 	if err != nil {
 		return nil, err
@@ -114,11 +113,11 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 		allowed = allowed || img == image
 	}
 	if !allowed {
-		return nil, api.NewRPCError(-32011, "sandbox_image_not_allowed: image %q is not in this session profile's available_sandboxes", image)
+		return nil, refuse(RefuseImageNotAllowed, image)
 	}
 	// Claim the session's single sandbox slot atomically (replicas race).
 	if err := s.Store.SetSandbox(ctx, sess.ID, &store.SandboxState{Image: image}, true); errors.Is(err, store.ErrSandboxBusy) {
-		return nil, api.NewRPCError(-32000, "a remote sandbox is already running for this session; call session.stopRemoteSandbox first")
+		return nil, refuse(RefuseSandboxAlreadyRunning, "")
 	} else if err != nil {
 		return nil, err
 	}
@@ -126,15 +125,15 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	// the client hangs up, or the placeholder would block the session's
 	// sandbox for good. Only the driver calls stay cancellable.
 	bg := context.WithoutCancel(ctx)
-	s.event(bg, sess.ID, clientKeyID, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"})
+	s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxStart, Image: image})
 	policy := s.Config.SandboxPolicy(profile.Sandbox)
 	h, serr := s.startContainer(ctx, sess.ID, image, policy)
 	if serr != nil {
 		if err := s.Store.SetSandbox(bg, sess.ID, nil, false); err != nil {
 			s.log().Error("release sandbox slot", "session_id", sess.ID, "err", err)
 		}
-		s.event(bg, sess.ID, clientKeyID, "session.sandbox.error", map[string]any{"image": image, "phase": "start", "detail": serr.Error(), "dispatch": "remote"})
-		return nil, api.NewRPCError(-32012, "sandbox_start_failed: %s", serr.Error())
+		s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: image, Phase: "start", Detail: serr.Error()})
+		return nil, refuse(RefuseSandboxStartFailed, serr.Error())
 	}
 	state := &store.SandboxState{ID: h.ID, Image: image, ExecTimeoutSecs: int(policy.ExecTimeout / time.Second)}
 	if err := s.Store.SetSandbox(bg, sess.ID, state, false); err != nil {
@@ -143,7 +142,7 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 		return nil, fmt.Errorf("record sandbox %s: %w", h.ID, err)
 	}
 	var startedAt any
-	if ev := s.event(bg, sess.ID, clientKeyID, "session.sandbox.running", map[string]any{"image": image, "sandbox_id": h.ID, "dispatch": "remote"}); ev != nil {
+	if ev := s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxRunning, Image: image, SandboxID: h.ID}); ev != nil {
 		startedAt = store.FormatTime(ev.CreatedAt)
 	}
 	return map[string]any{"sandbox_id": h.ID, "image": image, "started_at": startedAt}, nil
@@ -177,9 +176,9 @@ func (s *Service) stop(ctx context.Context, sessionID, clientKeyID string) (any,
 	}
 	switch {
 	case res.notRunning:
-		return nil, api.NewRPCError(-32013, "sandbox_not_running: no remote sandbox is running for this session")
+		return nil, refuse(RefuseSandboxNotRunning, "")
 	case res.failed != "":
-		return nil, api.NewRPCError(-32000, "sandbox stop failed: %s", res.failed)
+		return nil, refuse(RefuseSandboxStopFailed, res.failed)
 	}
 	return map[string]any{"stopped": true, "image": res.image, "sandbox_id": res.id}, nil
 }
@@ -204,8 +203,8 @@ func (s *Service) StopSandbox(ctx context.Context, sessionID, clientKeyID, reaso
 	if err := s.Store.SetSandbox(ctx, sessionID, nil, false); err != nil {
 		return stopResult{}, err
 	}
-	payload := map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "reason": reason, "dispatch": "remote"}
-	s.event(ctx, sessionID, clientKeyID, "session.sandbox.stop", payload)
+	payload := events.RemoteSandbox{Kind: events.SessionSandboxStop, Image: sb.Image, SandboxID: sb.ID, Reason: reason}
+	s.event(ctx, sessionID, clientKeyID, payload)
 	var derr error
 	if s.Driver == nil {
 		derr = errors.New("no sandbox driver is configured on this server")
@@ -213,24 +212,25 @@ func (s *Service) StopSandbox(ctx context.Context, sessionID, clientKeyID, reaso
 		derr = s.Driver.Stop(ctx, sb.ID)
 	}
 	if derr != nil {
-		s.event(ctx, sessionID, clientKeyID, "session.sandbox.error", map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "phase": "stop", "detail": derr.Error(), "dispatch": "remote"})
+		s.event(ctx, sessionID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: sb.Image, SandboxID: sb.ID, Phase: "stop", Detail: derr.Error()})
 		return stopResult{image: sb.Image, id: sb.ID, failed: derr.Error()}, nil
 	}
-	s.event(ctx, sessionID, clientKeyID, "session.sandbox.stopped", payload)
+	payload.Kind = events.SessionSandboxStopped
+	s.event(ctx, sessionID, clientKeyID, payload)
 	return stopResult{image: sb.Image, id: sb.ID}, nil
 }
 
 func (s *Service) exec(ctx context.Context, sessionID, clientKeyID string, p map[string]any) (any, error) {
 	command, ok := p["command"].(string)
 	if !ok {
-		return nil, api.NewRPCError(-32602, `Invalid params: missing "command"`)
+		return nil, refuse(RefuseInvalidParams, `missing "command"`)
 	}
 	sb, err := s.running(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	if sb == nil || s.Driver == nil {
-		return nil, api.NewRPCError(-32013, "sandbox_not_running: no remote sandbox is running for this session")
+		return nil, refuse(RefuseSandboxNotRunning, "")
 	}
 	timeout := execTimeout(sb.ExecTimeoutSecs)
 	xctx, cancel := context.WithTimeout(ctx, timeout)
@@ -240,8 +240,8 @@ func (s *Service) exec(ctx context.Context, sessionID, clientKeyID string, p map
 		xerr = fmt.Errorf("timed out after %s; the command was killed", timeout)
 	}
 	if xerr != nil {
-		s.event(ctx, sessionID, clientKeyID, "session.sandbox.error", map[string]any{"image": sb.Image, "sandbox_id": sb.ID, "phase": "exec", "detail": xerr.Error(), "dispatch": "remote"})
-		return nil, api.NewRPCError(-32000, "sandbox exec failed: %s", xerr.Error())
+		s.event(ctx, sessionID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: sb.Image, SandboxID: sb.ID, Phase: "exec", Detail: xerr.Error()})
+		return nil, refuse(RefuseSandboxExecFailed, xerr.Error())
 	}
 	return map[string]any{"stdout": r.Stdout, "stderr": r.Stderr, "exit_code": r.ExitCode}, nil
 }
@@ -249,24 +249,37 @@ func (s *Service) exec(ctx context.Context, sessionID, clientKeyID string, p map
 func (s *Service) cancelSubagent(ctx context.Context, sessionID, clientKeyID string, p map[string]any) (any, error) {
 	id, ok := p["subagent_id"].(string)
 	if !ok || strings.TrimSpace(id) == "" {
-		return nil, api.NewRPCError(-32602, `Invalid params: "subagent_id" must be a non-empty string`)
+		return nil, refuse(RefuseInvalidParams, `"subagent_id" must be a non-empty string`)
 	}
-	if s.Subagents == nil {
-		return nil, api.NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", id)
+	sa, err := s.Store.GetSubagent(ctx, sessionID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refuse(RefuseSubagentNotFound, id)
 	}
-	found, wasRunning, err := s.Subagents.Cancel(ctx, sessionID, clientKeyID, id)
 	if err != nil {
 		return nil, err
 	}
-	if !found {
-		return nil, api.NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", id)
+	wasRunning := false
+	if sa.Status == store.SubagentRunning {
+		// Recorded first, so the run's own end (which races it) is not.
+		ids, err := s.Store.CancelSubagents(ctx, sessionID, id, clientKeyID, "explicit")
+		if err != nil {
+			return nil, err
+		}
+		if wasRunning = len(ids) > 0; wasRunning && s.Engine != nil {
+			if err := s.Engine.CancelSubagent(ctx, sessionID, id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return map[string]any{"cancelled": true, "subagent_id": id, "was_running": wasRunning}, nil
 }
 
-// CleanupSession implements activities.Cleaner: stop the remote sandbox
-// with reason session_close.
+// CleanupSession implements activities.Cleaner: cancel running subagents
+// and stop the remote sandbox, with reason session_close.
 func (s *Service) CleanupSession(ctx context.Context, in workflows.CleanupInput) error {
+	if _, err := s.Store.CancelSubagents(ctx, in.SessionID, "", in.ClientKeyID, "session_close"); err != nil {
+		return fmt.Errorf("cancel subagents of %s: %w", in.SessionID, err)
+	}
 	if _, err := s.StopSandbox(ctx, in.SessionID, in.ClientKeyID, "session_close"); err != nil {
 		return fmt.Errorf("stop sandbox of %s: %w", in.SessionID, err)
 	}

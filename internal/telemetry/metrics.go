@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"github.com/bae-go/bae-go/events"
 	"log/slog"
 	"slices"
 	"sync"
@@ -22,6 +23,7 @@ const (
 	MetricEventsTotal       = "bae.events.total"
 	MetricProfilesCount     = "bae.profiles.count"
 	MetricKeysCount         = "bae.keys.count"
+	MetricMCPSessionsLive   = "bae.mcp.sessions.live"
 	MetricTurnsPending      = "bae.turns.pending"
 	MetricSandboxesLive     = "bae.sandboxes.live"
 	MetricSubagentsActive   = "bae.subagents.active"
@@ -106,19 +108,19 @@ func (m *Metrics) ProviderRequest(ctx context.Context, provider, outcome string,
 }
 
 // ToolCall counts one dispatched tool_use block.
-func (m *Metrics) ToolCall(ctx context.Context, dispatch string) {
+func (m *Metrics) ToolCall(ctx context.Context, dispatch events.Dispatch) {
 	if m == nil {
 		return
 	}
-	m.toolCalls.Add(ctx, 1, metric.WithAttributes(attribute.String("dispatch", dispatch)))
+	m.toolCalls.Add(ctx, 1, metric.WithAttributes(attribute.String("dispatch", string(dispatch))))
 }
 
 // ToolLatency records how long a server-side tool took.
-func (m *Metrics) ToolLatency(ctx context.Context, dispatch string, d time.Duration) {
+func (m *Metrics) ToolLatency(ctx context.Context, dispatch events.Dispatch, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.toolLatency.Record(ctx, ms(d), metric.WithAttributes(attribute.String("dispatch", dispatch)))
+	m.toolLatency.Record(ctx, ms(d), metric.WithAttributes(attribute.String("dispatch", string(dispatch))))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -192,6 +194,25 @@ func (m *Metrics) ObserveCounts(src CountSource) error {
 	}, insts...)
 	if err != nil {
 		return fmt.Errorf("register gauge callback: %w", err)
+	}
+	return nil
+}
+
+// ObserveMCPSessions registers bae.mcp.sessions.live. MCP connections live
+// in each replica, so unlike the store-backed gauges this one is per
+// process: sum it across replicas.
+func (m *Metrics) ObserveMCPSessions(live func() int) error {
+	if m == nil || slices.Contains(m.disabled, MetricMCPSessionsLive) {
+		return nil
+	}
+	_, err := m.meter.Int64ObservableGauge(MetricMCPSessionsLive, metric.WithUnit("1"),
+		metric.WithDescription("Sessions with at least one open MCP connection in this process."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(live()))
+			return nil
+		}))
+	if err != nil {
+		return fmt.Errorf("instrument %s: %w", MetricMCPSessionsLive, err)
 	}
 	return nil
 }

@@ -17,8 +17,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -52,6 +50,9 @@ type Options struct {
 	Version string
 	// Lookup resolves ${VAR} tokens in otlp_headers (default os.LookupEnv).
 	Lookup func(string) (string, bool)
+	// Prometheus adds a pull reader whose exposition MetricsHandler serves
+	// (BAE_METRICS_ADDR), with or without OTLP export.
+	Prometheus bool
 }
 
 // Telemetry is the server's telemetry pipeline. The zero value is not
@@ -63,11 +64,14 @@ type Telemetry struct {
 	// Metrics records the bae.* instruments; nil when metrics are off
 	// (every Metrics method accepts a nil receiver).
 	Metrics *Metrics
+	// Spans emits the bae.* spans; it records nothing when tracing is off.
+	Spans *Spans
 
 	log         *slog.Logger
 	traces      bool
 	metrics     bool
 	interceptor interceptor.Interceptor
+	prometheus  http.Handler
 	shutdown    []func(context.Context) error
 }
 
@@ -77,6 +81,7 @@ func Disabled() *Telemetry {
 		TracerProvider: tracenoop.NewTracerProvider(),
 		MeterProvider:  metricnoop.NewMeterProvider(),
 		Propagator:     propagation.TraceContext{},
+		Spans:          NewSpans(nil),
 		log:            slog.Default(),
 	}
 }
@@ -88,20 +93,12 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Telemetry, e
 	if log == nil {
 		log = slog.Default()
 	}
-	if !cfg.Enabled || (!cfg.Traces.Enabled && !cfg.Metrics.Enabled) {
+	otlpTraces := cfg.Enabled && cfg.Traces.Enabled
+	otlpMetrics := cfg.Enabled && cfg.Metrics.Enabled
+	if !otlpTraces && !otlpMetrics && !opts.Prometheus {
 		t := Disabled()
 		t.log = log
 		return t, nil
-	}
-	lookup := opts.Lookup
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	// Resolved here, immediately before the exporters are built, and held
-	// only by them.
-	headers, err := cfg.ResolveOTLPHeaders(lookup)
-	if err != nil {
-		return nil, &config.ValidationError{Msg: "[telemetry] otlp_headers", Err: err}
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		attribute.String("service.name", cfg.EffectiveServiceName()),
@@ -110,11 +107,23 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Telemetry, e
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
+	var headers map[string]string
+	if otlpTraces || otlpMetrics {
+		lookup := opts.Lookup
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		// Resolved here, immediately before the exporters are built, and held
+		// only by them.
+		if headers, err = cfg.ResolveOTLPHeaders(lookup); err != nil {
+			return nil, &config.ValidationError{Msg: "[telemetry] otlp_headers", Err: err}
+		}
+	}
 
 	var tp trace.TracerProvider
 	var mp metric.MeterProvider
 	var shutdown []func(context.Context) error
-	if cfg.Traces.Enabled {
+	if otlpTraces {
 		exp, err := otlptracegrpc.New(ctx,
 			otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint),
 			otlptracegrpc.WithHeaders(headers),
@@ -125,34 +134,56 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Telemetry, e
 		sdkTP := sdktrace.NewTracerProvider(
 			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, health: newHealth(log, "traces")}),
 			sdktrace.WithSampler(Sampler(cfg.SampleRatio)),
+			sdktrace.WithIDGenerator(IDGenerator()),
 			sdktrace.WithResource(res),
 		)
 		tp = sdkTP
 		shutdown = append(shutdown, sdkTP.Shutdown)
 	}
-	if cfg.Metrics.Enabled {
+	var readers []sdkmetric.Option
+	if otlpMetrics {
 		exp, err := otlpmetricgrpc.New(ctx,
 			otlpmetricgrpc.WithEndpointURL(cfg.OTLPEndpoint),
 			otlpmetricgrpc.WithHeaders(headers),
 			otlpmetricgrpc.WithTimeout(exportTimeout))
 		if err != nil {
-			return nil, fmt.Errorf("otlp metric exporter: %w", err)
+			return nil, errors.Join(fmt.Errorf("otlp metric exporter: %w", err), shutdownAll(ctx, shutdown))
 		}
-		sdkMP := sdkmetric.NewMeterProvider(
-			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, health: newHealth(log, "metrics")})),
-			sdkmetric.WithResource(res),
-		)
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(&metricExporter{Exporter: exp, health: newHealth(log, "metrics")})))
+	}
+	var promHandler http.Handler
+	if opts.Prometheus {
+		reader, handler, err := newPrometheus()
+		if err != nil {
+			return nil, errors.Join(err, shutdownAll(ctx, shutdown))
+		}
+		readers = append(readers, sdkmetric.WithReader(reader))
+		promHandler = handler
+	}
+	if len(readers) > 0 {
+		sdkMP := sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
 		mp = sdkMP
 		shutdown = append(shutdown, sdkMP.Shutdown)
 	}
-	t, err := FromProviders(tp, mp, cfg.Metrics.Disabled, log)
+	var disabled []string
+	if cfg.Enabled {
+		disabled = cfg.Metrics.Disabled
+	}
+	t, err := FromProviders(tp, mp, disabled, log)
 	if err != nil {
 		return nil, errors.Join(err, shutdownAll(ctx, shutdown))
 	}
 	t.shutdown = shutdown
-	log.Info("telemetry export enabled", "endpoint", cfg.OTLPEndpoint, "traces", cfg.Traces.Enabled, "metrics", cfg.Metrics.Enabled, "sample_ratio", cfg.SampleRatio)
+	t.prometheus = promHandler
+	if otlpTraces || otlpMetrics {
+		log.Info("telemetry export enabled", "endpoint", cfg.OTLPEndpoint, "traces", otlpTraces, "metrics", otlpMetrics, "sample_ratio", cfg.SampleRatio)
+	}
 	return t, nil
 }
+
+// MetricsHandler serves the Prometheus exposition of every instrument
+// (bae.* and the Temporal SDK's); nil unless New was asked for it.
+func (t *Telemetry) MetricsHandler() http.Handler { return t.prometheus }
 
 // Sampler is the trace sampler: an incoming traceparent's decision is
 // always kept, sampled or not; ratio applies only to traces baesrv roots.
@@ -171,6 +202,7 @@ func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, disabled []
 	t.log = log
 	if tp != nil {
 		t.TracerProvider, t.traces = tp, true
+		t.Spans = NewSpans(tp)
 		ic, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
 			Tracer:            tp.Tracer("temporal-sdk-go"),
 			TextMapPropagator: t.Propagator,
@@ -215,37 +247,6 @@ func shutdownAll(ctx context.Context, fns []func(context.Context) error) error {
 		return fmt.Errorf("telemetry shutdown: %w", err)
 	}
 	return nil
-}
-
-// HTTP wraps a router so each request gets a server span, parented on an
-// incoming W3C traceparent/tracestate when one is valid (a malformed one is
-// ignored, as the W3C spec says). Nothing is written to the response. With
-// tracing off the router is returned as is.
-func (t *Telemetry) HTTP(h http.Handler) http.Handler {
-	if !t.traces {
-		return h
-	}
-	routes, _ := h.(chi.Routes)
-	named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// chi reuses a routing context it finds in the request, so handing it
-		// one lets us read the matched pattern once the router is done.
-		rctx := chi.NewRouteContext()
-		rctx.Routes = routes
-		r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
-		h.ServeHTTP(w, r)
-		if p := rctx.RoutePattern(); p != "" {
-			span := trace.SpanFromContext(r.Context())
-			span.SetName(r.Method + " " + p)
-			span.SetAttributes(attribute.String("http.route", p))
-		}
-	})
-	return otelhttp.NewHandler(named, "http.request",
-		otelhttp.WithTracerProvider(t.TracerProvider),
-		otelhttp.WithPropagators(t.Propagator),
-		// The metric set is closed (config.MetricNames); no http.* metrics.
-		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
-	)
 }
 
 // TemporalOptions adds the tracing interceptor (client spans, and workflow

@@ -81,7 +81,7 @@ func TestHTTPMalformedTraceparentStartsNewTrace(t *testing.T) {
 	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test"}))
 
 	for _, bad := range []string{"garbage", "00-" + parentTrace + "-0000000000000000-01", "00-00000000000000000000000000000000-" + parentSpan + "-01"} {
-		w := get(t, h, "/healthz", map[string]string{"traceparent": bad})
+		w := get(t, h, "/api/v1/meta", map[string]string{"traceparent": bad})
 		require.Equal(t, http.StatusOK, w.Code, bad)
 	}
 	spans := rec.Ended()
@@ -90,7 +90,7 @@ func TestHTTPMalformedTraceparentStartsNewTrace(t *testing.T) {
 		assert.False(t, s.Parent().IsValid(), "a malformed traceparent counts as absent")
 		assert.True(t, s.SpanContext().TraceID().IsValid())
 		assert.NotEqual(t, parentTrace, s.SpanContext().TraceID().String())
-		assert.Equal(t, "GET /healthz", s.Name())
+		assert.Equal(t, "GET /api/v1/meta", s.Name())
 	}
 }
 
@@ -99,11 +99,11 @@ func TestSamplerHonoursIncomingDecision(t *testing.T) {
 	tel, rec := recorded(t, telemetry.Sampler(0))
 	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test"}))
 
-	get(t, h, "/healthz", nil)
-	get(t, h, "/healthz", map[string]string{"traceparent": "00-" + parentTrace + "-" + parentSpan + "-00"})
+	get(t, h, "/api/v1/meta", nil)
+	get(t, h, "/api/v1/meta", map[string]string{"traceparent": "00-" + parentTrace + "-" + parentSpan + "-00"})
 	assert.Empty(t, rec.Ended(), "root and unsampled-parent requests are not sampled")
 
-	get(t, h, "/healthz", map[string]string{"traceparent": "00-" + parentTrace + "-" + parentSpan + "-01"})
+	get(t, h, "/api/v1/meta", map[string]string{"traceparent": "00-" + parentTrace + "-" + parentSpan + "-01"})
 	require.Len(t, rec.Ended(), 1)
 	assert.Equal(t, parentTrace, rec.Ended()[0].SpanContext().TraceID().String())
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// recorders in tests). The embedded Temporal client is built with its
 	// options; a client passed in Temporal is used as is.
 	Telemetry *telemetry.Telemetry
+	// LogOutput receives the server's log (text, debug level) besides
+	// $BAE_TEST_LOG's stderr; it must be safe for concurrent writes.
+	LogOutput io.Writer
 }
 
 // Start runs a baesrv for t on loopback ports.
@@ -121,6 +124,9 @@ func Start(t testing.TB, opts Options) *Server {
 	var logOut io.Writer = io.Discard
 	if os.Getenv("BAE_TEST_LOG") != "" {
 		logOut = os.Stderr
+	}
+	if opts.LogOutput != nil {
+		logOut = io.MultiWriter(logOut, opts.LogOutput)
 	}
 	go func() {
 		s.done <- app.Run(ctx, app.Options{

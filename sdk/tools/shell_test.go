@@ -2,6 +2,8 @@ package tools
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -188,28 +191,59 @@ func TestLocalSandboxCloseHook(t *testing.T) {
 	assert.Contains(t, string(calls), "rm -f cid123")
 }
 
-// TestLocalSandboxRealDocker runs against the real engine when an image is
-// at hand (BAE_TEST_DOCKER_IMAGE, default busybox:latest, pulled if needed).
+// TestLocalSandboxRealDocker runs the local sandbox against the real
+// engine, on a busybox image it builds itself (no registry is needed, as in
+// the server's Docker tests) and removes afterwards.
 func TestLocalSandboxRealDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("docker test")
 	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("no docker CLI")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sandbox.EngineAvailable(ctx); err != nil {
+		t.Skipf("docker engine not reachable: %v", err)
 	}
-	image := os.Getenv("BAE_TEST_DOCKER_IMAGE")
-	if image == "" {
-		image = "busybox:latest"
-	}
-	if exec.Command("docker", "image", "inspect", image).Run() != nil && exec.Command("docker", "pull", image).Run() != nil {
-		t.Skipf("image %s unavailable", image)
-	}
-	_, ctx, rec := fakeSession(t)
+	var b [6]byte
+	_, err := rand.Read(b[:])
+	require.NoError(t, err)
+	image := "bae-sdk-tools-test:" + hex.EncodeToString(b[:])
+	// Registered before building so a half-imported image goes too.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, sandbox.RemoveImage(ctx, image))
+	})
+	require.NoError(t, sandbox.BuildBusyboxImage(ctx, image))
+	// Runs before the image removal (cleanups are LIFO): a backstop for a
+	// container that Stop failed to remove.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "ancestor="+image).Output()
+		assert.NoError(t, err)
+		for _, id := range strings.Fields(string(out)) {
+			assert.NoError(t, exec.CommandContext(ctx, "docker", "rm", "-f", id).Run())
+		}
+	})
+
+	_, sctx, rec := fakeSession(t)
 	sb := NewLocalSandbox(image)
-	t.Cleanup(func() { _ = sb.Stop(ctx) })
-	res, err := sb.Exec(ctx, "echo $((6*7)); exit 4")
+	t.Cleanup(func() { _ = sb.Stop(sctx) })
+	res, err := sb.Exec(sctx, "echo $((6*7)); exit 4")
 	require.NoError(t, err)
 	assert.Equal(t, sdk.ExecResult{Stdout: "42\n", ExitCode: 4}, res)
-	require.NoError(t, sb.Stop(ctx))
-	assert.Len(t, rec.byMethod("session.reportLocalSandbox"), 2)
+	id, err := sb.Start(sctx)
+	require.NoError(t, err)
+	res, err = sb.Exec(sctx, "cat /etc/hostname")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(id, strings.TrimSpace(res.Stdout)), "one container serves every call: %s vs %s", id, res.Stdout)
+
+	require.NoError(t, sb.Stop(sctx))
+	reports := rec.byMethod("session.reportLocalSandbox")
+	require.Len(t, reports, 2)
+	assert.Equal(t, string(sdk.SandboxRunning), reports[0]["state"])
+	assert.Equal(t, string(sdk.SandboxStopped), reports[1]["state"])
+	out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(out)), "Stop removes the container")
 }

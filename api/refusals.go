@@ -1,0 +1,66 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/bae-go/bae-go/internal/sessiontools"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// The domain says why a turn or a session tool call was refused; these map
+// each reason to the JSON-RPC error a client sees. Nowhere else in the
+// server are JSON-RPC codes chosen for domain outcomes.
+
+// turnRejection is the client's error for a rejected turn.
+func turnRejection(res workflows.TurnResult) *RPCError {
+	switch res.Rejection {
+	case workflows.RejectTurnInputMissing:
+		return NewRPCError(-32603, "Internal error: turn input missing")
+	case workflows.RejectClientKeyRevoked:
+		return NewRPCError(-32000, "unauthorized: the client key was revoked")
+	case workflows.RejectSessionNotOpen:
+		return NewRPCError(-32000, "session is %s, not open", res.Detail)
+	case workflows.RejectInvalidMessage:
+		return NewRPCError(-32602, "Invalid params: message is not an object")
+	case workflows.RejectNoPausedTurn:
+		return NewRPCError(-32602, "Invalid params: tool_result blocks answer a paused tool call, and no turn is paused")
+	case workflows.RejectMergeInvalid:
+		return NewRPCError(-32000, "tool result merge invalid: %s", res.Detail)
+	case workflows.RejectProfileUnavailable:
+		return NewRPCError(-32000, "profile_unavailable: the profile bound to this session is no longer available")
+	case "":
+		if res.ErrorCode != 0 { // a result from a worker that predates Rejection
+			return &RPCError{Code: res.ErrorCode, Message: res.ErrorMessage}
+		}
+	}
+	return NewRPCError(-32603, "Internal error: turn rejected (%s)", res.Rejection)
+}
+
+// toolRefusal is the client's error for a refused session tool call.
+func toolRefusal(e *sessiontools.RefusedError) *RPCError {
+	switch e.Refusal {
+	case sessiontools.RefuseUnknownMethod:
+		return NewRPCError(-32601, "Method not found: %s", e.Detail)
+	case sessiontools.RefuseInvalidParams:
+		return NewRPCError(-32602, "Invalid params: %s", e.Detail)
+	case sessiontools.RefuseSessionNotOpen:
+		return NewRPCError(-32000, "session is %s, not open", e.Detail)
+	case sessiontools.RefuseProfileUnavailable:
+		return NewRPCError(-32000, "profile_unavailable: the profile bound to this session is no longer available")
+	case sessiontools.RefuseImageNotAllowed:
+		return NewRPCError(-32011, "sandbox_image_not_allowed: image %q is not in this session profile's available_sandboxes", e.Detail)
+	case sessiontools.RefuseSandboxAlreadyRunning:
+		return NewRPCError(-32000, "a remote sandbox is already running for this session; call session.stopRemoteSandbox first")
+	case sessiontools.RefuseSandboxStartFailed:
+		return NewRPCError(-32012, "sandbox_start_failed: %s", e.Detail)
+	case sessiontools.RefuseSandboxNotRunning:
+		return NewRPCError(-32013, "sandbox_not_running: no remote sandbox is running for this session")
+	case sessiontools.RefuseSandboxStopFailed:
+		return NewRPCError(-32000, "sandbox stop failed: %s", e.Detail)
+	case sessiontools.RefuseSandboxExecFailed:
+		return NewRPCError(-32000, "sandbox exec failed: %s", e.Detail)
+	case sessiontools.RefuseSubagentNotFound:
+		return NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", e.Detail)
+	}
+	return NewRPCError(-32603, "Internal error: %s", fmt.Sprint(e))
+}
