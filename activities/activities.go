@@ -31,16 +31,42 @@ type MCPCaller interface {
 
 // ExecResult is a sandbox command's outcome.
 type ExecResult struct {
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	ExitCode  int    `json:"exit_code"`
-	Truncated bool   `json:"-"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+	// Truncated: a stream exceeded the output cap (its text ends with an
+	// "[output truncated: …]" line).
+	Truncated bool `json:"truncated,omitempty"`
+	// TimedOut: the command ran past the exec timeout and was killed.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Collected: an earlier attempt started the command; this one only
+	// collected its outcome.
+	Collected bool `json:"-"`
+	// Timeout is the exec timeout that applied.
+	Timeout time.Duration `json:"-"`
 }
 
-// SandboxExecer runs a shell command (sh -c) in a running remote sandbox,
-// with optional stdin.
+// ExecRequest is one command run at most once per ID in a remote sandbox.
+type ExecRequest struct {
+	// ID is derived from the side effect (tool call, subagent), so every
+	// retry of it carries the same ID.
+	ID      string
+	Command string
+	Stdin   io.Reader
+	// Timeout kills the command after this long (0: the server default).
+	Timeout time.Duration
+}
+
+// SandboxExecer runs shell commands (sh -c) in a running remote sandbox,
+// each at most once per exec id: a retry with the same id collects the
+// first run's outcome (waiting while it runs) instead of starting another.
 type SandboxExecer interface {
-	Exec(ctx context.Context, sandboxID, command string, stdin io.Reader) (ExecResult, error)
+	ExecOnce(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
+	// CancelExec kills a running exec (an explicitly cancelled subagent).
+	CancelExec(ctx context.Context, sandboxID, execID string) error
+	// ReleaseExec drops a finished exec's recorded output once its outcome
+	// is stored; the id still never runs again.
+	ReleaseExec(ctx context.Context, sandboxID, execID string) error
 }
 
 // Cleaner releases a session's live resources when it ends.

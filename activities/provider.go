@@ -142,8 +142,10 @@ func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
-	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
-		d = min(d, hb/3)
+	// Several beats per heartbeat timeout, or a short timeout would expire
+	// between beats and start a second attempt beside a live one.
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 && hb/3 < d {
+		d = max(hb/3, 10*time.Millisecond)
 	}
 	done := make(chan struct{})
 	go func() {

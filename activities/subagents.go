@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -303,35 +304,74 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 		return err
 	}
 	strp := func(s string) *string { return &s }
-	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
-		// The worker running it was lost: the command's fate is unknown, so
-		// report it rather than run it a second time.
-		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the server running this subagent stopped")},
-			events.SubagentFailed)
-	}
 	if a.Sandbox == nil {
 		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("no sandbox driver is configured on this server")},
 			events.SubagentFailed)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, time.Duration(sa.TimeoutSecs)*time.Second)
-	defer cancel()
 	stop := heartbeatEvery(ctx, 5*time.Second)
 	var stdin io.Reader // an untyped nil when there is no prompt on stdin
 	if sa.Stdin != nil {
 		stdin = strings.NewReader(*sa.Stdin)
 	}
-	r, xerr := a.Sandbox.Exec(runCtx, sa.SandboxID, sa.Command, stdin)
+	// The exec id is the subagent id: a retry (the worker running the first
+	// attempt was lost) attaches to the process the first attempt started
+	// and collects its outcome, and starts it only if it never started.
+	r, xerr := a.Sandbox.ExecOnce(ctx, sa.SandboxID, ExecRequest{
+		ID: sa.ID, Command: sa.Command, Stdin: stdin, Timeout: time.Duration(sa.TimeoutSecs) * time.Second,
+	})
 	stop()
-	switch {
-	case ctx.Err() != nil:
-		// Cancelled by the workflow (explicit cancel or session close): the
-		// canceller recorded the terminal event.
+	if xerr != nil && ctx.Err() != nil {
+		bg := context.WithoutCancel(ctx)
+		cur, err := a.Store.GetSubagent(bg, sa.SessionID, sa.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			// Unknown (the server is going down with its pool): the retry
+			// decides, and collects the run if it is still wanted.
+			return fmt.Errorf("subagent %s: %w (and reading its state: %v)", sa.ID, ctx.Err(), err)
+		}
+		stillRunning := err == nil && cur.Status == store.SubagentRunning
+		if stillRunning && activity.GetInfo(ctx).Attempt < workflows.SubagentRunAttempts {
+			// Not cancelled, so the worker is stopping: the process goes on and
+			// the retry collects it.
+			return fmt.Errorf("subagent %s: %w", sa.ID, ctx.Err())
+		}
+		// Cancelled by the workflow (explicit cancel or session close; the
+		// canceller recorded the terminal event), or no attempt is left to
+		// collect the run: stop the process.
+		if err := a.Sandbox.CancelExec(bg, sa.SandboxID, sa.ID); err != nil {
+			a.logger(ctx, "").Warn("kill subagent", "subagent_id", sa.ID, "error", err)
+		}
+		if stillRunning {
+			return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp("interrupted: the servers running this subagent stopped")},
+				events.SubagentFailed)
+		}
 		return nil
-	case runCtx.Err() != nil:
-		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
-			events.SubagentFailed)
+	}
+	if r.Collected {
+		a.logger(ctx, "").Info("subagent outcome collected from an earlier attempt", "subagent_id", sa.ID)
+	}
+	if err := finishRun(r, xerr, finish); err != nil {
+		return err
+	}
+	// Stored: the recorded output is no longer needed (the claim stays).
+	if err := a.Sandbox.ReleaseExec(context.WithoutCancel(ctx), sa.SandboxID, sa.ID); err != nil {
+		a.logger(ctx, "").Debug("release subagent exec record", "subagent_id", sa.ID, "error", err)
+	}
+	return nil
+}
+
+// finishRun records a subagent run's terminal outcome.
+func finishRun(r ExecResult, xerr error, finish func(store.SubagentOutcome, events.Type) error) error {
+	strp := func(s string) *string { return &s }
+	switch {
 	case xerr != nil:
-		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(xerr.Error())},
+		detail := xerr.Error()
+		if errors.Is(xerr, sandbox.ErrExecLost) {
+			detail = "interrupted: " + detail
+		}
+		return finish(store.SubagentOutcome{Status: store.SubagentFailed, Reason: strp("spawn_failed"), Detail: strp(detail)},
+			events.SubagentFailed)
+	case r.TimedOut:
+		return finish(store.SubagentOutcome{Status: store.SubagentTimedOut, Reason: strp("timeout")},
 			events.SubagentFailed)
 	}
 	stdout, t1 := capOutput(r.Stdout)

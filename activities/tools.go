@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,22 +154,36 @@ func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput
 }
 
 // renderExec renders a sandbox exec result as tool_result content: stdout,
-// then a [stderr] section, then the exit code when non-zero.
+// then a [stderr] section, then the exit code when non-zero and a notice
+// when the command timed out. A truncated stream already ends with its
+// "[output truncated: …]" line.
 func renderExec(r ExecResult) json.RawMessage {
 	text := r.Stdout
-	if strings.TrimSpace(r.Stderr) != "" {
+	line := func(s string) {
 		if text != "" && text[len(text)-1] != '\n' {
 			text += "\n"
 		}
-		text += "[stderr]\n" + r.Stderr
+		text += s
+	}
+	if strings.TrimSpace(r.Stderr) != "" {
+		line("[stderr]\n" + r.Stderr)
 	}
 	if r.ExitCode != 0 {
-		if text != "" && text[len(text)-1] != '\n' {
-			text += "\n"
-		}
-		text += fmt.Sprintf("[exit_code: %d]", r.ExitCode)
+		line(fmt.Sprintf("[exit_code: %d]", r.ExitCode))
+	}
+	if r.TimedOut {
+		line(fmt.Sprintf("[timed out after %s: the command was killed]", r.Timeout))
 	}
 	return textContent(text)
+}
+
+// execID names one tool call's command inside the sandbox. It is the same
+// on every attempt of the activity, so a retry collects the first run. The
+// turn and iteration are part of it because tool_use ids come from the
+// provider and need not be unique across turns.
+func execID(in workflows.ToolCallInput) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d/%s", in.SessionID, in.TurnID, in.Iteration, in.Call.ID)))
+	return "x" + hex.EncodeToString(sum[:16])
 }
 
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
@@ -219,16 +235,22 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 	default:
 		stop := heartbeatEvery(ctx, 5*time.Second)
 		started := time.Now()
+		timeout := time.Duration(sb.ExecTimeoutSecs) * time.Second
 		xctx, xspan := a.Spans.Start(ctx, telemetry.SpanSandboxExec, trace.WithAttributes(attribute.String(telemetry.AttrToolName, in.Call.Name)))
-		r, xerr := a.Sandbox.Exec(xctx, sb.ID, command, nil)
+		r, xerr := a.Sandbox.ExecOnce(xctx, sb.ID, ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
 		endSandboxExec(xspan, r, xerr)
 		stop()
 		a.Metrics.ToolLatency(ctx, events.DispatchSandbox, time.Since(started))
 		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
-			// As for MCP: a stopping worker is retried, not recorded. (A
-			// deadline is the command's own failure and is recorded.)
+			// As for MCP: a stopping worker is retried, not recorded. The
+			// command keeps running; the retry collects it. (A deadline is
+			// the command's own failure and is recorded.)
 			return fmt.Errorf("sandbox tool %s: %w", in.Call.Name, ctx.Err())
 		}
+		if r.Collected {
+			a.logger(ctx, in.TurnID).Info("sandbox command collected from an earlier attempt", "tool_use_id", in.Call.ID)
+		}
+
 		if xerr != nil {
 			msg := xerr.Error()
 			evs = append(evs, a.event(in, "err", events.RemoteSandbox{
@@ -237,7 +259,7 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 			response = events.SandboxResponsePayload{SandboxID: &sb.ID, Error: msg}
 			content = textContent("sandbox error: " + msg)
 		} else {
-			isErr = r.ExitCode != 0
+			isErr = r.ExitCode != 0 || r.TimedOut
 			response = events.SandboxResponsePayload{SandboxID: &sb.ID, OK: !isErr, Result: r}
 			content = renderExec(r)
 		}
@@ -247,5 +269,14 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 		a.event(in, "resp", response),
 		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSandbox, IsError: isErr, Content: content}),
 	)
-	return a.storeToolOutcome(ctx, in, evs...)
+	if err := a.storeToolOutcome(ctx, in, evs...); err != nil {
+		return err
+	}
+	if sb != nil && sb.ID != "" && a.Sandbox != nil && hasCmd {
+		// Stored: the recorded output is no longer needed (the claim stays).
+		if err := a.Sandbox.ReleaseExec(ctx, sb.ID, execID(in)); err != nil {
+			a.logger(ctx, in.TurnID).Debug("release sandbox exec record", "error", err)
+		}
+	}
+	return nil
 }

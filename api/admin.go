@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -113,6 +115,7 @@ type profileBody struct {
 	MCPServers         json.RawMessage `json:"mcp_servers"`
 	AllowedTools       json.RawMessage `json:"allowed_tools"`
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
+	Sandbox            json.RawMessage `json:"sandbox"`
 }
 
 // Bounds on admin-supplied fields, checked before anything is stored: an
@@ -199,6 +202,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.AvailableSandboxes, p = stringList("available_sandboxes", b.AvailableSandboxes); p != nil {
 		return in, p
 	}
+	if in.Sandbox, p = sandboxSettings(b.Sandbox); p != nil {
+		return in, p
+	}
 	// The primary is fatal at session open when missing, so a name the
 	// registry does not hold is refused here, where the typo is made.
 	// Fallbacks stay unchecked: a missing one is skipped at run time.
@@ -206,6 +212,29 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 		return in, unknownPrimary(*b.PrimaryProvider, a.Config)
 	}
 	return in, nil
+}
+
+// sandboxSettings reads a profile's "sandbox" object: a malformed object
+// (not an object, an unknown key, a wrong type) is 400; a value out of range
+// is 422 invalid_sandbox, naming the field.
+func sandboxSettings(raw json.RawMessage) (sandbox.Settings, *Problem) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return sandbox.Settings{}, nil
+	}
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || trimmed[0] != '{' {
+		return sandbox.Settings{}, badRequest("sandbox must be an object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var s sandbox.Settings
+	if err := dec.Decode(&s); err != nil {
+		return sandbox.Settings{}, badRequest("sandbox: " + err.Error())
+	}
+	s, err := s.Normalize()
+	if err != nil {
+		return sandbox.Settings{}, unprocessable("invalid_sandbox", "sandbox."+err.Error())
+	}
+	return s, nil
 }
 
 func unknownPrimary(name string, f *config.File) *Problem {
@@ -225,6 +254,7 @@ func profileView(p store.Profile) map[string]any {
 	return map[string]any{
 		"id": p.ID, "name": p.Name, "primary_provider": p.PrimaryProvider, "fallback_providers": p.FallbackProviders,
 		"mcp_servers": p.MCPServers, "allowed_tools": p.AllowedTools, "available_sandboxes": p.AvailableSandboxes,
+		"sandbox":    p.Sandbox,
 		"created_at": store.FormatTime(p.CreatedAt), "updated_at": store.FormatTime(p.UpdatedAt),
 	}
 }

@@ -109,15 +109,16 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Admin API views the console reads.
 type profileJSON struct {
-	ID                 string   `json:"id"`
-	Name               string   `json:"name"`
-	PrimaryProvider    string   `json:"primary_provider"`
-	FallbackProviders  []string `json:"fallback_providers"`
-	MCPServers         []string `json:"mcp_servers"`
-	AllowedTools       []string `json:"allowed_tools"`
-	AvailableSandboxes []string `json:"available_sandboxes"`
-	CreatedAt          string   `json:"created_at"`
-	UpdatedAt          string   `json:"updated_at"`
+	ID                 string          `json:"id"`
+	Name               string          `json:"name"`
+	PrimaryProvider    string          `json:"primary_provider"`
+	FallbackProviders  []string        `json:"fallback_providers"`
+	MCPServers         []string        `json:"mcp_servers"`
+	AllowedTools       []string        `json:"allowed_tools"`
+	AvailableSandboxes []string        `json:"available_sandboxes"`
+	Sandbox            json.RawMessage `json:"sandbox"`
+	CreatedAt          string          `json:"created_at"`
+	UpdatedAt          string          `json:"updated_at"`
 }
 
 type keyJSON struct {

@@ -179,3 +179,47 @@ func TestConsoleSecurity(t *testing.T) {
 	resp, _ = c.post("/login", url.Values{"password": {consolePassword}}, nil)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 }
+
+// TestConsoleProfileSandboxLimits: the profile form shows a profile's
+// sandbox overrides and saving it keeps them (PUT replaces the profile, so a
+// form that dropped them would reset them).
+func TestConsoleProfileSandboxLimits(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary",
+		"sandbox": map[string]any{"network": "bridge", "memory_mib": 1024}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	sandbox := func() any {
+		r := e.srv.Admin(t, http.MethodGet, "/admin/v1/profiles/"+e.pid, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		return r.Body["sandbox"]
+	}
+
+	_, body := c.get("/profiles/" + e.pid)
+	m := regexp.MustCompile(`(?s)<textarea name="sandbox_json"[^>]*>(.*?)</textarea>`).FindStringSubmatch(body)
+	require.NotNil(t, m, "the form has the sandbox field")
+	shown := strings.NewReplacer("&#34;", `"`, "&quot;", `"`).Replace(m[1])
+	assert.JSONEq(t, `{"network": "bridge", "memory_mib": 1024}`, shown)
+
+	csrf := c.csrf()
+	save := func(sandboxJSON string) (*http.Response, string) {
+		return c.post("/profiles/"+e.pid, url.Values{"csrf": {csrf}, "name": {"main"}, "primary_provider": {"primary"}, "sandbox_json": {sandboxJSON}},
+			http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	}
+	resp, body := save(shown)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	assert.Equal(t, map[string]any{"network": "bridge", "memory_mib": 1024.0}, sandbox(), "saving the form as shown keeps the overrides")
+
+	resp, body = save(`{"network": "host"}`)
+	assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	assert.Contains(t, body, "invalid_sandbox")
+	resp, body = save(`{network`)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "Sandbox limits must be a JSON object")
+	assert.Equal(t, map[string]any{"network": "bridge", "memory_mib": 1024.0}, sandbox(), "refused forms store nothing")
+
+	resp, body = save("")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	assert.Equal(t, map[string]any{}, sandbox(), "an emptied field clears the overrides")
+}

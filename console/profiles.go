@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -23,6 +25,18 @@ type profileForm struct {
 	MCPServers         []string
 	AllowedTools       []string
 	AvailableSandboxes []string
+	// Sandbox is the profile's "sandbox" overrides as JSON text ("" for
+	// none), so that saving the form keeps them.
+	Sandbox string
+}
+
+// sandboxText renders stored overrides for the form: "" when there are none.
+func sandboxText(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Indent(&buf, raw, "", "  ") != nil || buf.String() == "{}" || buf.String() == "null" {
+		return ""
+	}
+	return buf.String()
 }
 
 // pickers are the choices the profile form offers: the provider and MCP
@@ -142,6 +156,7 @@ func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
 	c.renderProfileForm(w, r, http.StatusOK, profileForm{
 		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
 		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
+		Sandbox: sandboxText(pr.Sandbox),
 	}, "", nil)
 }
 
@@ -182,22 +197,39 @@ func profileFromForm(r *http.Request) profileForm {
 		MCPServers:         nonEmpty(f["mcp"]),
 		AllowedTools:       formList(f.Get("allowed_tools")),
 		AvailableSandboxes: images,
+		Sandbox:            strings.TrimSpace(f.Get("sandbox_json")),
 	}
 }
 
-func (f profileForm) body() map[string]any {
-	return map[string]any{
+// body is the admin API request; the admin API validates the sandbox
+// object, the form only checks that it is JSON.
+func (f profileForm) body() (map[string]any, bool) {
+	b := map[string]any{
 		"name": f.Name, "primary_provider": f.PrimaryProvider, "fallback_providers": f.FallbackProviders,
 		"mcp_servers": f.MCPServers, "allowed_tools": f.AllowedTools, "available_sandboxes": f.AvailableSandboxes,
 	}
+	if f.Sandbox != "" {
+		if !json.Valid([]byte(f.Sandbox)) {
+			return nil, false
+		}
+		b["sandbox"] = json.RawMessage(f.Sandbox)
+	}
+	return b, true
 }
+
+const badSandboxJSON = "Sandbox limits must be a JSON object, such as {\"network\": \"bridge\"}"
 
 func (c *Console) profileCreate(w http.ResponseWriter, r *http.Request) {
 	f := profileFromForm(r)
+	body, ok := f.body()
+	if !ok {
+		c.renderProfileForm(w, r, http.StatusBadRequest, f, badSandboxJSON, nil)
+		return
+	}
 	var created struct {
 		ID string `json:"id"`
 	}
-	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/profiles", f.body(), &created); p != nil {
+	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/profiles", body, &created); p != nil {
 		c.profileProblem(w, r, f, p)
 		return
 	}
@@ -206,7 +238,12 @@ func (c *Console) profileCreate(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) profileReplace(w http.ResponseWriter, r *http.Request) {
 	f := profileFromForm(r)
-	if p := c.admin.call(r.Context(), http.MethodPut, "/admin/v1/profiles/"+url.PathEscape(f.ID), f.body(), nil); p != nil {
+	body, ok := f.body()
+	if !ok {
+		c.renderProfileForm(w, r, http.StatusBadRequest, f, badSandboxJSON, nil)
+		return
+	}
+	if p := c.admin.call(r.Context(), http.MethodPut, "/admin/v1/profiles/"+url.PathEscape(f.ID), body, nil); p != nil {
 		c.profileProblem(w, r, f, p)
 		return
 	}
@@ -240,6 +277,7 @@ func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 	f := profileForm{
 		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
 		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
+		Sandbox: sandboxText(pr.Sandbox),
 	}
 	if p.Type != "profile_in_use" {
 		c.profileProblem(w, r, f, p)

@@ -134,6 +134,9 @@ func EndSessionTx(ctx context.Context, tx pgx.Tx, sessionID, state string) (bool
 type SandboxState struct {
 	ID    string `json:"id"`
 	Image string `json:"image"`
+	// ExecTimeoutSecs is the exec timeout of the policy the container was
+	// started with (0 in rows written before it existed: the default).
+	ExecTimeoutSecs int `json:"exec_timeout_secs,omitempty"`
 }
 
 // Sandbox returns the running sandbox, nil when none.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/sandbox"
 )
 
 // ErrDuplicateName reports a live profile with the same name.
@@ -19,16 +20,19 @@ var ErrProfileInUse = errors.New("profile in use")
 
 // Profile is a stored profile.
 type Profile struct {
-	Seq                int64     `json:"-"`
-	ID                 string    `json:"id"`
-	Name               string    `json:"name"`
-	PrimaryProvider    string    `json:"primary_provider"`
-	FallbackProviders  []string  `json:"fallback_providers"`
-	MCPServers         []string  `json:"mcp_servers"`
-	AllowedTools       []string  `json:"allowed_tools"`
-	AvailableSandboxes []string  `json:"available_sandboxes"`
-	CreatedAt          time.Time `json:"created_at"`
-	UpdatedAt          time.Time `json:"updated_at"`
+	Seq                int64    `json:"-"`
+	ID                 string   `json:"id"`
+	Name               string   `json:"name"`
+	PrimaryProvider    string   `json:"primary_provider"`
+	FallbackProviders  []string `json:"fallback_providers"`
+	MCPServers         []string `json:"mcp_servers"`
+	AllowedTools       []string `json:"allowed_tools"`
+	AvailableSandboxes []string `json:"available_sandboxes"`
+	// Sandbox overrides the server's [sandbox] bounds for this profile's
+	// remote sandboxes.
+	Sandbox   sandbox.Settings `json:"sandbox"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
 }
 
 // ProfileInput is the writable part of a profile.
@@ -39,6 +43,7 @@ type ProfileInput struct {
 	MCPServers         []string
 	AllowedTools       []string
 	AvailableSandboxes []string
+	Sandbox            sandbox.Settings
 }
 
 func nonNil(s []string) []string {
@@ -48,20 +53,20 @@ func nonNil(s []string) []string {
 	return s
 }
 
-const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, created_at, updated_at`
+const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, created_at, updated_at`
 
 func scanProfile(row pgx.Row) (Profile, error) {
 	var p Profile
-	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.CreatedAt, &p.UpdatedAt)
+	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox, &p.CreatedAt, &p.UpdatedAt)
 	return p, err
 }
 
 // CreateProfile inserts a profile.
 func (s *Store) CreateProfile(ctx context.Context, in ProfileInput) (Profile, error) {
 	id := ids.New(ids.ProfilePrefix)
-	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes))
+	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+profileCols,
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox)
 	p, err := scanProfile(row)
 	if isUniqueViolation(err) {
 		return Profile{}, ErrDuplicateName
@@ -119,9 +124,9 @@ func (s *Store) AllLiveProfiles(ctx context.Context) ([]Profile, error) {
 // ReplaceProfile overwrites every writable field and bumps updated_at.
 func (s *Store) ReplaceProfile(ctx context.Context, id string, in ProfileInput) (Profile, error) {
 	row := s.Pool.QueryRow(ctx, `UPDATE profiles SET name = $2, primary_provider = $3, fallback_providers = $4, mcp_servers = $5,
-		allowed_tools = $6, available_sandboxes = $7, updated_at = now()
+		allowed_tools = $6, available_sandboxes = $7, sandbox = $8, updated_at = now()
 		WHERE id = $1 AND deleted_at IS NULL RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes))
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox)
 	p, err := scanProfile(row)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

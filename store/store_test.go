@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testdb"
 	"github.com/bae-go/bae-go/store"
 )
@@ -133,4 +134,27 @@ func TestRevokeCascade(t *testing.T) {
 	assert.Equal(t, store.StateOpen, s2.State)
 	_, err = st.RevokeClientKey(ctx, a.ID)
 	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestProfileSandboxSettingsRoundTrip(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "plain", PrimaryProvider: "x"})
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Settings{}, p.Sandbox, "no overrides by default")
+
+	mem, network, caps := int64(1024), "bridge", []string{}
+	in := store.ProfileInput{Name: "big", PrimaryProvider: "x", Sandbox: sandbox.Settings{MemoryMiB: &mem, Network: &network, CapAdd: &caps}}
+	p, err = st.CreateProfile(ctx, in)
+	require.NoError(t, err)
+	got, err := st.GetProfile(ctx, p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, in.Sandbox, got.Sandbox, "an explicit empty cap_add stays explicit")
+
+	in.Sandbox = sandbox.Settings{}
+	_, err = st.ReplaceProfile(ctx, p.ID, in)
+	require.NoError(t, err)
+	got, err = st.GetProfile(ctx, p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Settings{}, got.Sandbox, "a replace without overrides clears them")
 }

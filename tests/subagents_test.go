@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/bae-go/bae-go/internal/ids"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/store"
 )
 
 // busyboxImage builds a local image for t (no registry needed), or skips
@@ -192,4 +194,117 @@ func TestRemoteSubagentLifecycle(t *testing.T) {
 	left, err := drv.List(context.Background(), fmt.Sprintf("%s=%s", sandbox.LabelSession, sid))
 	require.NoError(t, err)
 	assert.Empty(t, left)
+}
+
+// TestRemoteSubagentInterruptedByRestartRunsOnce stops the server while a
+// subagent's CLI runs in the sandbox: the CLI goes on in the container, and
+// the next server's retry attaches to it and records its outcome instead of
+// starting the CLI a second time (or giving it up as failed).
+func TestRemoteSubagentInterruptedByRestartRunsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restart test")
+	}
+	image := buildImages(t, 1)[0]
+	drv, err := sandbox.NewDockerDriver()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = drv.Close() })
+	fake := fakeprovider.New(t)
+	opts := restartOpts(t, fake, "")
+	a := testenv.Start(t, opts)
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	require.NoError(t, a.Parts.Services.Provisioner().Wait(wctx, pid))
+	_, key := a.Key(t, pid)
+	decl := subagentDecl(image)
+	decl["subagents"] = []any{map[string]any{"harness": "count", "prompt_via": "stdin", "timeout_secs": 120,
+		"command_template": "echo run >>/tmp/sa_counter; until [ -e /tmp/release ]; do sleep 0.1; done; cat; wc -l </tmp/sa_counter"}}
+	sid, sk := a.Open(t, key, map[string]any{"subagent_tools": []any{decl}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, _ := drv.List(ctx, sandbox.LabelSession+"="+sid)
+		for _, c := range list {
+			_ = drv.Stop(ctx, c.ID)
+		}
+	})
+	a.Call(t, sid, sk, "session.registerDriver", nil)
+	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
+	sbID := result(t, started)["sandbox_id"].(string)
+	fake.Enqueue(fakeprovider.ToolUse("tu_l", "launch_subagent", map[string]any{"harness": "count", "model": "m", "prompt": "the prompt\n"}), fakeprovider.Text("launched"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	term := testenv.Terminal(t, a.RPC(t, sid, sk, sendBody("delegate")))
+	var sbaID string
+	for _, ev := range resultEvents(term) {
+		if ev["event_type"] == "session.subagent.start" {
+			sbaID = payload(ev)["subagent_id"].(string)
+		}
+	}
+	require.NotEmpty(t, sbaID)
+	require.Eventually(t, func() bool {
+		r, err := drv.Exec(ctx, sbID, "cat /tmp/sa_counter 2>/dev/null", nil)
+		return err == nil && r.Stdout == "run\n"
+	}, 30*time.Second, 50*time.Millisecond, "the CLI started")
+	a.Stop() // mid run
+	_, err = drv.Exec(ctx, sbID, "touch /tmp/release", nil)
+	require.NoError(t, err)
+
+	b := testenv.Start(t, opts)
+	var sa store.Subagent
+	require.Eventually(t, func() bool {
+		sa, err = b.Parts.Store.GetSubagent(ctx, sid, sbaID)
+		return err == nil && sa.Status != store.SubagentRunning
+	}, time.Minute, 100*time.Millisecond, "the retry records the outcome")
+	require.Equal(t, store.SubagentCompleted, sa.Status, "reason %v detail %v", deref(sa.Reason), deref(sa.Detail))
+	require.NotNil(t, sa.Stdout)
+	assert.Equal(t, "the prompt\n1\n", *sa.Stdout, "the first run's output, with its stdin")
+	counter, err := drv.Exec(ctx, sbID, "cat /tmp/sa_counter", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "run\n", counter.Stdout, "the CLI ran exactly once")
+
+	r := b.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+}
+
+// TestRemoteSubagentCancelKillsTheCLI: an explicit cancel stops the CLI's
+// processes, not only the bookkeeping.
+func TestRemoteSubagentCancelKillsTheCLI(t *testing.T) {
+	image := busyboxImage(t)
+	e := newEnv(t, envOpts{})
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.reapOnCleanup()
+	d.register()
+	sbID := result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))["sandbox_id"].(string)
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_c", "launch_subagent", map[string]any{"harness": "forever", "model": "m", "prompt": "p"}), fakeprovider.Text("launched"))
+	_, term := d.send("launch")
+	var sbaID string
+	for _, ev := range resultEvents(term) {
+		if ev["event_type"] == "session.subagent.start" {
+			sbaID = payload(ev)["subagent_id"].(string)
+		}
+	}
+	require.NotEmpty(t, sbaID)
+	drv := e.srv.Parts.Services.Driver()
+	sleeping := func() bool {
+		res, err := drv.Exec(context.Background(), sbID, "ps -o args | grep -c '^sleep 300'", nil)
+		require.NoError(t, err)
+		return strings.TrimSpace(res.Stdout) == "1"
+	}
+	require.Eventually(t, sleeping, 30*time.Second, 50*time.Millisecond)
+	objs := e.srv.Call(t, sid, sk, "session.cancelSubagent", map[string]any{"subagent_id": sbaID})
+	require.Equal(t, true, testenv.Terminal(t, objs)["result"].(map[string]any)["was_running"])
+	require.Eventually(t, func() bool { return !sleeping() }, 30*time.Second, 100*time.Millisecond, "the CLI was killed")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

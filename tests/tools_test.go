@@ -595,8 +595,8 @@ type gatedDriver struct {
 	once    atomic.Bool
 }
 
-func (g *gatedDriver) Start(ctx context.Context, image string, labels map[string]string) (sandbox.Handle, error) {
-	h, err := g.Driver.Start(context.WithoutCancel(ctx), image, labels)
+func (g *gatedDriver) Start(ctx context.Context, image string, labels map[string]string, policy sandbox.Policy) (sandbox.Handle, error) {
+	h, err := g.Driver.Start(context.WithoutCancel(ctx), image, labels, policy)
 	if g.once.CompareAndSwap(false, true) {
 		close(g.entered)
 		<-ctx.Done()
@@ -1081,7 +1081,9 @@ func TestMCPCallInterruptedByRestartIsRetried(t *testing.T) {
 	assert.Equal(t, "after restart", onlyText(t, payload(ofType(evs, "server.message.send")[0])["content"]))
 }
 
-// TestSandboxExecInterruptedByRestartIsRetried is the Auto-mode sandbox twin.
+// TestSandboxExecInterruptedByRestartIsRetried is the Auto-mode sandbox
+// twin: the retry on the next server collects the command the stopped one
+// started (it kept running in the container) and never starts it again.
 func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restart test")
@@ -1110,13 +1112,18 @@ func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
 	a.Call(t, sid, sk, "session.registerDriver", nil)
 	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
 	sbID := result(t, started)["sandbox_id"].(string)
-	cmd := "until [ -e /tmp/release ]; do sleep 0.1; done; echo released"
+	// The counter shows how many times the command started.
+	cmd := "echo run >>/tmp/counter; until [ -e /tmp/release ]; do sleep 0.1; done; echo released; wc -l </tmp/counter"
 	fake.Enqueue(fakeprovider.ToolUse("tu_s", "run_shell_command", map[string]any{"command": cmd}), fakeprovider.Text("after restart"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	stream := a.RPCStream(t, ctx, sid, sk, sendBody("wait"))
 	waitEvent(t, stream, "sandbox.request")
+	require.Eventually(t, func() bool {
+		r, err := drv.Exec(ctx, sbID, "cat /tmp/counter 2>/dev/null", nil)
+		return err == nil && r.Stdout == "run\n"
+	}, 30*time.Second, 50*time.Millisecond)
 	stream.Close()
 	a.Stop() // mid exec
 	_, err = drv.Exec(ctx, sbID, "touch /tmp/release", nil)
@@ -1131,7 +1138,11 @@ func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
 	assert.Zero(t, counts["session.sandbox.error"], "a stopping worker is not a sandbox failure")
 	res := ofType(evs, "tool.result")
 	require.Len(t, res, 1)
-	assert.Equal(t, map[string]any{"tool_use_id": "tu_s", "dispatch": "sandbox", "is_error": false, "content": textBlocks("released\n")}, payload(res[0]))
+	assert.Equal(t, map[string]any{"tool_use_id": "tu_s", "dispatch": "sandbox", "is_error": false, "content": textBlocks("released\n1\n")}, payload(res[0]),
+		"the retry collected the first run instead of starting the command again")
+	counter, err := drv.Exec(ctx, sbID, "cat /tmp/counter", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "run\n", counter.Stdout, "the command ran exactly once")
 
 	r := b.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))

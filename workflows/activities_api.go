@@ -141,6 +141,12 @@ type SubagentLaunch struct {
 	Link string `json:",omitempty"`
 }
 
+// SubagentRunAttempts is how many attempts RunSubagent gets. An attempt
+// after a lost worker collects the run the first one started; several are
+// allowed because a stopping worker can take a retry it never runs (it then
+// only times out).
+const SubagentRunAttempts = 5
+
 // RunSubagentInput runs one launched subagent to completion.
 type RunSubagentInput struct {
 	SessionID  string

@@ -262,7 +262,7 @@ func (s *session) launch(ctx workflow.Context, l SubagentLaunch) {
 		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Duration(l.TimeoutSecs)*time.Second + time.Minute,
 			HeartbeatTimeout:    3 * hb,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 2},
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: SubagentRunAttempts},
 		})
 		err := runSubagent.run(actx, RunSubagentInput{SessionID: s.p.SessionID, SubagentID: l.SubagentID, Link: l.Link})
 		if err != nil && !temporal.IsCanceledError(err) {

@@ -38,6 +38,8 @@ func TestStartupValidationExitsWithUsageCode(t *testing.T) {
 		"bad provider kind":          {args: []string{"--config", write("kind.toml", "[[providers.entries]]\nname=\"p\"\nprovider=\"gemini\"\nmodel=\"m\"\nauth_token=\"t\"\n")}},
 		"blank provider name":        {args: []string{"--config", write("blank.toml", "[[providers.entries]]\nname=\"\"\nprovider=\"openai\"\nmodel=\"m\"\nauth_token=\"t\"\n")}},
 		"telemetry without endpoint": {args: []string{"--config", write("tel.toml", "[telemetry]\nenabled=true\n")}},
+		"sandbox memory too small":   {args: []string{"--config", write("sbmem.toml", "[sandbox]\nmemory_mib=1\n")}},
+		"sandbox host network":       {args: []string{"--config", write("sbnet.toml", "[sandbox]\nnetwork=\"host\"\n")}},
 		"rotate with auth disabled":  {args: []string{"--rotate-admin-key", "--dangerously-disable-admin-auth"}},
 		"non-loopback admin address": {env: map[string]string{"BAE_ADMIN_ADDR": "0.0.0.0:8081"}},
 		"bad sandbox driver":         {env: map[string]string{"BAE_SANDBOX_DRIVER": "podman"}},

@@ -95,7 +95,7 @@ func newServices(ctx context.Context, st *store.Store, file *config.File, kind s
 		return nil, err
 	}
 	s.deployment = dep
-	s.tools = &sessiontools.Service{Store: st, Driver: driver, Provisioner: s.provisioner, Log: log, Deployment: dep}
+	s.tools = &sessiontools.Service{Store: st, Driver: driver, Provisioner: s.provisioner, Log: log, Deployment: dep, Config: file}
 	return s, nil
 }
 
@@ -144,13 +144,18 @@ type unsupportedDriver struct{ reason string }
 
 func (u unsupportedDriver) err() error                                { return errors.New(u.reason) }
 func (u unsupportedDriver) EnsureImage(context.Context, string) error { return u.err() }
-func (u unsupportedDriver) Start(context.Context, string, map[string]string) (sandbox.Handle, error) {
+func (u unsupportedDriver) Start(context.Context, string, map[string]string, sandbox.Policy) (sandbox.Handle, error) {
 	return sandbox.Handle{}, u.err()
 }
 func (u unsupportedDriver) Exec(context.Context, string, string, io.Reader) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, u.err()
 }
-func (u unsupportedDriver) Stop(context.Context, string) error { return u.err() }
+func (u unsupportedDriver) ExecOnce(context.Context, string, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, u.err()
+}
+func (u unsupportedDriver) CancelExec(context.Context, string, string) error  { return u.err() }
+func (u unsupportedDriver) ReleaseExec(context.Context, string, string) error { return u.err() }
+func (u unsupportedDriver) Stop(context.Context, string) error                { return u.err() }
 func (u unsupportedDriver) List(context.Context, string) ([]sandbox.Container, error) {
 	return nil, u.err()
 }

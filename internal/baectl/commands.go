@@ -17,15 +17,16 @@ import (
 // always prints the server's bytes.
 type (
 	profile struct {
-		ID                 string   `json:"id"`
-		Name               string   `json:"name"`
-		PrimaryProvider    string   `json:"primary_provider"`
-		FallbackProviders  []string `json:"fallback_providers"`
-		MCPServers         []string `json:"mcp_servers"`
-		AllowedTools       []string `json:"allowed_tools"`
-		AvailableSandboxes []string `json:"available_sandboxes"`
-		CreatedAt          string   `json:"created_at"`
-		UpdatedAt          string   `json:"updated_at"`
+		ID                 string          `json:"id"`
+		Name               string          `json:"name"`
+		PrimaryProvider    string          `json:"primary_provider"`
+		FallbackProviders  []string        `json:"fallback_providers"`
+		MCPServers         []string        `json:"mcp_servers"`
+		AllowedTools       []string        `json:"allowed_tools"`
+		AvailableSandboxes []string        `json:"available_sandboxes"`
+		Sandbox            json.RawMessage `json:"sandbox"`
+		CreatedAt          string          `json:"created_at"`
+		UpdatedAt          string          `json:"updated_at"`
 	}
 	clientKey struct {
 		ID         string  `json:"id"`
@@ -125,6 +126,8 @@ func commands() []command {
 // profileFlags are the body fields shared by create and update.
 type profileFlags struct {
 	fallbacks, mcpServers, allowedTools, sandboxes []string
+	// sandboxLimits is the profile's "sandbox" object as JSON text.
+	sandboxLimits string
 }
 
 // register binds the list flags; each is repeatable and keeps commas
@@ -134,21 +137,32 @@ func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&p.mcpServers, "mcp-server", nil, "MCP server `NAME` to enable, repeatable")
 	fs.StringArrayVar(&p.allowedTools, "allowed-tool", nil, "client-side tool `NAME` to allow, repeatable (none: no client tools)")
 	fs.StringArrayVar(&p.sandboxes, "sandbox", nil, "sandbox `IMAGE` the profile may use, repeatable")
+	fs.StringVar(&p.sandboxLimits, "sandbox-limits", "", "`JSON` object overriding the server's [sandbox] bounds, e.g. '{\"network\":\"bridge\"}' (none: the server's)")
 }
 
-// body always carries every list, so a PUT clears what was not re-specified.
-func (p *profileFlags) body(name, primary string) map[string]any {
+// body always carries every list and the sandbox object, so a PUT clears
+// what was not re-specified. The server validates the sandbox object; a
+// --sandbox-limits that is not JSON is a usage error.
+func (p *profileFlags) body(name, primary string) (map[string]any, error) {
 	nonNil := func(s []string) []string {
 		if s == nil {
 			return []string{}
 		}
 		return s
 	}
+	limits := json.RawMessage(`{}`)
+	if strings.TrimSpace(p.sandboxLimits) != "" {
+		if !json.Valid([]byte(p.sandboxLimits)) {
+			return nil, usagef("--sandbox-limits: not valid JSON: %s", p.sandboxLimits)
+		}
+		limits = json.RawMessage(p.sandboxLimits)
+	}
 	return map[string]any{
 		"name": name, "primary_provider": primary,
 		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
 		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
-	}
+		"sandbox": limits,
+	}, nil
 }
 
 func createProfileCmd(fs *pflag.FlagSet) runFunc {
@@ -160,8 +174,12 @@ func createProfileCmd(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		body, err := pf.body(args[0], args[1])
+		if err != nil {
+			return err
+		}
 		var created profile
-		raw, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", pf.body(args[0], args[1]), &created)
+		raw, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", body, &created)
 		if err != nil {
 			return err
 		}
@@ -178,8 +196,18 @@ func printProfile(e *invocation, p profile) error {
 		{"id", p.ID}, {"name", p.Name}, {"primary_provider", p.PrimaryProvider},
 		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
 		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
+		{"sandbox", sandboxOrDefaults(p.Sandbox)},
 		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
 	})
+}
+
+// sandboxOrDefaults shows a profile's sandbox overrides on one line.
+func sandboxOrDefaults(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil || buf.String() == "{}" || buf.String() == "null" {
+		return "(server defaults)"
+	}
+	return buf.String()
 }
 
 func profilePath(id string) string { return "/admin/v1/profiles/" + url.PathEscape(id) }
@@ -223,8 +251,12 @@ func updateProfileCmd(fs *pflag.FlagSet) runFunc {
 			}
 			newName = cur.Name
 		}
+		body, err := pf.body(newName, args[1])
+		if err != nil {
+			return err
+		}
 		var p profile
-		raw, err := c.send(ctx, http.MethodPut, profilePath(args[0]), pf.body(newName, args[1]), &p)
+		raw, err := c.send(ctx, http.MethodPut, profilePath(args[0]), body, &p)
 		if err != nil {
 			return err
 		}

@@ -129,9 +129,12 @@ func ensureProfile(ctx context.Context, c *adminClient, name, primary string, to
 	if p, ok, err := findProfile(ctx, c, name); err != nil || ok {
 		return p, false, err
 	}
-	body := (&profileFlags{allowedTools: tools, mcpServers: mcpServers}).body(name, primary)
+	body, err := (&profileFlags{allowedTools: tools, mcpServers: mcpServers}).body(name, primary)
+	if err != nil {
+		return foundProfile{}, false, err
+	}
 	var created profile
-	_, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", body, &created)
+	_, err = c.send(ctx, http.MethodPost, "/admin/v1/profiles", body, &created)
 	var apiErr *apiError
 	if errors.As(err, &apiErr) && apiErr.Type == "duplicate_name" {
 		p, ok, ferr := findProfile(ctx, c, name)

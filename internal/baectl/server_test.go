@@ -169,6 +169,7 @@ func TestAgainstServer(t *testing.T) {
 			assert.Contains(t, r.stdout, want)
 		}
 		assert.Regexp(t, `available_sandboxes:\s+\(none\)`, r.stdout)
+		assert.Regexp(t, `sandbox:\s+\(server defaults\)`, r.stdout)
 
 		got := okJSON[map[string]any](c, "get", "profile", idA)
 		assert.Equal(t, []any{"get_current_time"}, got["allowed_tools"])
@@ -213,6 +214,18 @@ func TestAgainstServer(t *testing.T) {
 		upd = okJSON[map[string]any](c, "update", "profile", idA, "alpha-provider", "--name", "prof-a2", "--allowed-tool", "t1", "--allowed-tool", "t2")
 		assert.Equal(t, "prof-a2", upd["name"])
 		assert.Equal(t, []any{"t1", "t2"}, upd["allowed_tools"])
+
+		// Sandbox limits: shown on one line, cleared by an update without them.
+		r = c.ok("update", "profile", idA, "alpha-provider", "--sandbox-limits", `{"network":"bridge","memory_mib":1024}`)
+		assert.Regexp(t, `sandbox:\s+\{"memory_mib":1024,"network":"bridge"\}`, r.stdout)
+		r = c.run("update", "profile", idA, "alpha-provider", "--sandbox-limits", `{"network":"host"}`)
+		assert.Equal(t, ExitRuntime, r.code)
+		assert.Contains(t, r.stderr, "(422 invalid_sandbox)")
+		r = c.run("update", "profile", idA, "alpha-provider", "--sandbox-limits", `{network`)
+		assert.Equal(t, ExitUsage, r.code)
+		assert.Contains(t, r.stderr, "--sandbox-limits: not valid JSON")
+		upd = okJSON[map[string]any](c, "update", "profile", idA, "alpha-provider", "--name", "prof-a2")
+		assert.Equal(t, map[string]any{}, upd["sandbox"])
 
 		// Duplicate name: readable 409, exit 1.
 		r = c.run("create", "profile", "prof-b", "alpha-provider")

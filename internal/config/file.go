@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/bae-go/bae-go/internal/sandbox"
 )
 
 // ValidationError is an operator authoring/usage error: a bad BAE_* value or
@@ -54,6 +56,9 @@ type File struct {
 	MCP       MCPSection
 	Providers ProvidersSection
 	Telemetry Telemetry
+	// Sandbox is the bound of every remote sandbox: the defaults with
+	// [sandbox] applied; a profile's "sandbox" object applies on top.
+	Sandbox sandbox.Policy
 }
 
 // MCPSection is [mcp]. Servers keep file order.
@@ -162,7 +167,7 @@ func LoadFile(path string) (*File, error) {
 // empty registries.
 func LoadFileWithEnv(path string, lookup func(string) (string, bool)) (*File, error) {
 	if path == "" {
-		return &File{Telemetry: DefaultTelemetry()}, nil
+		return &File{Telemetry: DefaultTelemetry(), Sandbox: sandbox.Policy{}.Resolved()}, nil
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -181,9 +186,10 @@ func LoadFileWithEnv(path string, lookup func(string) (string, bool)) (*File, er
 // The raw* types mirror the TOML shape with pointers where absence matters
 // (defaults, required fields); Parse converts them into the public types.
 type rawFile struct {
-	MCP       *rawMCP       `toml:"mcp"`
-	Providers *rawProviders `toml:"providers"`
-	Telemetry *rawTelemetry `toml:"telemetry"`
+	MCP       *rawMCP           `toml:"mcp"`
+	Providers *rawProviders     `toml:"providers"`
+	Telemetry *rawTelemetry     `toml:"telemetry"`
+	Sandbox   *sandbox.Settings `toml:"sandbox"`
 }
 
 type rawMCP struct {
@@ -254,7 +260,32 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 	if f.Telemetry, err = buildTelemetry(raw.Telemetry, lookup); err != nil {
 		return nil, err
 	}
+	if f.Sandbox, err = buildSandbox(raw.Sandbox); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+func buildSandbox(raw *sandbox.Settings) (sandbox.Policy, error) {
+	p := sandbox.Policy{}.Resolved()
+	if raw == nil {
+		return p, nil
+	}
+	s, err := raw.Normalize()
+	if err != nil {
+		return sandbox.Policy{}, invalidf("[sandbox] %s", err)
+	}
+	return p.Apply(s), nil
+}
+
+// SandboxPolicy is the bound of a sandbox started for a profile with the
+// given overrides (already validated when the profile was written).
+func (f *File) SandboxPolicy(profile sandbox.Settings) sandbox.Policy {
+	base := sandbox.Policy{}
+	if f != nil {
+		base = f.Sandbox
+	}
+	return base.Apply(profile).Resolved()
 }
 
 // checkUnknownKeys rejects typos inside the known sections while ignoring
@@ -266,7 +297,7 @@ func checkUnknownKeys(keys []toml.Key) error {
 			continue
 		}
 		switch k[0] {
-		case "mcp", "telemetry":
+		case "mcp", "telemetry", "sandbox":
 		case "providers":
 			if k[1] == "entries" {
 				continue

@@ -5,9 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/sandbox"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -314,4 +317,64 @@ func TestNilFileHelpers(t *testing.T) {
 	assert.Equal(t, []MCPServer{}, f.SortedMCPServers())
 	assert.Equal(t, []ProviderEntry{}, f.SortedProviders())
 	assert.Equal(t, DefaultTelemetry(), f.TelemetryConfig())
+}
+
+func TestSandboxSection(t *testing.T) {
+	f, err := Parse([]byte(`
+[sandbox]
+memory_mib = 1024
+cpus = 2.5
+pids = 512
+cap_add = ["chown", "CAP_SETUID"]
+no_new_privileges = false
+user = "1000:1000"
+network = "bridge"
+exec_timeout_secs = 30
+`), noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Policy{
+		MemoryMiB: 1024, CPUs: 2.5, Pids: 512, CapAdd: []string{"CHOWN", "SETUID"}, AllowNewPrivileges: true,
+		User: "1000:1000", Network: "bridge", ExecTimeout: 30 * time.Second,
+	}, f.Sandbox)
+
+	// A profile's settings apply on top; what neither sets is the default.
+	f, err = Parse([]byte("[sandbox]\nmemory_mib = 256\nnetwork = \"bridge\"\n"), noEnv)
+	require.NoError(t, err)
+	none := "none"
+	assert.Equal(t, sandbox.Policy{MemoryMiB: 256, CPUs: 1, Pids: 256, Network: "none", ExecTimeout: 120 * time.Second},
+		f.SandboxPolicy(sandbox.Settings{Network: &none}))
+
+	for _, src := range []string{"", "[mcp]\n"} {
+		f, err := Parse([]byte(src), noEnv)
+		require.NoError(t, err)
+		assert.Equal(t, sandbox.Policy{}.Resolved(), f.Sandbox, "no [sandbox] means the defaults")
+	}
+	empty, err := LoadFile("")
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Policy{}.Resolved(), empty.Sandbox)
+	assert.Equal(t, sandbox.Policy{}.Resolved(), (*File)(nil).SandboxPolicy(sandbox.Settings{}))
+}
+
+func TestSandboxSectionValidation(t *testing.T) {
+	cases := map[string]struct{ src, want string }{
+		"unknown key":    {"[sandbox]\nmemory = \"1g\"\n", "unknown field \"sandbox.memory\""},
+		"wrong type":     {"[sandbox]\npids = \"many\"\n", "invalid TOML"},
+		"tiny memory":    {"[sandbox]\nmemory_mib = 1\n", "[sandbox] memory_mib must be between"},
+		"zero cpus":      {"[sandbox]\ncpus = 0.0\n", "[sandbox] cpus must be between"},
+		"few pids":       {"[sandbox]\npids = 4\n", "[sandbox] pids must be between"},
+		"cap all":        {"[sandbox]\ncap_add = [\"ALL\"]\n", "[sandbox] cap_add"},
+		"unknown cap":    {"[sandbox]\ncap_add = [\"FLY\"]\n", "not a Linux capability"},
+		"host network":   {"[sandbox]\nnetwork = \"host\"\n", "[sandbox] network must not be \"host\""},
+		"long timeout":   {"[sandbox]\nexec_timeout_secs = 3600\n", "[sandbox] exec_timeout_secs must be between 1 and 240"},
+		"zero timeout":   {"[sandbox]\nexec_timeout_secs = 0\n", "[sandbox] exec_timeout_secs"},
+		"shell in user":  {"[sandbox]\nuser = \"$(id)\"\n", "[sandbox] user"},
+		"negative pids":  {"[sandbox]\npids = -1\n", "[sandbox] pids"},
+		"network syntax": {"[sandbox]\nnetwork = \"container:x\"\n", "[sandbox] network"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), noEnv)
+			requireValidation(t, err, tc.want)
+		})
+	}
 }

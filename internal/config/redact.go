@@ -1,5 +1,11 @@
 package config
 
+import (
+	"time"
+
+	"github.com/bae-go/bae-go/internal/sandbox"
+)
+
 // Redacted replaces every secret-bearing value in admin views. It has a
 // fixed length so a secret's length never leaks.
 const Redacted = "••••••••"
@@ -24,6 +30,20 @@ type ConfigSnapshot struct {
 	MCP       MCPSnapshot       `json:"mcp"`
 	Providers ProvidersSnapshot `json:"providers"`
 	Telemetry TelemetrySnapshot `json:"telemetry"`
+	Sandbox   SandboxSnapshot   `json:"sandbox"`
+}
+
+// SandboxSnapshot is the effective [sandbox] bound (defaults included),
+// before any profile's overrides.
+type SandboxSnapshot struct {
+	MemoryMiB       int64    `json:"memory_mib"`
+	CPUs            float64  `json:"cpus"`
+	Pids            int64    `json:"pids"`
+	CapAdd          []string `json:"cap_add"`
+	NoNewPrivileges bool     `json:"no_new_privileges"`
+	User            string   `json:"user"`
+	Network         string   `json:"network"`
+	ExecTimeoutSecs int64    `json:"exec_timeout_secs"`
 }
 
 // MCPSnapshot is the "mcp" object of ConfigSnapshot.
@@ -136,6 +156,12 @@ func (f *File) ConfigView() ConfigSnapshot {
 		ServiceName:  t.EffectiveServiceName(),
 		Traces:       EnabledSnapshot{Enabled: t.Traces.Enabled},
 		Metrics:      MetricsSnapshot{Enabled: t.Metrics.Enabled, Disabled: disabled},
+	}
+	sb := f.SandboxPolicy(sandbox.Settings{})
+	snap.Sandbox = SandboxSnapshot{
+		MemoryMiB: sb.MemoryMiB, CPUs: sb.CPUs, Pids: sb.Pids, CapAdd: append([]string{}, sb.CapAdd...),
+		NoNewPrivileges: !sb.AllowNewPrivileges, User: sb.User, Network: sb.Network,
+		ExecTimeoutSecs: int64(sb.ExecTimeout / time.Second),
 	}
 	return snap
 }

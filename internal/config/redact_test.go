@@ -43,6 +43,11 @@ service_name = "custom-service"
 
 [telemetry.metrics]
 disabled = ["bae.events.total"]
+
+[sandbox]
+memory_mib = 2048
+cap_add = ["net_raw"]
+network = "bridge"
 `
 
 func marshal(t *testing.T, v any) string {
@@ -72,7 +77,9 @@ func TestConfigViewFullShape(t *testing.T) {
  "telemetry": {"enabled": true, "otlp_endpoint": "http://otel-collector:4317",
   "otlp_headers": {"Authorization": "••••••••", "X-Env": "••••••••"},
   "sample_ratio": 0.25, "service_name": "custom-service",
-  "traces": {"enabled": true}, "metrics": {"enabled": true, "disabled": ["bae.events.total"]}}
+  "traces": {"enabled": true}, "metrics": {"enabled": true, "disabled": ["bae.events.total"]}},
+ "sandbox": {"memory_mib": 2048, "cpus": 1, "pids": 256, "cap_add": ["NET_RAW"], "no_new_privileges": true,
+  "user": "", "network": "bridge", "exec_timeout_secs": 120}
 }`
 	assert.JSONEq(t, want, got)
 	for _, secret := range []string{"literal-mcp-secret-xyz", "literal-auth-token-abc", "literal-otel-secret-123",
@@ -91,7 +98,9 @@ func TestConfigViewEmpty(t *testing.T) {
  "mcp": {"servers": []},
  "providers": {"entries": []},
  "telemetry": {"enabled": false, "otlp_endpoint": null, "otlp_headers": {}, "sample_ratio": 1,
-  "service_name": "baesrv", "traces": {"enabled": true}, "metrics": {"enabled": true, "disabled": []}}
+  "service_name": "baesrv", "traces": {"enabled": true}, "metrics": {"enabled": true, "disabled": []}},
+ "sandbox": {"memory_mib": 512, "cpus": 1, "pids": 256, "cap_add": [], "no_new_privileges": true,
+  "user": "", "network": "none", "exec_timeout_secs": 120}
 }`, got)
 	assert.NotContains(t, got, Redacted)
 }

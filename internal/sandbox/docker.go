@@ -165,9 +165,9 @@ func drainProgress(r io.Reader) error {
 	}
 }
 
-// Start creates and starts an idle container from image with labels. The
-// container is auto-removed once stopped.
-func (d *DockerDriver) Start(ctx context.Context, image string, labels map[string]string) (Handle, error) {
+// Start creates and starts an idle container from image with labels,
+// bounded by policy. The container is auto-removed once stopped.
+func (d *DockerDriver) Start(ctx context.Context, image string, labels map[string]string, policy Policy) (Handle, error) {
 	lbls := make(map[string]string, len(labels))
 	for k, v := range labels {
 		lbls[k] = v
@@ -179,7 +179,11 @@ func (d *DockerDriver) Start(ctx context.Context, image string, labels map[strin
 		Entrypoint: []string{"sh", "-c", keepAliveScript},
 		Labels:     lbls,
 	}
-	host := &container.HostConfig{AutoRemove: true}
+	host, err := hostConfig(policy)
+	if err != nil {
+		return Handle{}, fmt.Errorf("start sandbox from %s: %w", image, err)
+	}
+	cfg.User = policy.User
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
 	if err != nil {
 		return Handle{}, fmt.Errorf("start sandbox from %s: %w", image, err)
@@ -198,6 +202,36 @@ func (d *DockerDriver) Start(ctx context.Context, image string, labels map[strin
 	return Handle{ID: created.ID, Image: image}, nil
 }
 
+// hostConfig turns a policy into the engine's container settings: every
+// capability dropped but the listed ones, resource limits, the network mode
+// and, unless allowed, no privilege gain through setuid binaries.
+func hostConfig(policy Policy) (*container.HostConfig, error) {
+	p := policy.Resolved()
+	cpus, err := nanoCPUs(p.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	mem := p.MemoryMiB << 20
+	pids := p.Pids
+	host := &container.HostConfig{
+		AutoRemove:  true,
+		NetworkMode: container.NetworkMode(p.Network),
+		CapDrop:     []string{"ALL"},
+		CapAdd:      append([]string(nil), p.CapAdd...),
+		Resources: container.Resources{
+			Memory: mem,
+			// Equal to Memory: no swap on top of the limit.
+			MemorySwap: mem,
+			NanoCPUs:   cpus,
+			PidsLimit:  &pids,
+		},
+	}
+	if !p.AllowNewPrivileges {
+		host.SecurityOpt = []string{"no-new-privileges:true"}
+	}
+	return host, nil
+}
+
 // Exec runs `sh -c command` in container id. When ctx ends first, Exec stops
 // waiting, kills the command's processes (best effort, bounded) and returns
 // ctx's error.
@@ -206,61 +240,15 @@ func (d *DockerDriver) Exec(ctx context.Context, id, command string, stdin io.Re
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
-	created, err := d.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
-		Cmd:          []string{"sh", "-c", command},
-		Env:          []string{execMarkerEnv + "=" + marker},
-		AttachStdin:  stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
+	opts := container.ExecOptions{
+		Cmd: []string{"sh", "-c", command},
+		Env: []string{execMarkerEnv + "=" + marker},
+	}
+	stdout, stderr, code, err := d.attachRun(ctx, id, opts, stdin, d.outputLimit, d.outputLimit, func(execID string) {
+		d.killExec(ctx, id, execID, marker)
 	})
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
-	}
-	att, err := d.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		if ctx.Err() != nil {
-			// The start request may have reached the daemon. In the background:
-			// if it did not, the clean-up waits out its whole budget.
-			go d.killExec(ctx, id, created.ID, marker)
-		}
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: attach: %w", id, err)
-	}
-	defer att.Close()
-
-	stdout, stderr := newCappedBuffer(d.outputLimit), newCappedBuffer(d.outputLimit)
-	copied := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
-		copied <- err
-	}()
-	if stdin != nil {
-		// Fed concurrently with reading output: a command may fill its stdout
-		// before consuming all of its input. Write errors only mean the
-		// command exited (or we gave up) early.
-		go func() {
-			_, _ = io.Copy(att.Conn, stdin)
-			_ = att.CloseWrite()
-		}()
-	}
-
-	select {
-	case err := <-copied:
-		if err != nil {
-			return ExecResult{}, fmt.Errorf("exec in sandbox %s: read output: %w", id, err)
-		}
-	case <-ctx.Done():
-		att.Close()
-		<-copied // the closed connection ends StdCopy; buffers are ours again
-		d.killExec(ctx, id, created.ID, marker)
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, ctx.Err())
-	}
-
-	code, err := d.exitCode(ctx, created.ID)
-	if err != nil {
-		if ctx.Err() != nil {
-			d.killExec(ctx, id, created.ID, marker)
-		}
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		return ExecResult{}, err
 	}
 	res := ExecResult{ExitCode: code}
 	var outCut, errCut bool

@@ -65,7 +65,7 @@ func TestDockerDriver(t *testing.T) {
 
 	t.Run("Start from a missing image leaves nothing", func(t *testing.T) {
 		missing := "bae-sandbox-test-missing:" + f.run
-		_, err := d.Start(testCtx(t), missing, f.labels("ses_missing"))
+		_, err := d.Start(testCtx(t), missing, f.labels("ses_missing"), Policy{})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "start sandbox from "+missing+": ")
 		left, err := d.List(testCtx(t), LabelSession+"=ses_missing")

@@ -101,7 +101,14 @@ func (f *engineFixture) labels(sessionID string) map[string]string {
 // start starts a sandbox for sessionID and stops it when the test ends.
 func (f *engineFixture) start(t *testing.T, sessionID string) Handle {
 	t.Helper()
-	h, err := f.driver.Start(testCtx(t), f.image, f.labels(sessionID))
+	return f.startWith(t, sessionID, Policy{})
+}
+
+// startWith starts a sandbox bounded by policy and stops it when the test
+// ends.
+func (f *engineFixture) startWith(t *testing.T, sessionID string, policy Policy) Handle {
+	t.Helper()
+	h, err := f.driver.Start(testCtx(t), f.image, f.labels(sessionID), policy)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -171,7 +178,7 @@ func (f *fakeDriver) EnsureImage(ctx context.Context, image string) error {
 	return f.fail[image]
 }
 
-func (f *fakeDriver) Start(_ context.Context, image string, labels map[string]string) (Handle, error) {
+func (f *fakeDriver) Start(_ context.Context, image string, labels map[string]string, _ Policy) (Handle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextID++
@@ -183,6 +190,13 @@ func (f *fakeDriver) Start(_ context.Context, image string, labels map[string]st
 func (f *fakeDriver) Exec(context.Context, string, string, io.Reader) (ExecResult, error) {
 	return ExecResult{}, nil
 }
+
+func (f *fakeDriver) ExecOnce(context.Context, string, ExecRequest) (ExecResult, error) {
+	return ExecResult{}, nil
+}
+
+func (f *fakeDriver) CancelExec(context.Context, string, string) error  { return nil }
+func (f *fakeDriver) ReleaseExec(context.Context, string, string) error { return nil }
 
 func (f *fakeDriver) Stop(_ context.Context, id string) error {
 	f.mu.Lock()

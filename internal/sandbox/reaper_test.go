@@ -13,7 +13,7 @@ func TestReapFake(t *testing.T) {
 	fd := newFakeDriver()
 	ctx := testCtx(t)
 	start := func(labels map[string]string) string {
-		h, err := fd.Start(ctx, "img", labels)
+		h, err := fd.Start(ctx, "img", labels, Policy{})
 		require.NoError(t, err)
 		return h.ID
 	}

@@ -26,7 +26,7 @@ func busyboxApplets() []string {
 		"printf", "grep", "tr", "kill", "ps", "head", "tail", "wc", "sed",
 		"awk", "cut", "sort", "uniq", "test", "[", "mkdir", "rm", "cp", "mv",
 		"touch", "id", "pwd", "date", "uname", "yes", "dd", "seq", "xargs",
-		"which", "hostname", "chmod", "ln", "stat", "tee",
+		"which", "hostname", "chmod", "ln", "stat", "tee", "mkfifo",
 	}
 }
 

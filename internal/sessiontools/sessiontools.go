@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -34,6 +35,9 @@ type Service struct {
 	Log         *slog.Logger
 	// Deployment labels containers with the database they belong to.
 	Deployment string
+	// Config holds the [sandbox] bounds a profile's overrides apply to
+	// (nil: the defaults).
+	Config *config.File
 }
 
 func (s *Service) log() *slog.Logger {
@@ -122,7 +126,8 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	// sandbox for good. Only the driver calls stay cancellable.
 	bg := context.WithoutCancel(ctx)
 	s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxStart, Image: image})
-	h, serr := s.startContainer(ctx, sess.ID, image)
+	policy := s.Config.SandboxPolicy(profile.Sandbox)
+	h, serr := s.startContainer(ctx, sess.ID, image, policy)
 	if serr != nil {
 		if err := s.Store.SetSandbox(bg, sess.ID, nil, false); err != nil {
 			s.log().Error("release sandbox slot", "session_id", sess.ID, "err", err)
@@ -130,7 +135,8 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 		s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: image, Phase: "start", Detail: serr.Error()})
 		return nil, refuse(RefuseSandboxStartFailed, serr.Error())
 	}
-	if err := s.Store.SetSandbox(bg, sess.ID, &store.SandboxState{ID: h.ID, Image: image}, false); err != nil {
+	state := &store.SandboxState{ID: h.ID, Image: image, ExecTimeoutSecs: int(policy.ExecTimeout / time.Second)}
+	if err := s.Store.SetSandbox(bg, sess.ID, state, false); err != nil {
 		_ = s.Driver.Stop(bg, h.ID)
 		_ = s.Store.SetSandbox(bg, sess.ID, nil, false)
 		return nil, fmt.Errorf("record sandbox %s: %w", h.ID, err)
@@ -142,14 +148,14 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	return map[string]any{"sandbox_id": h.ID, "image": image, "started_at": startedAt}, nil
 }
 
-func (s *Service) startContainer(ctx context.Context, sessionID, image string) (sandbox.Handle, error) {
+func (s *Service) startContainer(ctx context.Context, sessionID, image string, policy sandbox.Policy) (sandbox.Handle, error) {
 	if s.Driver == nil {
 		return sandbox.Handle{}, errors.New("no sandbox driver is configured on this server")
 	}
 	if err := s.Driver.EnsureImage(ctx, image); err != nil {
 		return sandbox.Handle{}, err
 	}
-	return s.Driver.Start(ctx, image, map[string]string{sandbox.LabelSession: sessionID, sandbox.LabelManaged: "true", sandbox.LabelDeployment: s.Deployment})
+	return s.Driver.Start(ctx, image, map[string]string{sandbox.LabelSession: sessionID, sandbox.LabelManaged: "true", sandbox.LabelDeployment: s.Deployment}, policy)
 }
 
 // running returns the session's started sandbox or nil.
@@ -226,7 +232,13 @@ func (s *Service) exec(ctx context.Context, sessionID, clientKeyID string, p map
 	if sb == nil || s.Driver == nil {
 		return nil, refuse(RefuseSandboxNotRunning, "")
 	}
-	r, xerr := s.Driver.Exec(ctx, sb.ID, command, nil)
+	timeout := execTimeout(sb.ExecTimeoutSecs)
+	xctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, xerr := s.Driver.Exec(xctx, sb.ID, command, nil)
+	if xerr != nil && ctx.Err() == nil && errors.Is(xerr, context.DeadlineExceeded) {
+		xerr = fmt.Errorf("timed out after %s; the command was killed", timeout)
+	}
 	if xerr != nil {
 		s.event(ctx, sessionID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: sb.Image, SandboxID: sb.ID, Phase: "exec", Detail: xerr.Error()})
 		return nil, refuse(RefuseSandboxExecFailed, xerr.Error())
@@ -274,14 +286,41 @@ func (s *Service) CleanupSession(ctx context.Context, in workflows.CleanupInput)
 	return nil
 }
 
-// Execer implements activities.SandboxExecer for in-turn Auto-mode tools.
+// execTimeout is a recorded sandbox's exec timeout; 0 (a sandbox started
+// before timeouts were recorded) is the default.
+func execTimeout(secs int) time.Duration {
+	if secs <= 0 {
+		return sandbox.DefaultExecTimeout
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// Execer implements activities.SandboxExecer for in-turn Auto-mode tools
+// and remote subagents.
 type Execer struct{ Driver sandbox.Driver }
 
-// Exec runs command in the sandbox container.
-func (e Execer) Exec(ctx context.Context, sandboxID, command string, stdin io.Reader) (activities.ExecResult, error) {
-	r, err := e.Driver.Exec(ctx, sandboxID, command, stdin)
+// ExecOnce runs req in the sandbox container at most once per req.ID.
+func (e Execer) ExecOnce(ctx context.Context, sandboxID string, req activities.ExecRequest) (activities.ExecResult, error) {
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = sandbox.DefaultExecTimeout
+	}
+	r, err := e.Driver.ExecOnce(ctx, sandboxID, sandbox.ExecRequest{ID: req.ID, Command: req.Command, Stdin: req.Stdin, Timeout: timeout})
 	if err != nil {
 		return activities.ExecResult{}, err
 	}
-	return activities.ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Truncated: r.Truncated}, nil
+	return activities.ExecResult{
+		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
+		Truncated: r.Truncated, TimedOut: r.TimedOut, Collected: r.Collected, Timeout: timeout,
+	}, nil
+}
+
+// CancelExec kills a running exec.
+func (e Execer) CancelExec(ctx context.Context, sandboxID, execID string) error {
+	return e.Driver.CancelExec(ctx, sandboxID, execID)
+}
+
+// ReleaseExec drops a finished exec's recorded output.
+func (e Execer) ReleaseExec(ctx context.Context, sandboxID, execID string) error {
+	return e.Driver.ReleaseExec(ctx, sandboxID, execID)
 }
