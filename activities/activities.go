@@ -8,7 +8,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"io"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"log/slog"
 	"time"
 
@@ -29,39 +29,11 @@ type MCPCaller interface {
 	CallTool(ctx context.Context, sessionID, server, tool string, input json.RawMessage) (json.RawMessage, error)
 }
 
-// ExecResult is a sandbox command's outcome.
-type ExecResult struct {
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	ExitCode int    `json:"exit_code"`
-	// Truncated: a stream exceeded the output cap (its text ends with an
-	// "[output truncated: …]" line).
-	Truncated bool `json:"truncated,omitempty"`
-	// TimedOut: the command ran past the exec timeout and was killed.
-	TimedOut bool `json:"timed_out,omitempty"`
-	// Collected: an earlier attempt started the command; this one only
-	// collected its outcome.
-	Collected bool `json:"-"`
-	// Timeout is the exec timeout that applied.
-	Timeout time.Duration `json:"-"`
-}
-
-// ExecRequest is one command run at most once per ID in a remote sandbox.
-type ExecRequest struct {
-	// ID is derived from the side effect (tool call, subagent), so every
-	// retry of it carries the same ID.
-	ID      string
-	Command string
-	Stdin   io.Reader
-	// Timeout kills the command after this long (0: the server default).
-	Timeout time.Duration
-}
-
 // SandboxExecer runs shell commands (sh -c) in a running remote sandbox,
 // each at most once per exec id: a retry with the same id collects the
 // first run's outcome (waiting while it runs) instead of starting another.
 type SandboxExecer interface {
-	ExecOnce(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
+	ExecOnce(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error)
 	// CancelExec kills a running exec (an explicitly cancelled subagent).
 	CancelExec(ctx context.Context, sandboxID, execID string) error
 	// ReleaseExec drops a finished exec's recorded output once its outcome

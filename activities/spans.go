@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -146,7 +147,7 @@ func endMCPCall(span trace.Span, result json.RawMessage, err error) {
 }
 
 // endSandboxExec ends a bae.sandbox.exec with the command's exit code.
-func endSandboxExec(span trace.Span, r ExecResult, err error) {
+func endSandboxExec(span trace.Span, r sandbox.ExecResult, err error) {
 	defer span.End()
 	if err != nil {
 		telemetry.Fail(span, "sandbox exec failed")

@@ -316,7 +316,7 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 	// The exec id is the subagent id: a retry (the worker running the first
 	// attempt was lost) attaches to the process the first attempt started
 	// and collects its outcome, and starts it only if it never started.
-	r, xerr := a.Sandbox.ExecOnce(ctx, sa.SandboxID, ExecRequest{
+	r, xerr := a.Sandbox.ExecOnce(ctx, sa.SandboxID, sandbox.ExecRequest{
 		ID: sa.ID, Command: sa.Command, Stdin: stdin, Timeout: time.Duration(sa.TimeoutSecs) * time.Second,
 	})
 	stop()
@@ -360,7 +360,7 @@ func (a *Activities) RunSubagent(ctx context.Context, in workflows.RunSubagentIn
 }
 
 // finishRun records a subagent run's terminal outcome.
-func finishRun(r ExecResult, xerr error, finish func(store.SubagentOutcome, events.Type) error) error {
+func finishRun(r sandbox.ExecResult, xerr error, finish func(store.SubagentOutcome, events.Type) error) error {
 	strp := func(s string) *string { return &s }
 	switch {
 	case xerr != nil:

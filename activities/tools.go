@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"strings"
 	"time"
 
@@ -157,7 +158,7 @@ func (a *Activities) callMCPTool(ctx context.Context, in workflows.ToolCallInput
 // then a [stderr] section, then the exit code when non-zero and a notice
 // when the command timed out. A truncated stream already ends with its
 // "[output truncated: …]" line.
-func renderExec(r ExecResult) json.RawMessage {
+func renderExec(r sandbox.ExecResult) json.RawMessage {
 	text := r.Stdout
 	line := func(s string) {
 		if text != "" && text[len(text)-1] != '\n' {
@@ -237,7 +238,7 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 		started := time.Now()
 		timeout := time.Duration(sb.ExecTimeoutSecs) * time.Second
 		xctx, xspan := a.Spans.Start(ctx, telemetry.SpanSandboxExec, trace.WithAttributes(attribute.String(telemetry.AttrToolName, in.Call.Name)))
-		r, xerr := a.Sandbox.ExecOnce(xctx, sb.ID, ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
+		r, xerr := a.Sandbox.ExecOnce(xctx, sb.ID, sandbox.ExecRequest{ID: execID(in), Command: command, Timeout: timeout})
 		endSandboxExec(xspan, r, xerr)
 		stop()
 		a.Metrics.ToolLatency(ctx, events.DispatchSandbox, time.Since(started))

@@ -42,18 +42,20 @@ type Handle struct {
 // ExecResult is the captured outcome of one command. A non-zero ExitCode is a
 // successful exec of a failing command, not a driver error.
 type ExecResult struct {
-	Stdout   string
-	Stderr   string
-	ExitCode int
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
 	// Truncated reports that stdout and/or stderr exceeded the driver's
 	// output cap; the capped stream ends with an "[output truncated: …]" line.
-	Truncated bool
+	Truncated bool `json:"truncated,omitempty"`
 	// TimedOut reports that the command ran past its timeout and was killed
 	// (ExitCode is then the killed shell's, usually 137).
-	TimedOut bool
+	TimedOut bool `json:"timed_out,omitempty"`
 	// Collected reports that an earlier call with the same exec id started
 	// the command and this call only collected its outcome.
-	Collected bool
+	Collected bool `json:"-"`
+	// Timeout is the limit that applied (ExecOnce).
+	Timeout time.Duration `json:"-"`
 }
 
 // ExecRequest is one command run at most once per exec id (ExecOnce).

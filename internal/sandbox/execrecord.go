@@ -229,6 +229,7 @@ func (d *DockerDriver) ExecOnce(ctx context.Context, id string, req ExecRequest)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
+	res.Timeout = req.Timeout
 	if res.Collected {
 		d.log.InfoContext(ctx, "sandbox exec collected from an earlier run", "container_id", id, "exec_id", req.ID)
 	}

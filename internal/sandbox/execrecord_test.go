@@ -60,7 +60,7 @@ func TestExecOnceInterruptedAttempt(t *testing.T) {
 	_, err := d.Exec(testCtx(t), h.ID, "touch /tmp/go", nil)
 	require.NoError(t, err)
 	res := <-second
-	assert.Equal(t, ExecResult{Stdout: "first-run-output\n", Stderr: "on-stderr\n", ExitCode: 3, Collected: true}, res)
+	assert.Equal(t, ExecResult{Stdout: "first-run-output\n", Stderr: "on-stderr\n", ExitCode: 3, Collected: true, Timeout: time.Minute}, res)
 	assert.Equal(t, []string{"run"}, lines(t, d, h.ID, "cat /tmp/counter"), "the command ran exactly once")
 
 	// Once finished, every further call returns the same outcome.
@@ -91,7 +91,7 @@ func TestExecOnce(t *testing.T) {
 	t.Run("streams, exit code and stdin", func(t *testing.T) {
 		res, err := run(t, ExecRequest{ID: "s1", Command: `x=42; printf '%s|' "$x" 'b c'; cat; echo err >&2`, Stdin: strings.NewReader("in\n")})
 		require.NoError(t, err)
-		assert.Equal(t, ExecResult{Stdout: "42|b c|in\n", Stderr: "err\n"}, res)
+		assert.Equal(t, ExecResult{Stdout: "42|b c|in\n", Stderr: "err\n", Timeout: time.Minute}, res)
 	})
 
 	t.Run("the command's own stdin is not the wrapper's", func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/sandbox"
@@ -300,19 +299,13 @@ func execTimeout(secs int) time.Duration {
 type Execer struct{ Driver sandbox.Driver }
 
 // ExecOnce runs req in the sandbox container at most once per req.ID.
-func (e Execer) ExecOnce(ctx context.Context, sandboxID string, req activities.ExecRequest) (activities.ExecResult, error) {
+func (e Execer) ExecOnce(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = sandbox.DefaultExecTimeout
 	}
-	r, err := e.Driver.ExecOnce(ctx, sandboxID, sandbox.ExecRequest{ID: req.ID, Command: req.Command, Stdin: req.Stdin, Timeout: timeout})
-	if err != nil {
-		return activities.ExecResult{}, err
-	}
-	return activities.ExecResult{
-		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
-		Truncated: r.Truncated, TimedOut: r.TimedOut, Collected: r.Collected, Timeout: timeout,
-	}, nil
+	req.Timeout = timeout
+	return e.Driver.ExecOnce(ctx, sandboxID, req)
 }
 
 // CancelExec kills a running exec.
