@@ -38,7 +38,8 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := crashlib.Run(ctx, crashlib.Options{
-		Turns: 12, Sessions: 2, Kills: 4, Seed: seed, MCPShare: 0.2,
+		// Enough client tool turns that the resume point comes up whatever the seed.
+		Turns: 16, Sessions: 2, Kills: 4, Seed: seed, MCPShare: 0.2, ToolShare: 0.5,
 		KillAt:      []string{crashlib.PointAccept, crashlib.PointProvider, crashlib.PointRandom, crashlib.PointResume},
 		BaesrvPath:  os.Getenv("BAE_CRASH_BAESRV"),
 		DatabaseURL: testdb.BaseDatabaseURL(),
