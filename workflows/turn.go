@@ -89,10 +89,17 @@ func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflo
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
 			MaximumInterval:    10 * time.Second,
-			MaximumAttempts:    3,
+			MaximumAttempts:    ToolAttempts,
 		},
 	})
 }
+
+// ToolAttempts bounds a server tool activity's attempts. A tool's own
+// failure is a result, not an attempt: attempts are spent only by lost
+// workers and outages past the database budget, so a turn rides out
+// several crashes in a row (sandbox execs and subagents collect their
+// first run; an MCP call may run again, see docs/design.md).
+const ToolAttempts = 10
 
 // launchFn starts a remote subagent's background run.
 type launchFn func(SubagentLaunch)
