@@ -52,6 +52,7 @@ type options struct {
 	mutexProfile    string
 	timelineCSV     string
 	dbURL           string
+	floor           bool
 }
 
 func parseFlags() options {
@@ -77,6 +78,7 @@ func parseFlags() options {
 	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	flag.StringVar(&o.timelineCSV, "timeline-csv", "", "write every timeline turn's phases (ms) to this CSV file")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
+	flag.BoolVar(&o.floor, "floor", false, "also run the floor (the irreducible work of a text turn, no orchestration) with the same sessions, turns and rate, and print both side by side")
 	flag.Parse()
 	return o
 }
@@ -184,7 +186,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	if err != nil {
 		return rep, err
 	}
-	pg, err := newPGSampler(ctx, st.DBURL)
+	pg, err := newPGSampler(ctx, o.dbURL, st.DBURL)
 	if err != nil {
 		return rep, err
 	}
@@ -250,6 +252,13 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	if runErr != nil && len(recs) == 0 {
 		return rep, runErr
 	}
+	if o.floor && ctx.Err() == nil {
+		fl, err := runFloor(ctx, log, o, st)
+		if err != nil {
+			log.Warn("floor run failed", "err", err)
+		}
+		rep.Floor = fl
+	}
 	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
 	// Idle sessions have no workflow: it starts with a session's first
 	// message.
@@ -279,9 +288,9 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	return rep, runErr
 }
 
-// measure runs the measured phase: one goroutine per session, each sending
-// turns back to back (a session's turns are sequential, as with a real
-// driver; sessions run concurrently).
+// measure runs bae-go's measured phase: one goroutine per session, each
+// sending turns back to back (a session's turns are sequential, as with a
+// real driver; sessions run concurrently).
 func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSampler, sessions []*session, o options, rep *report) ([]turnRec, error) {
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -299,41 +308,126 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	defer stopSampling()
 	go pg.run(sampleCtx, time.Second)
 
+	poolStart := st.Parts.Store.Pool.Stat()
+	rep.addMem(sampleMem("measure start"))
+	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
+	res, err := counted(ctx, pg, func(h *driveHooks) []turnRec {
+		// Middle memory sample: halfway through the turns, or the duration.
+		h.onHalf = func() { rep.addMem(sampleMem("measure middle")) }
+		if o.progress > 0 {
+			h.onStart = func(start time.Time, done, failed *atomic.Int64) {
+				go progress(sampleCtx, log, o.progress, start, done, failed, pg)
+			}
+		}
+		return drive(ctx, log, a, st.Fake, sessions, o, h)
+	})
+	stopSampling()
+	pg.record(context.WithoutCancel(ctx)) // the pool as the run left it
+	rep.PGWork = res.work
+	rep.addMem(sampleMem("measure end"))
+	rep.Turns.Elapsed = res.elapsed.Seconds()
+	rep.CPU = res.cpu
+	rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
+	rep.PG = pg.stats()
+	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	if err != nil {
+		return res.recs, err
+	}
+	if ctx.Err() != nil {
+		return res.recs, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return res.recs, nil
+}
+
+// phaseResult is one measured phase: its turns, and what the system under
+// test spent on them.
+type phaseResult struct {
+	recs    []turnRec
+	elapsed time.Duration
+	cpu     CPUStats
+	work    PGWork
+}
+
+// counted runs fn between two readings of the CPU counters (this process,
+// the observed database's backends, the machine) and of the observed
+// database's pg_stat_database counters.
+func counted(ctx context.Context, pg *pgSampler, fn func(*driveHooks) []turnRec) (phaseResult, error) {
+	var res phaseResult
+	dbStart, dbErr := pg.counters(ctx)
+	cpuStart := markCPU(pg.backendPIDs(ctx))
+	h := &driveHooks{}
+	res.recs = fn(h)
+	res.elapsed = h.elapsed
+	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx))))
+	// Backends publish their statistics when idle, at most once a second.
+	time.Sleep(1500 * time.Millisecond)
+	dbEnd, err := pg.counters(context.WithoutCancel(ctx))
+	if err == nil {
+		err = dbErr
+	}
+	if err != nil {
+		return res, err
+	}
+	done := 0
+	for _, r := range res.recs {
+		if r.err == nil {
+			done++
+		}
+	}
+	if n := float64(done); n > 0 {
+		res.work = PGWork{
+			XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
+			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
+		}
+		res.cpu.BenchMsPerTurn = res.cpu.BenchProcess * res.elapsed.Seconds() * 1000 / n
+		res.cpu.PGMsPerTurn = res.cpu.PGBackends * res.elapsed.Seconds() * 1000 / n
+	}
+	return res, nil
+}
+
+// driveHooks lets a caller of drive observe the phase.
+type driveHooks struct {
+	onStart func(start time.Time, done, failed *atomic.Int64)
+	onHalf  func()
+	elapsed time.Duration // set by drive
+}
+
+// drive sends turns on every session, concurrently across sessions and
+// sequentially within one, until each session sent o.turns (or o.duration
+// passed), paced by o.rate. fake attributes provider time to turns.
+func drive(ctx context.Context, log *slog.Logger, a *api, fake *timedFake, sessions []*session, o options, h *driveHooks) []turnRec {
 	var done, failed atomic.Int64
 	total := int64(o.turns * len(sessions))
 	deadline := time.Time{}
 	if o.duration > 0 {
 		total = 0
 	}
-	poolStart := st.Parts.Store.Pool.Stat()
-	dbStart, dbErr := pg.counters(ctx)
-	cpuStart := markCPU(pg.backendPIDs(ctx))
-	rep.addMem(sampleMem("measure start"))
 	start := time.Now()
 	if o.duration > 0 {
 		deadline = start.Add(o.duration)
 	}
-	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
-
-	// Middle memory sample: halfway through the turns, or the duration.
-	go func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-sampleCtx.Done():
-				return
-			case <-t.C:
+	halfCtx, stopHalf := context.WithCancel(ctx)
+	defer stopHalf()
+	if h.onHalf != nil {
+		go func() {
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-halfCtx.Done():
+					return
+				case <-t.C:
+				}
+				half := (total > 0 && done.Load()+failed.Load() >= total/2) || (!deadline.IsZero() && time.Since(start) >= o.duration/2)
+				if half {
+					h.onHalf()
+					return
+				}
 			}
-			half := (total > 0 && done.Load()+failed.Load() >= total/2) || (!deadline.IsZero() && time.Since(start) >= o.duration/2)
-			if half {
-				rep.addMem(sampleMem("measure middle"))
-				return
-			}
-		}
-	}()
-	if o.progress > 0 {
-		go progress(sampleCtx, log, o.progress, start, &done, &failed, pg)
+		}()
+	}
+	if h.onStart != nil {
+		h.onStart(start, &done, &failed)
 	}
 
 	// With -rate each session owns evenly staggered slots interval apart.
@@ -368,7 +462,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 				r.end = time.Now()
 				r.lat = r.end.Sub(r.start)
 				r.err, r.notifs, r.bytes = err, res.Notifications, res.Bytes
-				r.fake, r.fakeOK = st.Fake.take(tok)
+				r.fake, r.fakeOK = fake.take(tok)
 				if err != nil && ctx.Err() != nil {
 					return // cut short by the interrupt: not a server error
 				}
@@ -383,35 +477,12 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpuEnd := markCPU(pg.backendPIDs(context.WithoutCancel(ctx)))
-	stopSampling()
-	pg.record(context.WithoutCancel(ctx)) // the pool as the run left it
-	// Backends publish their statistics when idle, at most once a second.
-	time.Sleep(1500 * time.Millisecond)
-	if dbEnd, err := pg.counters(context.WithoutCancel(ctx)); err == nil && dbErr == nil {
-		if n := float64(done.Load()); n > 0 {
-			rep.PGWork = PGWork{
-				XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
-				UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
-			}
-		}
-	}
-	rep.addMem(sampleMem("measure end"))
-	rep.Turns.Elapsed = elapsed.Seconds()
-	rep.CPU = cpuBetween(cpuStart, cpuEnd)
-	rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
-	rep.PG = pg.stats()
-	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
-
+	h.elapsed = time.Since(start)
 	var recs []turnRec
 	for _, p := range perSession {
 		recs = append(recs, p...)
 	}
-	if ctx.Err() != nil {
-		return recs, fmt.Errorf("interrupted: %w", ctx.Err())
-	}
-	return recs, nil
+	return recs
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {

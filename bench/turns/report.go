@@ -84,7 +84,9 @@ type report struct {
 	Memory    []memSample   `json:"memory"`
 	Workflows workflowCount `json:"temporal_workflows"`
 	Stalls    []stallReport `json:"stalls,omitempty"`
-	Targets   []target      `json:"targets"`
+	// Floor is the same load on the floor program, after bae-go's phase.
+	Floor   *floorReport `json:"floor,omitempty"`
+	Targets []target     `json:"targets"`
 }
 
 type idleReport struct {
@@ -257,6 +259,18 @@ func (r *report) evaluate() {
 	} else {
 		add("idle sessions", ">= 1000 open, no errors", "not run (-idle 1000)", false, false)
 	}
+	if f := r.Floor; f != nil && f.Completed > 0 && measured {
+		paced := r.Config.Rate > 0
+		add("vs floor: p50", "<= 3x the floor's (paced)", fmt.Sprintf("%.1fx (%.1f vs %.1f ms)", ratio(t.ServerAdded.P50, f.ServerAdded.P50), t.ServerAdded.P50, f.ServerAdded.P50),
+			ratio(t.ServerAdded.P50, f.ServerAdded.P50) <= 3, paced)
+		add("vs floor: p99", "<= 4x the floor's (paced)", fmt.Sprintf("%.1fx (%.1f vs %.1f ms)", ratio(t.ServerAdded.P99, f.ServerAdded.P99), t.ServerAdded.P99, f.ServerAdded.P99),
+			ratio(t.ServerAdded.P99, f.ServerAdded.P99) <= 4, paced)
+		add("vs floor: capacity", ">= 1/3 of the floor's (closed loop)", fmt.Sprintf("%.2fx (%.0f vs %.0f turns/s)", ratio(t.PerSecond, f.PerSecond), t.PerSecond, f.PerSecond),
+			ratio(t.PerSecond, f.PerSecond) >= 1.0/3, !paced)
+	}
+	if r.PGWork.XactsPerTurn > 0 {
+		add("transactions", "<= 6 per text turn", fmt.Sprintf("%.1f", r.PGWork.XactsPerTurn), r.PGWork.XactsPerTurn <= 6, true)
+	}
 	add("no errors", "0 failed turns", fmt.Sprintf("%d failed of %d", t.Errors, t.Errors+t.Completed), t.Errors == 0 && r.Setup.WarmupErrors == 0, measured)
 	if start, mid, end, ok := r.memPhases(); ok {
 		// Stable = the live heap and goroutine count do not keep climbing
@@ -390,6 +404,9 @@ func writeTable(w io.Writer, r *report) {
 			s.At, s.DurationS, s.Inflight, s.WaitingStacks, s.PGStates, s.DumpFile))
 	}
 	tw.Flush()
+	if f := r.Floor; f != nil {
+		writeFloor(w, r, f)
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tgoal\tmeasured\tverdict")
@@ -404,4 +421,39 @@ func pct(a, b int64) float64 {
 		return 0
 	}
 	return 100 * float64(a) / float64(b)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// writeFloor prints bae-go next to the floor, measured in the same run
+// with the same load, and the ratio of the two.
+func writeFloor(w io.Writer, r *report, f *floorReport) {
+	t := r.Turns
+	fmt.Fprintf(w, "\nfloor (same load, database %s, after bae-go's phase): %d turns in %.1fs, %d errors", f.Database, f.Completed, f.Elapsed, f.Errors)
+	if f.FirstError != "" {
+		fmt.Fprintf(w, " (first: %s)", f.FirstError)
+	}
+	fmt.Fprint(w, "\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tfloor\tbae-go\tbae-go / floor")
+	row := func(name, unit string, fl, bg float64) {
+		fmt.Fprintf(tw, "%s\t%.1f %s\t%.1f %s\t%.2fx\n", name, fl, unit, bg, unit, ratio(bg, fl))
+	}
+	row("server-added p50", "ms", f.ServerAdded.P50, t.ServerAdded.P50)
+	row("server-added p90", "ms", f.ServerAdded.P90, t.ServerAdded.P90)
+	row("server-added p99", "ms", f.ServerAdded.P99, t.ServerAdded.P99)
+	row("client latency p50", "ms", f.Client.P50, t.Client.P50)
+	row("throughput", "turns/s", f.PerSecond, t.PerSecond)
+	row("transactions per turn", "", f.PGWork.XactsPerTurn, r.PGWork.XactsPerTurn)
+	row("rows fetched per turn", "", f.PGWork.FetchedPerTurn, r.PGWork.FetchedPerTurn)
+	row("rows inserted per turn", "", f.PGWork.InsertedPerTurn, r.PGWork.InsertedPerTurn)
+	row("cpu per turn, process", "ms", f.CPU.BenchMsPerTurn, r.CPU.BenchMsPerTurn)
+	row("cpu per turn, postgres", "ms", f.CPU.PGMsPerTurn, r.CPU.PGMsPerTurn)
+	fmt.Fprintf(tw, "cpu other (cores)\t%.2f\t%.2f\t\n", f.CPU.Other, r.CPU.Other)
+	tw.Flush()
 }

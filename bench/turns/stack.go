@@ -38,6 +38,7 @@ type stack struct {
 	dev      *devstack.Server
 	Temporal client.Client
 	Fake     *timedFake
+	FakeURL  string
 	fakeSrv  *http.Server
 
 	ClientURL string
@@ -119,9 +120,9 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	}
 	s.fakeSrv = &http.Server{Handler: s.Fake, ReadHeaderTimeout: 10 * time.Second}
 	go s.fakeSrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
-	fakeURL := "http://" + ln.Addr().String()
+	s.FakeURL = "http://" + ln.Addr().String()
 
-	if err = s.startServer(ctx, srvLog, fakeURL); err != nil {
+	if err = s.startServer(ctx, srvLog, s.FakeURL); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -166,8 +166,8 @@ func (p *pgSampler) states(ctx context.Context) string {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
 	rows, err := p.conn.Query(ctx, `SELECT coalesce(state, '?'), coalesce(wait_event, ''), count(*)
-		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
-		GROUP BY 1, 2 ORDER BY 3 DESC`)
+		FROM pg_stat_activity WHERE datname = $1
+		GROUP BY 1, 2 ORDER BY 3 DESC`, p.db)
 	if err != nil {
 		return err.Error()
 	}

@@ -82,11 +82,14 @@ func sampleMem(label string) memSample {
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// pgSampler polls pg_stat_activity for the bench database over its own
-// connection (excluded from the counts).
+// pgSampler polls pg_stat_activity for one database (db) over its own
+// connection to the maintenance database, so its own queries never count
+// in the observed database's transaction and row counters.
 type pgSampler struct {
 	connMu sync.Mutex // a pgx.Conn serves one query at a time
 	conn   *pgx.Conn
+	db     string
+	dbURL  string // the observed database, for the storage figures
 	errs   int
 
 	mu      sync.Mutex
@@ -110,12 +113,13 @@ type PGStats struct {
 	PoolMax   int32   `json:"pool_max_conns"`
 }
 
-func newPGSampler(ctx context.Context, dbURL string) (*pgSampler, error) {
-	c, err := pgx.Connect(ctx, dbURL)
+// newPGSampler observes the database of dbURL from maintURL.
+func newPGSampler(ctx context.Context, maintURL, dbURL string) (*pgSampler, error) {
+	c, err := pgx.Connect(ctx, maintURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect pg sampler: %w", err)
 	}
-	return &pgSampler{conn: c}, nil
+	return &pgSampler{conn: c, db: dbOf(dbURL), dbURL: dbURL}, nil
 }
 
 func (p *pgSampler) sample(ctx context.Context) (pgSample, error) {
@@ -125,7 +129,7 @@ func (p *pgSampler) sample(ctx context.Context) (pgSample, error) {
 	err := p.conn.QueryRow(ctx, `SELECT count(*),
 		count(*) FILTER (WHERE state = 'active'),
 		count(*) FILTER (WHERE state LIKE 'idle in transaction%')
-		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&s.Total, &s.Active, &s.IdleInTx)
+		FROM pg_stat_activity WHERE datname = $1`, p.db).Scan(&s.Total, &s.Active, &s.IdleInTx)
 	if err != nil {
 		return s, fmt.Errorf("sample pg_stat_activity: %w", err)
 	}
@@ -191,7 +195,7 @@ func (p *pgSampler) stats() PGStats {
 func (p *pgSampler) backendPIDs(ctx context.Context) []int {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
-	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, p.db)
 	if err != nil {
 		return nil
 	}
@@ -208,10 +212,13 @@ type StorageStats struct {
 }
 
 func (p *pgSampler) storage(ctx context.Context) (StorageStats, error) {
-	p.connMu.Lock()
-	defer p.connMu.Unlock()
 	var s StorageStats
-	err := p.conn.QueryRow(ctx, `SELECT pg_database_size(current_database()), pg_total_relation_size('session_events'),
+	conn, err := pgx.Connect(ctx, p.dbURL)
+	if err != nil {
+		return s, fmt.Errorf("storage stats: %w", err)
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT pg_database_size(current_database()), pg_total_relation_size('session_events'),
 		count(*), coalesce(sum(octet_length(payload::text)), 0) FROM session_events`).Scan(&s.DatabaseBytes, &s.EventsBytes, &s.Events, &s.EventBodies)
 	if err != nil {
 		return s, fmt.Errorf("storage stats: %w", err)
@@ -219,8 +226,8 @@ func (p *pgSampler) storage(ctx context.Context) (StorageStats, error) {
 	return s, nil
 }
 
-// dbCounters are cumulative pg_stat_database counters for the bench
-// database (includes the sampler's own few queries).
+// dbCounters are cumulative pg_stat_database counters of the observed
+// database.
 type dbCounters struct {
 	Xacts, Returned, Fetched, Inserted, Updated, Deleted int64
 }
@@ -230,7 +237,7 @@ func (p *pgSampler) counters(ctx context.Context) (dbCounters, error) {
 	defer p.connMu.Unlock()
 	var c dbCounters
 	err := p.conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback, tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted
-		FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Xacts, &c.Returned, &c.Fetched, &c.Inserted, &c.Updated, &c.Deleted)
+		FROM pg_stat_database WHERE datname = $1`, p.db).Scan(&c.Xacts, &c.Returned, &c.Fetched, &c.Inserted, &c.Updated, &c.Deleted)
 	if err != nil {
 		return c, fmt.Errorf("read pg_stat_database: %w", err)
 	}
