@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -171,17 +172,28 @@ func (a *api) rpc(ctx context.Context, s *session, method string, params any) (r
 		raw, _ := io.ReadAll(io.LimitReader(cr, 4096))
 		return rpcResult{}, &rpcError{kind: fmt.Sprintf("http_%d", resp.StatusCode), err: fmt.Errorf("%s", bytes.TrimSpace(raw))}
 	}
-	dec := json.NewDecoder(cr)
+	// Notifications are counted, not decoded: a long session's
+	// provider.request carries the whole conversation, and decoding it here
+	// would count the load generator's work as the server's.
+	br := bufio.NewReaderSize(cr, 64<<10)
 	var out rpcResult
 	for {
-		var line rpcLine
-		if err := dec.Decode(&line); err != nil {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) == 0 && err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("stream ended without a terminal response")
 			}
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
+			return out, &rpcError{kind: "stream", err: err}
+		}
+		if bytes.HasPrefix(raw, notificationPrefix) {
+			out.Notifications++
+			continue
+		}
+		var line rpcLine
+		if err := json.Unmarshal(raw, &line); err != nil {
 			return out, &rpcError{kind: "stream", err: err}
 		}
 		if len(line.ID) == 0 || string(line.ID) == "null" {
@@ -196,6 +208,10 @@ func (a *api) rpc(ctx context.Context, s *session, method string, params any) (r
 		return out, nil
 	}
 }
+
+// notificationPrefix starts every session.event line bae-go and the floor
+// write.
+var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":"session.event"`)
 
 // turnReply is the part of sendMessage's terminal result the bench checks.
 type turnReply struct {

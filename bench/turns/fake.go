@@ -44,6 +44,7 @@ type timedFake struct {
 
 type fakeTurn struct {
 	ns       atomic.Int64
+	bytes    atomic.Int64 // request bodies
 	requests atomic.Int32
 	first    atomic.Int64 // unix ns the first request entered the handler
 	last     atomic.Int64 // unix ns the last request left it
@@ -82,6 +83,7 @@ func (f *timedFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, _ := f.perTurn.LoadOrStore(tok.(string), &fakeTurn{})
 	ft := v.(*fakeTurn)
 	ft.ns.Add(int64(d))
+	ft.bytes.Add(r.ContentLength)
 	ft.requests.Add(1)
 	ft.first.CompareAndSwap(0, start.UnixNano())
 	ft.last.Store(start.Add(d).UnixNano())
@@ -91,6 +93,7 @@ func (f *timedFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type fakeTime struct {
 	Total       time.Duration
 	Requests    int
+	Bytes       int64     // request bodies, the provider body bae-go built
 	First, Last time.Time // wall clock, for the server timeline
 }
 
@@ -102,7 +105,7 @@ func (f *timedFake) take(token string) (fakeTime, bool) {
 	}
 	ft := v.(*fakeTurn)
 	return fakeTime{
-		Total: time.Duration(ft.ns.Load()), Requests: int(ft.requests.Load()),
+		Total: time.Duration(ft.ns.Load()), Requests: int(ft.requests.Load()), Bytes: ft.bytes.Load(),
 		First: time.Unix(0, ft.first.Load()), Last: time.Unix(0, ft.last.Load()),
 	}, true
 }

@@ -53,6 +53,7 @@ type options struct {
 	timelineCSV     string
 	dbURL           string
 	floor           bool
+	long            int
 }
 
 func parseFlags() options {
@@ -78,6 +79,7 @@ func parseFlags() options {
 	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	flag.StringVar(&o.timelineCSV, "timeline-csv", "", "write every timeline turn's phases (ms) to this CSV file")
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
+	flag.IntVar(&o.long, "long", 0, "long-session mode instead of the measured phase: build one session of this many events, then compare -turns turns on it with a fresh session's, and time its replay")
 	flag.BoolVar(&o.floor, "floor", false, "also run the floor (the irreducible work of a text turn, no orchestration) with the same sessions, turns and rate, and print both side by side")
 	flag.Parse()
 	return o
@@ -216,6 +218,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
+	}
+
+	if o.long > 0 {
+		rep.Long = runLong(ctx, log, a, st, pg, clientKey, o)
+		rep.LoadAvgEnd = loadAvg()
+		return rep, ctx.Err()
 	}
 
 	// Open and register the driven sessions, then warm each one up: the

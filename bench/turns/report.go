@@ -86,6 +86,7 @@ type report struct {
 	Stalls    []stallReport `json:"stalls,omitempty"`
 	// Floor is the same load on the floor program, after bae-go's phase.
 	Floor   *floorReport `json:"floor,omitempty"`
+	Long    *longReport  `json:"long_session,omitempty"`
 	Targets []target     `json:"targets"`
 }
 
@@ -309,6 +310,10 @@ func writeJSON(w io.Writer, r *report) error {
 }
 
 func writeTable(w io.Writer, r *report) {
+	if r.Long != nil {
+		writeLong(w, r)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")) }
 	fd := func(d dist) string {
@@ -456,4 +461,36 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	row("cpu per turn, postgres", "ms", f.CPU.PGMsPerTurn, r.CPU.PGMsPerTurn)
 	fmt.Fprintf(tw, "cpu other (cores)\t%.2f\t%.2f\t\n", f.CPU.Other, r.CPU.Other)
 	tw.Flush()
+}
+
+// writeLong prints the long-session mode's figures.
+func writeLong(w io.Writer, r *report) {
+	l := r.Long
+	fmt.Fprintf(w, "\nbae-go long session  %s  %s  %d CPU  load %s -> %s\n\n", r.Date, r.GoVersion, r.NumCPU, r.LoadAvgStart, r.LoadAvgEnd)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "built\t%d events in %d turns, %.1fs (%d errors); server-added p50 %.1f ms in the first tenth, %.1f ms in the last\n",
+		l.Events, l.BuildTurns, l.BuildS, l.BuildErrors, l.BuildAddedFirst, l.BuildAddedLast)
+	fmt.Fprintf(tw, "storage\tsession_events payload %s (provider.request %s), session_messages %s\n", mib(uint64(l.EventsBytes)), mib(uint64(l.RequestBytes)), mib(uint64(l.MessagesBytes)))
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "per turn\tfresh session\tlong session\tlong / fresh")
+	row := func(name string, f, g float64) {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.2fx\n", name, f, g, ratio(g, f))
+	}
+	row("server-added p50 ms", l.Fresh.ServerAdded.P50, l.Long.ServerAdded.P50)
+	row("server-added p90 ms", l.Fresh.ServerAdded.P90, l.Long.ServerAdded.P90)
+	row("server-added mean ms", l.Fresh.ServerAdded.Mean, l.Long.ServerAdded.Mean)
+	row("process cpu ms", l.Fresh.CPUMsTurn, l.Long.CPUMsTurn)
+	row("postgres cpu ms", l.Fresh.PGMsTurn, l.Long.PGMsTurn)
+	row("provider body KiB", l.Fresh.ProviderKiB, l.Long.ProviderKiB)
+	row("stream KiB", l.Fresh.StreamBytes/1024, l.Long.StreamBytes/1024)
+	fmt.Fprintf(tw, "turns (errors)\t%d (%d)\t%d (%d)\t\n", l.Fresh.Turns, l.Fresh.Errors, l.Long.Turns, l.Long.Errors)
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "replay via session.subscribe (since_event_id): %d events, %s in %.2fs\n", l.ReplayEvents, mib(uint64(l.ReplayBytes)), l.ReplayS)
+	fmt.Fprintf(w, "replay via GET /events (limit 200): %d pages, %s in %.2fs\n", l.Pages, mib(uint64(l.PagesBytes)), l.PagesS)
+	if l.Err != "" {
+		fmt.Fprintf(w, "error: %s\n", l.Err)
+	}
 }
