@@ -361,14 +361,17 @@ type phaseResult struct {
 // database's pg_stat_database counters.
 func counted(ctx context.Context, pg *pgSampler, fn func(*driveHooks) []turnRec) (phaseResult, error) {
 	var res phaseResult
+	// A backend publishes its counters when it goes idle, but at most once
+	// a second and otherwise only after PostgreSQL's 10 s idle interval:
+	// wait that out on both sides so the phase gets exactly its own work.
+	statsSettle(ctx)
 	dbStart, dbErr := pg.counters(ctx)
 	cpuStart := markCPU(pg.backendPIDs(ctx))
 	h := &driveHooks{}
 	res.recs = fn(h)
 	res.elapsed = h.elapsed
 	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx))))
-	// Backends publish their statistics when idle, at most once a second.
-	time.Sleep(1500 * time.Millisecond)
+	statsSettle(ctx)
 	dbEnd, err := pg.counters(context.WithoutCancel(ctx))
 	if err == nil {
 		err = dbErr
@@ -391,6 +394,16 @@ func counted(ctx context.Context, pg *pgSampler, fn func(*driveHooks) []turnRec)
 		res.cpu.PGMsPerTurn = res.cpu.PGBackends * res.elapsed.Seconds() * 1000 / n
 	}
 	return res, nil
+}
+
+// statsSettle waits until every backend has published its statistics.
+func statsSettle(ctx context.Context) {
+	t := time.NewTimer(11 * time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // driveHooks lets a caller of drive observe the phase.
