@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/bae-go/bae-go/internal/httpstatus"
 	"net"
 	"net/http"
 	"net/netip"
@@ -150,40 +151,11 @@ func limitAuthFailures(l *authLimiter, trusted []netip.Prefix) func(http.Handler
 				rateLimited(w, retry)
 				return
 			}
-			sw := &statusWriter{ResponseWriter: w}
+			sw := httpstatus.Wrap(w)
 			next.ServeHTTP(sw, r)
-			if sw.status == http.StatusUnauthorized {
+			if sw.Status == http.StatusUnauthorized {
 				l.fail(addr)
 			}
 		})
 	}
 }
-
-// statusWriter records the status code and keeps streaming (Flush) working.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"github.com/bae-go/bae-go/internal/httpstatus"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -38,13 +39,13 @@ func (t *Telemetry) HTTP(h http.Handler) http.Handler {
 		// one lets us read the matched pattern once the router is done.
 		rctx := chi.NewRouteContext()
 		rctx.Routes = routes
-		sw := &statusWriter{ResponseWriter: w}
+		sw := httpstatus.Wrap(w)
 		h.ServeHTTP(sw, r.WithContext(context.WithValue(ctx, chi.RouteCtxKey, rctx)))
 		if p := rctx.RoutePattern(); p != "" {
 			span.SetName(r.Method + " " + p)
 			span.SetAttributes(attribute.String(AttrHTTPRoute, p))
 		}
-		status := sw.status
+		status := sw.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -54,33 +55,3 @@ func (t *Telemetry) HTTP(h http.Handler) http.Handler {
 		}
 	})
 }
-
-// statusWriter records the response status; Unwrap keeps
-// http.ResponseController (read deadlines, Flush) working through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Flush() {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	_ = http.NewResponseController(s.ResponseWriter).Flush()
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
