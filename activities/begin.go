@@ -32,18 +32,19 @@ func rejected(why workflows.Rejection, detail string) workflows.BeginTurnResult 
 func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
 	var res workflows.BeginTurnResult
 	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		ti, err := store.TurnInputTx(ctx, tx, in.TurnID)
-		if errors.Is(err, store.ErrNotFound) {
-			res = rejected(workflows.RejectTurnInputMissing, "")
-			return nil
-		}
+		// Every read in one round trip; the locks are taken in order.
+		bi, err := store.BeginInputsTx(ctx, tx, in.TurnID, in.SessionID, in.ClientKeyID)
 		if err != nil {
 			return err
 		}
-		if len(ti.BeginResult) > 0 {
-			return json.Unmarshal(ti.BeginResult, &res)
+		if errors.Is(bi.InputErr, store.ErrNotFound) {
+			res = rejected(workflows.RejectTurnInputMissing, "")
+			return nil
 		}
-		res, err = a.beginTx(ctx, tx, in, ti)
+		if len(bi.Input.BeginResult) > 0 {
+			return json.Unmarshal(bi.Input.BeginResult, &res)
+		}
+		res, err = a.beginTx(ctx, tx, in, bi)
 		if err != nil {
 			return err
 		}
@@ -52,20 +53,15 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 	return res, err
 }
 
-func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginTurnInput, ti store.TurnInput) (workflows.BeginTurnResult, error) {
+func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginTurnInput, bi store.BeginInputs) (workflows.BeginTurnResult, error) {
 	sid, cid, turn := in.SessionID, in.ClientKeyID, in.TurnID
-	// A message queued by a key revoked since never runs. Checked first so
-	// the key row is locked before the session row, in the order a
-	// revocation takes them.
-	if live, err := store.ClientKeyLiveTx(ctx, tx, cid); err != nil {
-		return workflows.BeginTurnResult{}, err
-	} else if !live {
+	ti := bi.Input
+	// A message queued by a key revoked since never runs. (The key row was
+	// locked before the session row, in the order a revocation takes them.)
+	if !bi.KeyLive {
 		return rejected(workflows.RejectClientKeyRevoked, ""), nil
 	}
-	pending, state, err := store.PendingTurnTx(ctx, tx, sid)
-	if err != nil {
-		return workflows.BeginTurnResult{}, err
-	}
+	pending, state := bi.Pending, bi.State
 	if state != store.StateOpen {
 		r := rejected(workflows.RejectSessionNotOpen, state)
 		r.SessionEnded = true
@@ -88,7 +84,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	if pending == nil {
 		// Only a paused turn may leave the conversation mid-exchange; any
 		// other unfinished tail is a turn that died past every retry.
-		removed, err := store.RepairConversationTx(ctx, tx, sid, "")
+		removed, err := store.RepairConversationFromTx(ctx, tx, sid, bi.Tail)
 		if err != nil {
 			return workflows.BeginTurnResult{}, err
 		}
@@ -139,6 +135,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 			r.SessionEnded = true
 			return r, nil
 		}
+		var err error
 		if content, err = json.Marshal(merged); err != nil {
 			return workflows.BeginTurnResult{}, fmt.Errorf("marshal merged content: %w", err)
 		}
@@ -167,13 +164,9 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		return workflows.BeginTurnResult{}, err
 	}
 
-	// Reads stay inside the transaction: with every pool connection held by
-	// a BeginTurn, a second connection would never come.
-	sess, err := store.GetSessionTx(ctx, tx, sid)
-	if err != nil {
-		return workflows.BeginTurnResult{}, err
-	}
-	profile, err := store.GetProfileTx(ctx, tx, sess.ProfileID)
+	// Read with the rest, inside the transaction: with every pool
+	// connection held by a BeginTurn, a second connection would never come.
+	sess, profile, err := bi.Session, bi.Profile, bi.ProfileErr
 	if errors.Is(err, store.ErrNotFound) {
 		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: sess.ProfileID},
 			rejected(workflows.RejectProfileUnavailable, ""))

@@ -67,7 +67,7 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		})
 		return workflows.FinishIterationResult{}, err
 	}
-	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
 	if err != nil {
 		return workflows.FinishIterationResult{}, fmt.Errorf("load assistant message: %w", err)
 	}
@@ -89,6 +89,7 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		raw, _ := json.Marshal(r)
 		stash = append(stash, raw)
 	}
+	var last int64
 	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
 		evs, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
 			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
@@ -97,13 +98,13 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		if err != nil {
 			return err
 		}
-		_ = evs
+		last = lastSeq(evs)
 		return store.SetPendingTurnTx(ctx, tx, in.SessionID, &store.PendingTurn{TurnID: in.TurnID, Owner: in.ClientKeyID, ToolUses: toolUses, ServerResults: stash})
 	})
 	if err != nil {
 		return workflows.FinishIterationResult{}, err
 	}
-	return workflows.FinishIterationResult{Paused: true}, nil
+	return workflows.FinishIterationResult{Paused: true, LastSeq: last}, nil
 }
 
 // FailTurn records why a turn could not finish. A turn whose step failed

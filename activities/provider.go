@@ -41,37 +41,38 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		messages json.RawMessage
 		tools    json.RawMessage
 	)
+	// One transaction: the stored answer of an earlier run, the tools, the
+	// conversation (only what this worker has not read yet) and the
+	// provider.request event.
 	err := a.untilStored(ctx, "prepare provider request", func(ctx context.Context) error {
-		ev, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, step+"/resp"))
-		if err == nil {
-			stored = &ev
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
+		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
+			inputs, conv, at, err := a.Store.AttemptTx(ctx, tx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
+			if err != nil {
+				return err
+			}
+			if inputs.Stored != nil {
+				stored = inputs.Stored
+				return nil
+			}
+			if !configured {
+				return nil
+			}
+			if ts, err = toolsFrom(inputs); err != nil {
+				return err
+			}
+			messages, tools = conv, ts.json()
+			// The conversation is stored once, as messages; the event names
+			// it by counter and is materialized whenever it is read.
+			_, err = store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+				IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+				Payload: events.ProviderRequestPayload{
+					Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
+					Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: tools,
+				},
+				MessagesAt: &at,
+			})
 			return err
-		}
-		if !configured {
-			return nil
-		}
-		if ts, err = a.toolsFor(ctx, in.SessionID, in.ClientKeyID); err != nil {
-			return err
-		}
-		history, err := a.Store.History(ctx, in.SessionID)
-		if err != nil {
-			return err
-		}
-		if messages, err = json.Marshal(history); err != nil {
-			return fmt.Errorf("marshal history: %w", err)
-		}
-		tools = ts.json()
-		_, err = a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-			Payload: events.ProviderRequestPayload{
-				Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
-				Model: entry.Model, MaxTokens: entry.MaxTokens, Messages: messages, Tools: tools,
-			},
 		})
-		return err
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
@@ -218,10 +219,12 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
 			}}, evs...)
-			if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...); err != nil {
+			stored, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...)
+			if err != nil {
 				return err
 			}
-			_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
+			res.LastSeq = lastSeq(stored)
+			_, err = store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
 			return err
 		})
 	})
@@ -299,4 +302,13 @@ func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProvide
 		return nil
 	})
 	return res, err
+}
+
+// lastSeq is the highest sequence among events.
+func lastSeq(evs []store.Event) int64 {
+	var last int64
+	for _, e := range evs {
+		last = max(last, e.Seq)
+	}
+	return last
 }

@@ -23,7 +23,7 @@ import (
 // toolInput finds a tool_use block's input in the iteration's stored
 // assistant message (kept out of workflow history).
 func (a *Activities) toolInput(ctx context.Context, in workflows.ToolCallInput) (json.RawMessage, error) {
-	msg, err := a.Store.MessageByIdem(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
 	if err != nil {
 		return nil, fmt.Errorf("load assistant message: %w", err)
 	}

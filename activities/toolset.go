@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/tooldecl"
 )
 
@@ -43,15 +47,22 @@ func defs(raw json.RawMessage) ([]tooldecl.Decl, error) {
 }
 
 func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string) (toolset, error) {
+	var ts toolset
+	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		in, err := store.AttemptInputsTx(ctx, tx, sessionID, clientKeyID, "")
+		if err != nil {
+			return err
+		}
+		ts, err = toolsFrom(in)
+		return err
+	})
+	return ts, err
+}
+
+// toolsFrom builds the acting client's toolset from what an attempt read.
+func toolsFrom(in store.AttemptInputs) (toolset, error) {
 	ts := toolset{client: map[string]bool{}, sandbox: map[string]bool{}, subagent: map[string]bool{}, mcpRoute: map[string]string{}}
-	decl, err := a.Store.Client(ctx, sessionID, clientKeyID)
-	if err != nil {
-		return ts, fmt.Errorf("load client declarations: %w", err)
-	}
-	sess, err := a.Store.GetSession(ctx, sessionID)
-	if err != nil {
-		return ts, err
-	}
+	decl := in.Decl
 	for _, part := range []struct {
 		raw  json.RawMessage
 		mark map[string]bool
@@ -66,8 +77,8 @@ func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string
 		}
 	}
 	var mcp []mcpTool
-	if len(sess.MCPTools) > 0 {
-		if err := json.Unmarshal(sess.MCPTools, &mcp); err != nil {
+	if len(in.MCPTools) > 0 {
+		if err := json.Unmarshal(in.MCPTools, &mcp); err != nil {
 			return ts, fmt.Errorf("decode mcp tools: %w", err)
 		}
 	}
@@ -83,11 +94,7 @@ func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string
 		ts.advertised = append(ts.advertised, tooldecl.Decl{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	// The status tool is visible only while there is something to report.
-	tracked, err := a.Store.HasTrackedSubagents(ctx, sessionID)
-	if err != nil {
-		return ts, err
-	}
-	if tracked {
+	if in.TrackedSubagents {
 		ts.subagent[tooldecl.StatusTool] = true
 		ts.advertised = append(ts.advertised, tooldecl.StatusDecl())
 	}

@@ -139,26 +139,29 @@ func (c *clientAPI) authClient(r *http.Request) (store.Key, *Problem) {
 
 // authSession authenticates the session key bound to the path's session.
 func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Problem) {
+	a, p := c.authSessionFull(r)
+	return a.Session, a.Key, p
+}
+
+// authSessionFull is authSession with what the same query also read: the
+// acting client's declarations and the log's head.
+func (c *clientAPI) authSessionFull(r *http.Request) (store.SessionAuth, *Problem) {
 	token, p := bearer(r)
 	if p != nil {
-		return store.Session{}, store.Key{}, p
+		return store.SessionAuth{}, p
 	}
 	id := chi.URLParam(r, "id")
-	k, err := c.Store.AuthenticateSessionKey(r.Context(), token, id)
+	a, err := c.Store.AuthenticateSession(r.Context(), token, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Session{}, store.Key{}, unauthorized("invalid or revoked session key")
+		return store.SessionAuth{}, unauthorized("invalid or revoked session key")
 	}
 	if err != nil {
-		return store.Session{}, store.Key{}, internalError(c.log(), err)
+		return store.SessionAuth{}, internalError(c.log(), err)
 	}
-	sess, err := c.Store.GetSession(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Session{}, store.Key{}, notFound("no session " + id)
+	if a.Session.ID == "" {
+		return store.SessionAuth{}, notFound("no session " + id)
 	}
-	if err != nil {
-		return store.Session{}, store.Key{}, internalError(c.log(), err)
-	}
-	return sess, k, nil
+	return a, nil
 }
 
 // allowedTools is the profile's client-tool allowlist as a set.
@@ -436,11 +439,34 @@ func writeEventsPage(w http.ResponseWriter, r *http.Request, d *Deps, sessionID 
 	if p != nil {
 		return p
 	}
-	page, err := d.Store.ListEvents(r.Context(), sessionID, after, limit)
+	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit)
 	if err != nil {
 		return internalError(d.log(), err)
 	}
-	writeJSON(w, http.StatusOK, pageBody[store.Event]{Items: page.Items, NextCursor: page.NextCursor})
+	// {"items":[...],"next_cursor":...}, written piece by piece: payloads
+	// are copied as stored and a provider.request's conversation straight
+	// from the cache (see store.EncodedEvent).
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	write := func(b []byte) bool {
+		_, err := w.Write(b)
+		return err == nil
+	}
+	if !write([]byte(`{"items":[`)) {
+		return nil
+	}
+	for i, e := range items {
+		if i > 0 && !write([]byte{','}) {
+			return nil
+		}
+		for _, p := range e.Parts {
+			if !write(p) {
+				return nil
+			}
+		}
+	}
+	cursor, _ := json.Marshal(next)
+	write(append(append([]byte(`],"next_cursor":`), cursor...), "}\n"...))
 	return nil
 }
 

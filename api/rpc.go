@@ -57,17 +57,51 @@ func (s *ndjson) openLocked() {
 }
 
 func (s *ndjson) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.writeRaw(append(b, '\n'))
+}
+
+// writeParts writes one line made of parts (newline included), flushing
+// only when asked: a replay flushes once per page.
+func (s *ndjson) writeParts(flush bool, parts ...[]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
 	s.openLocked()
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	for _, p := range parts {
+		if _, err := s.w.Write(p); err != nil {
+			s.err = err
+			return err
+		}
 	}
-	b = append(b, '\n')
+	if f, ok := s.w.(http.Flusher); ok && flush {
+		f.Flush()
+	}
+	return nil
+}
+
+// flush sends what was written.
+func (s *ndjson) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.w.(http.Flusher); ok && s.err == nil {
+		f.Flush()
+	}
+}
+
+// writeRaw writes one already encoded line, newline included.
+func (s *ndjson) writeRaw(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.openLocked()
 	if _, err := s.w.Write(b); err != nil {
 		s.err = err
 		return err
@@ -88,6 +122,10 @@ type rpcCall struct {
 	out      *ndjson
 	r        *http.Request
 	log      *slog.Logger // tagged with session_id and rpc_method
+	// decl and head were read with the authentication: the acting client's
+	// declarations (zero when it has none) and the log's head then.
+	decl store.ClientDecl
+	head int64
 }
 
 func (c *rpcCall) notify() bool { return c.id == nil }
@@ -106,8 +144,40 @@ func (c *rpcCall) fail(e *RPCError) {
 	_ = c.out.write(map[string]any{"jsonrpc": "2.0", "id": c.id, "error": e})
 }
 
+// event writes a session.event notification. It is encoded by hand: the
+// payload is copied as stored, not decoded and encoded again.
 func (c *rpcCall) event(e store.Event) error {
-	return c.out.write(map[string]any{"jsonrpc": "2.0", "method": "session.event", "params": e})
+	b := make([]byte, 0, len(e.Payload)+256)
+	b = append(b, `{"jsonrpc":"2.0","method":"session.event","params":`...)
+	b = e.AppendJSON(b)
+	return c.out.writeRaw(append(b, "}\n"...))
+}
+
+var (
+	eventPrefix = []byte(`{"jsonrpc":"2.0","method":"session.event","params":`)
+	eventSuffix = []byte("}\n")
+)
+
+// encodedEvent writes a session.event notification from an encoded event,
+// without a flush (see ndjson.writeParts).
+func (c *rpcCall) encodedEvent(e store.EncodedEvent) error {
+	parts := make([][]byte, 0, len(e.Parts)+2)
+	parts = append(parts, eventPrefix)
+	parts = append(parts, e.Parts...)
+	return c.out.writeParts(false, append(parts, eventSuffix)...)
+}
+
+// resultRaw writes the terminal response with an already encoded result.
+func (c *rpcCall) resultRaw(result []byte) {
+	if c.notify() {
+		return
+	}
+	b := make([]byte, 0, len(result)+len(c.id)+40)
+	b = append(b, `{"id":`...)
+	b = append(b, c.id...)
+	b = append(b, `,"jsonrpc":"2.0","result":`...)
+	b = append(b, result...)
+	_ = c.out.writeRaw(append(b, "}\n"...))
 }
 
 func envelopeError(out *ndjson, id json.RawMessage, code int, msg string) {
@@ -120,11 +190,12 @@ func envelopeError(out *ndjson, id json.RawMessage, code int, msg string) {
 // rpc is POST /api/v1/sessions/{id}/rpc. Authentication is the only check
 // answered as HTTP (a 401 problem); everything after it is NDJSON.
 func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
-	sess, key, p := c.authSession(r)
+	auth, p := c.authSessionFull(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
+	sess, key := auth.Session, auth.Key
 	body, p := c.readBody(w, r)
 	if p != nil {
 		writeProblem(w, p)
@@ -151,6 +222,7 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		out.open()
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
+		decl: auth.Decl, head: auth.Head,
 		log: c.log().With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }
@@ -184,14 +256,10 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 	}
 }
 
-// requireDriver is the -32001 gate, checked before anything else.
+// requireDriver is the -32001 gate, checked before anything else. The
+// declarations were read with this request's authentication.
 func (c *clientAPI) requireDriver(call *rpcCall) (store.ClientDecl, bool) {
-	decl, err := c.Store.Client(call.r.Context(), call.sess.ID, call.clientID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		call.log.Error("driver lookup", "err", err)
-		call.fail(NewRPCError(-32603, "Internal error"))
-		return decl, false
-	}
+	decl := call.decl
 	if !decl.Registered {
 		call.fail(NewRPCError(-32001, "call session.registerDriver before %s", call.method))
 		return decl, false

@@ -189,7 +189,11 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 		done <- outcome{res, err}
 	}()
 
-	relay := &turnRelay{c: c, call: call, turnID: turnID}
+	relay, err := c.newRelay(ctx, call, turnID, !count)
+	if err != nil {
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
 	guard := c.guard(call, turnID)
 	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
@@ -224,13 +228,36 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// turnRelay forwards a turn's events as notifications, oldest first.
+// turnRelay forwards a turn's events as notifications, oldest first, and
+// keeps the turn's own events for the terminal result.
 type turnRelay struct {
 	c       *clientAPI
 	call    *rpcCall
 	turnID  string
 	started bool
 	last    int64
+	events  []store.Event // every event tagged with the turn id
+}
+
+// newRelay starts a turn's relay. A new turn has no event before the head
+// read with the authentication, so the relay starts there and writes
+// nothing until the turn's first event; a resent turn may have begun
+// earlier, and is relayed from its first event.
+func (c *clientAPI) newRelay(ctx context.Context, call *rpcCall, turnID string, resent bool) (*turnRelay, error) {
+	t := &turnRelay{c: c, call: call, turnID: turnID, last: call.head}
+	if !resent {
+		return t, nil
+	}
+	var first int64
+	err := waitForStore(ctx, func(ctx context.Context) error {
+		var err error
+		first, err = c.Store.FirstTurnEventSeq(ctx, call.sess.ID, turnID)
+		return err
+	})
+	if first > 0 {
+		t.last = first - 1
+	}
+	return t, err
 }
 
 // selfEvent reports events the caller itself sent in this request, which
@@ -252,31 +279,79 @@ func (t *turnRelay) selfEvent(e store.Event) bool {
 	return false
 }
 
-// pump writes every event appended since the turn started.
+const relayPage = 256
+
+// pump writes every event appended since the turn started, reading as a
+// follower (this process's own appends come from memory).
 func (t *turnRelay) pump(ctx context.Context) error {
-	if !t.started {
-		first, err := t.c.Store.FirstTurnEventSeq(ctx, t.call.sess.ID, t.turnID)
-		if err != nil || first == 0 {
-			return nil
-		}
-		t.started, t.last = true, first-1
-	}
 	for {
-		evs, err := t.c.Store.EventsAfter(ctx, t.call.sess.ID, t.last, 256)
+		evs, err := t.c.Store.FollowEvents(ctx, t.call.sess.ID, t.last, relayPage)
 		if err != nil {
 			return nil
 		}
-		for _, e := range evs {
-			t.last = e.Seq
-			if t.selfEvent(e) {
+		if err := t.relay(evs); err != nil {
+			return err
+		}
+		if len(evs) < relayPage {
+			return nil
+		}
+	}
+}
+
+// relay writes events read after t.last. Until the turn's first event the
+// log belongs to earlier turns, still running while this one was queued.
+func (t *turnRelay) relay(evs []store.Event) error {
+	for _, e := range evs {
+		t.last = e.Seq
+		if !t.started {
+			if e.TurnID != t.turnID {
 				continue
 			}
-			if err := t.call.event(e); err != nil {
-				return err
-			}
+			t.started = true
 		}
-		if len(evs) < 256 {
+		if e.TurnID == t.turnID {
+			t.events = append(t.events, e)
+		}
+		if t.selfEvent(e) {
+			continue
+		}
+		if err := t.call.event(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp relays up to the turn's last event, lastSeq, once the update
+// returned. When the turn did not say (lastSeq 0), or memory does not reach
+// it (appended by another replica whose notice is still on its way), the
+// table is read: every event of the turn committed before the update
+// returned.
+func (t *turnRelay) catchUp(ctx context.Context, lastSeq int64) error {
+	fromTable := lastSeq == 0
+	for {
+		var evs []store.Event
+		err := waitForStore(ctx, func(ctx context.Context) error {
+			var err error
+			if fromTable {
+				evs, err = t.c.Store.EventsAfter(ctx, t.call.sess.ID, t.last, relayPage)
+			} else {
+				evs, err = t.c.Store.FollowEvents(ctx, t.call.sess.ID, t.last, relayPage)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := t.relay(evs); err != nil {
+			return err
+		}
+		switch {
+		case len(evs) == relayPage:
+		case fromTable || t.last >= lastSeq:
 			return nil
+		default:
+			fromTable = true
 		}
 	}
 }
@@ -290,31 +365,11 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			return
 		}
 	}
-	var turnEvs []store.Event
-	lerr := waitForStore(ctx, func(ctx context.Context) error {
-		var err error
-		turnEvs, err = c.Store.TurnEvents(ctx, call.sess.ID, relay.turnID)
-		return err
-	})
-	if lerr != nil {
-		call.fail(NewRPCError(-32603, "Internal error"))
+	if err := relay.catchUp(ctx, res.LastSeq); err != nil {
+		if ctx.Err() == nil {
+			call.fail(NewRPCError(-32603, "Internal error"))
+		}
 		return
-	}
-	if len(turnEvs) > 0 {
-		if !relay.started {
-			relay.started, relay.last = true, turnEvs[0].Seq-1
-		}
-		// Relay up to the turn's last event.
-		endSeq := turnEvs[len(turnEvs)-1].Seq
-		for relay.last < endSeq {
-			before := relay.last
-			if err := relay.pump(ctx); err != nil {
-				return
-			}
-			if relay.last == before {
-				break
-			}
-		}
 	}
 	switch res.Outcome {
 	case workflows.OutcomeRejected:
@@ -324,6 +379,7 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 		call.fail(NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep))
 		return
 	}
+	turnEvs := relay.events
 	message := providerUnavailable
 	if res.Outcome != workflows.OutcomeProvidersFailed {
 		for i := len(turnEvs) - 1; i >= 0; i-- {
@@ -333,10 +389,22 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 			}
 		}
 	}
-	if turnEvs == nil {
-		turnEvs = []store.Event{}
+	// {"events":[...],"message":...}, encoded by hand like the stream.
+	size := len(message) + 32
+	for _, e := range turnEvs {
+		size += len(e.Payload) + 256
 	}
-	call.result(map[string]any{"message": message, "events": turnEvs})
+	b := make([]byte, 0, size)
+	b = append(b, `{"events":[`...)
+	for i, e := range turnEvs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = e.AppendJSON(b)
+	}
+	b = append(b, `],"message":`...)
+	b = append(b, message...)
+	call.resultRaw(append(b, '}'))
 }
 
 // engineError maps a failed update call: a finished workflow means the

@@ -38,19 +38,28 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			_ = call.out.write(map[string]any{"jsonrpc": "2.0", "error": RPCError{Code: -32000, Message: "replay failed"}})
 			return
 		}
-		// Replay the backlog without the lag rule.
+		// Replay the backlog without the lag rule. Events are written as
+		// encoded pieces (a provider.request's conversation is not copied)
+		// and flushed once per page.
 		for {
-			evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, 200)
+			var evs []store.EncodedEvent
+			var next *string
+			err := waitForStore(ctx, func(ctx context.Context) error {
+				var err error
+				evs, next, err = c.Store.EncodedEventsPage(ctx, call.sess.ID, cursor, 200)
+				return err
+			})
 			if err != nil {
 				return
 			}
 			for _, e := range evs {
-				if call.event(e) != nil {
+				if call.encodedEvent(e) != nil {
 					return
 				}
 				cursor = e.Seq
 			}
-			if len(evs) < 200 {
+			call.out.flush()
+			if next == nil {
 				break
 			}
 		}
@@ -72,7 +81,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
 	for {
-		evs, err := c.eventsAfter(ctx, call.sess.ID, cursor, lagLimit+1)
+		evs, err := c.followEvents(ctx, call.sess.ID, cursor, lagLimit+1)
 		if err != nil {
 			return
 		}
@@ -112,13 +121,15 @@ func (c *clientAPI) unsubscribe(call *rpcCall) {
 	call.result(map[string]any{"unsubscribed": true})
 }
 
-// eventsAfter reads the log from a sequence, waiting out a database outage
-// so a live stream resumes where it was instead of ending.
-func (c *clientAPI) eventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
+// followEvents reads the log after a sequence for the live part of a
+// stream, which reads again on every wake-up (this process's own appends
+// come from memory), waiting out a database outage so the stream resumes
+// where it was instead of ending.
+func (c *clientAPI) followEvents(ctx context.Context, sessionID string, after int64, limit int) ([]store.Event, error) {
 	var evs []store.Event
 	err := waitForStore(ctx, func(ctx context.Context) error {
 		var err error
-		evs, err = c.Store.EventsAfter(ctx, sessionID, after, limit)
+		evs, err = c.Store.FollowEvents(ctx, sessionID, after, limit)
 		return err
 	})
 	return evs, err

@@ -45,8 +45,10 @@ type ProviderRequestPayload struct {
 	BaseURL   string `json:"base_url"`
 	Model     string `json:"model"`
 	MaxTokens int    `json:"max_tokens"`
-	Messages  any    `json:"messages"`
-	Tools     any    `json:"tools"`
+	// Messages is nil when the store keeps them by reference
+	// (store.NewEvent.MessagesAt); readers always get them.
+	Messages any `json:"messages,omitempty"`
+	Tools    any `json:"tools"`
 }
 
 // ProviderResponsePayload is provider.response: one attempt's outcome.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // NewEvent is an event to append.
@@ -34,6 +36,11 @@ type NewEvent struct {
 	ClientKeyID string
 	// Payload names the event's type (see package events).
 	Payload events.Payload
+	// MessagesAt, when set, stores the payload's "messages" by reference:
+	// the conversation as of this message counter (Store.Conversation),
+	// materialized whenever the event is read. Payload must leave
+	// "messages" out.
+	MessagesAt *int64
 }
 
 // Type is the event type its payload names.
@@ -50,6 +57,10 @@ type Event struct {
 	Type        events.Type
 	Payload     json.RawMessage
 	CreatedAt   time.Time
+	// byRef: Payload is stored without its "messages", which are the
+	// conversation as of messagesAt (see Store.materialize).
+	byRef      bool
+	messagesAt int64
 }
 
 // TimeFormat is the wire format of every timestamp: UTC, milliseconds, Z.
@@ -60,31 +71,62 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // MarshalJSON renders the documented EventView shape.
 func (e Event) MarshalJSON() ([]byte, error) {
-	var ck any
-	if e.ClientKeyID != "" {
-		ck = e.ClientKeyID
-	}
-	payload := e.Payload
-	if len(payload) == 0 {
-		payload = json.RawMessage("{}")
-	}
-	return json.Marshal(struct {
-		ID          string          `json:"id"`
-		SessionID   string          `json:"session_id"`
-		ClientKeyID any             `json:"client_key_id"`
-		EventType   events.Type     `json:"event_type"`
-		Payload     json.RawMessage `json:"payload"`
-		CreatedAt   string          `json:"created_at"`
-	}{e.ID, e.SessionID, ck, e.Type, payload, FormatTime(e.CreatedAt)})
+	return e.AppendJSON(nil), nil
 }
 
-const eventCols = `seq, id, session_id, coalesce(client_key_id, ''), coalesce(turn_id, ''), coalesce(idem_key, ''), event_type, payload, created_at`
+// AppendJSON appends the EventView JSON of e to dst. The payload is copied
+// as stored, never decoded and encoded again: a stream of long sessions'
+// provider.request events is mostly their conversation, and this is what
+// keeps writing it a copy.
+func (e Event) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, e.ID)
+	dst = append(dst, `,"session_id":`...)
+	dst = appendString(dst, e.SessionID)
+	dst = append(dst, `,"client_key_id":`...)
+	if e.ClientKeyID == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendString(dst, e.ClientKeyID)
+	}
+	dst = append(dst, `,"event_type":`...)
+	dst = appendString(dst, string(e.Type))
+	dst = append(dst, `,"payload":`...)
+	if p := bytes.TrimSpace(e.Payload); len(p) == 0 {
+		dst = append(dst, "{}"...)
+	} else {
+		dst = append(dst, p...)
+	}
+	dst = append(dst, `,"created_at":"`...)
+	dst = e.CreatedAt.UTC().AppendFormat(dst, TimeFormat)
+	return append(dst, `"}`...)
+}
+
+// appendString appends s as a JSON string: ids and event types are plain
+// ASCII, anything else goes through encoding/json.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+const eventCols = `seq, id, session_id, coalesce(client_key_id, ''), coalesce(turn_id, ''), coalesce(idem_key, ''), event_type, payload, created_at, messages_upto`
 
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
 	var payload []byte
-	err := row.Scan(&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt)
+	var at *int64
+	err := row.Scan(&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at)
 	e.Payload = payload
+	if at != nil {
+		e.byRef, e.messagesAt = true, *at
+	}
 	return e, err
 }
 
@@ -95,7 +137,7 @@ func marshalPayload(p events.Payload) ([]byte, error) {
 // AppendEvents appends events to one session atomically and in order.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent) ([]Event, error) {
 	var out []Event
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := s.Tx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = appendEvents(ctx, tx, sessionID, evs)
 		return err
@@ -112,51 +154,120 @@ func AppendEventsTx(ctx context.Context, tx pgx.Tx, sessionID string, evs ...New
 // lock, so commit order equals seq order for each session and a reader that
 // tails "seq > last" can never skip an event committed late. Events whose
 // idempotency key already exists are returned as stored, not re-inserted, so
-// the sequence has no gaps and no duplicates.
+// the sequence has no gaps and no duplicates. The lock and the key check
+// share one round trip, and so do the inserts, the sequence update and the
+// notice.
 func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
+	var keys []string
+	for _, ev := range evs {
+		if ev.IdemKey != "" {
+			keys = append(keys, ev.IdemKey)
+		}
+	}
 	var last int64
-	if err := tx.QueryRow(ctx, `SELECT last_event_seq FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&last); err != nil {
+	existing := map[string]Event{}
+	lock := &pgx.Batch{}
+	lock.Queue(`SELECT last_event_seq FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
+	// One lookup per key: each is a probe of the unique index, whatever the
+	// planner knows about the table.
+	for _, k := range keys {
+		lock.Queue(`SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, k)
+	}
+	lr := tx.SendBatch(ctx, lock)
+	if err := lr.QueryRow().Scan(&last); err != nil {
+		_ = lr.Close()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
 		}
 		return nil, fmt.Errorf("append events: lock session: %w", err)
 	}
-	out := make([]Event, 0, len(evs))
-	inserted := 0
-	for _, ev := range evs {
-		if ev.IdemKey != "" {
-			existing, err := scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, ev.IdemKey))
-			if err == nil {
-				out = append(out, existing)
-				continue
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("append events: check idempotency key: %w", err)
-			}
+	for range keys {
+		e, err := scanEvent(lr.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			_ = lr.Close()
+			return nil, fmt.Errorf("append events: check idempotency keys: %w", err)
+		}
+		existing[e.IdemKey] = e
+	}
+	if err := lr.Close(); err != nil {
+		return nil, fmt.Errorf("append events: lock session: %w", err)
+	}
+
+	out := make([]Event, len(evs))
+	batch := &pgx.Batch{}
+	var fresh []int
+	for i, ev := range evs {
+		if e, ok := existing[ev.IdemKey]; ok && ev.IdemKey != "" {
+			out[i] = e
+			continue
 		}
 		payload, err := marshalPayload(ev.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("append events: marshal %s payload: %w", ev.Type(), err)
 		}
 		last++
-		e, err := scanEvent(tx.QueryRow(ctx, `INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+eventCols,
-			sessionID, last, ids.New(ids.EventPrefix), nullable(ev.IdemKey), nullable(ev.TurnID), nullable(ev.ClientKeyID), string(ev.Type()), string(payload)))
+		batch.Queue(`INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+eventCols,
+			sessionID, last, ids.New(ids.EventPrefix), nullable(ev.IdemKey), nullable(ev.TurnID), nullable(ev.ClientKeyID), string(ev.Type()), string(payload), ev.MessagesAt)
+		fresh = append(fresh, i)
+		if ev.IdemKey != "" {
+			// A key repeated within one call is stored once.
+			existing[ev.IdemKey] = Event{}
+		}
+	}
+	if len(fresh) == 0 {
+		return dedupe(out, evs, existing), nil
+	}
+	origin := ""
+	tt, tracked := tx.(*trackedTx)
+	if tracked {
+		origin = tt.origin
+	}
+	batch.Queue(`UPDATE sessions SET last_event_seq = $2 WHERE id = $1`, sessionID, last)
+	batch.Queue(`SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, last, origin))
+	br := tx.SendBatch(ctx, batch)
+	inserted := make([]Event, 0, len(fresh))
+	for _, i := range fresh {
+		e, err := scanEvent(br.QueryRow())
 		if err != nil {
-			return nil, fmt.Errorf("append events: insert %s: %w", ev.Type(), err)
+			_ = br.Close()
+			return nil, fmt.Errorf("append events: insert %s: %w", evs[i].Type(), err)
 		}
-		out = append(out, e)
-		inserted++
-	}
-	if inserted > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET last_event_seq = $2 WHERE id = $1`, sessionID, last); err != nil {
-			return nil, fmt.Errorf("append events: advance sequence: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, sessionID); err != nil {
-			return nil, fmt.Errorf("append events: notify: %w", err)
+		out[i] = e
+		inserted = append(inserted, e)
+		if evs[i].IdemKey != "" {
+			existing[evs[i].IdemKey] = e
 		}
 	}
-	return out, nil
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("append events: advance sequence: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("append events: notify: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	if tracked {
+		tt.record(sessionID, inserted)
+	}
+	return dedupe(out, evs, existing), nil
+}
+
+// dedupe fills the slots of keys repeated within one call with the event
+// stored for the first of them.
+func dedupe(out []Event, evs []NewEvent, stored map[string]Event) []Event {
+	for i, ev := range evs {
+		if out[i].ID == "" && ev.IdemKey != "" {
+			out[i] = stored[ev.IdemKey]
+		}
+	}
+	return out
 }
 
 // EventsAfter returns up to limit events with seq > after, oldest first.
@@ -169,16 +280,10 @@ func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, 
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	return list, nil
-}
-
-// ListEvents pages a session's events.
-func (s *Store) ListEvents(ctx context.Context, sessionID string, after int64, limit int) (Page[Event], error) {
-	list, err := s.EventsAfter(ctx, sessionID, after, limit+1)
-	if err != nil {
-		return Page[Event]{}, err
+	if err := s.materialize(ctx, s.Pool, sessionID, list); err != nil {
+		return nil, err
 	}
-	return pageOf(list, limit, func(e Event) int64 { return e.Seq }), nil
+	return list, nil
 }
 
 // TurnEvents returns every event tagged with turnID, in order.
@@ -187,7 +292,14 @@ func (s *Store) TurnEvents(ctx context.Context, sessionID, turnID string) ([]Eve
 	if err != nil {
 		return nil, fmt.Errorf("read turn events: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read turn events: %w", err)
+	}
+	if err := s.materialize(ctx, s.Pool, sessionID, list); err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // FirstTurnEventSeq is the seq of the turn's first event, or 0 when the turn

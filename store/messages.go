@@ -17,33 +17,30 @@ type Message struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// Tx runs fn in a transaction.
-func (s *Store) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, fn)
-}
-
 // AppendMessageTx appends a conversation message unless one with idemKey is
-// already stored, in which case the stored one is returned.
+// already stored, in which case the stored one is returned. One statement:
+// the key check, the counter and the insert.
 func AppendMessageTx(ctx context.Context, tx pgx.Tx, sessionID, idemKey, role string, content json.RawMessage) (Message, error) {
 	var m Message
 	var c []byte
-	err := tx.QueryRow(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).Scan(&m.Seq, &m.Role, &c)
-	if err == nil {
-		m.Content = c
-		return m, nil
+	err := tx.QueryRow(ctx, `WITH found AS (
+			SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND idem_key = $2
+		), counter AS (
+			UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM found) RETURNING last_message_seq
+		), ins AS (
+			INSERT INTO session_messages (session_id, seq, idem_key, role, content)
+			SELECT $1::text, last_message_seq, $2::text, $3::text, $4::json FROM counter RETURNING seq, role, content
+		)
+		SELECT seq, role, content FROM found UNION ALL SELECT seq, role, content FROM ins`,
+		sessionID, idemKey, role, string(content)).Scan(&m.Seq, &m.Role, &c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, fmt.Errorf("append message: session %s: %w", sessionID, ErrNotFound)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return Message{}, fmt.Errorf("check message: %w", err)
+	if err != nil {
+		return Message{}, fmt.Errorf("append message: %w", err)
 	}
-	var seq int64
-	if err := tx.QueryRow(ctx, `UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 RETURNING last_message_seq`, sessionID).Scan(&seq); err != nil {
-		return Message{}, fmt.Errorf("allocate message seq: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO session_messages (session_id, seq, idem_key, role, content) VALUES ($1, $2, $3, $4, $5)`,
-		sessionID, seq, idemKey, role, string(content)); err != nil {
-		return Message{}, fmt.Errorf("insert message: %w", err)
-	}
-	return Message{Seq: seq, Role: role, Content: content}, nil
+	m.Content = c
+	return m, nil
 }
 
 // MessageByIdem returns a stored message by idempotency key.
@@ -61,9 +58,10 @@ func (s *Store) MessageByIdem(ctx context.Context, sessionID, idemKey string) (M
 	return m, nil
 }
 
-// History returns the whole conversation in order.
+// History returns the whole conversation in order (without the messages
+// taken out of it).
 func (s *Store) History(ctx context.Context, sessionID string) ([]Message, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 ORDER BY seq`, sessionID)
+	rows, err := s.Pool.Query(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND dropped_seq IS NULL ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
@@ -190,9 +188,29 @@ func (s *Store) SetSandbox(ctx context.Context, sessionID string, sb *SandboxSta
 // stay in the log; only the provider-facing conversation changes. It returns
 // the turns removed.
 func RepairConversationTx(ctx context.Context, tx pgx.Tx, sessionID, turnID string) ([]string, error) {
+	return repairConversation(ctx, tx, sessionID, turnID, nil)
+}
+
+// RepairConversationFromTx is RepairConversationTx with no failed turn and
+// the conversation's last message as BeginInputsTx read it (nil: not known),
+// so a clean conversation costs no query.
+func RepairConversationFromTx(ctx context.Context, tx pgx.Tx, sessionID string, tail *TailMessage) ([]string, error) {
+	return repairConversation(ctx, tx, sessionID, "", tail)
+}
+
+func repairConversation(ctx context.Context, tx pgx.Tx, sessionID, turnID string, tail *TailMessage) ([]string, error) {
 	var removed []string
 	drop := func(turn string) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM session_messages WHERE session_id = $1 AND starts_with(idem_key, $2)`, sessionID, turn+"/")
+		// The removal takes the next counter value, which no message will
+		// have, and marks the messages with it: references to earlier
+		// conversations still name them (see convCache).
+		tag, err := tx.Exec(ctx, `WITH hit AS (
+				SELECT seq FROM session_messages WHERE session_id = $1 AND starts_with(idem_key, $2) AND dropped_seq IS NULL FOR UPDATE
+			), d AS (
+				UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM hit) RETURNING last_message_seq
+			)
+			UPDATE session_messages m SET dropped_seq = d.last_message_seq FROM d WHERE m.session_id = $1 AND m.seq IN (SELECT seq FROM hit)`,
+			sessionID, turn+"/")
 		if err != nil {
 			return fmt.Errorf("remove turn %s from conversation: %w", turn, err)
 		}
@@ -209,12 +227,16 @@ func RepairConversationTx(ctx context.Context, tx pgx.Tx, sessionID, turnID stri
 	for {
 		var key, role string
 		var content []byte
-		err := tx.QueryRow(ctx, `SELECT idem_key, role, content FROM session_messages WHERE session_id = $1 ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&key, &role, &content)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return removed, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read conversation tail: %w", err)
+		if tail != nil {
+			key, role, content, tail = tail.IdemKey, tail.Role, tail.Content, nil
+		} else {
+			err := tx.QueryRow(ctx, `SELECT idem_key, role, content FROM session_messages WHERE session_id = $1 AND dropped_seq IS NULL ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&key, &role, &content)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return removed, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read conversation tail: %w", err)
+			}
 		}
 		if role == "assistant" && !asksForTool(content) {
 			return removed, nil

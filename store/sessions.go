@@ -366,3 +366,73 @@ func (s *Store) SetMCPTools(ctx context.Context, sessionID string, tools json.Ra
 	}
 	return nil
 }
+
+// SessionAuth is what one authenticated session request needs: the session
+// key, its session, the acting client's declarations and the log's head.
+type SessionAuth struct {
+	Key     Key
+	Session Session
+	// Decl is the acting client's declarations; DeclFound is false when the
+	// client has none on the session.
+	Decl      ClientDecl
+	DeclFound bool
+	// Head is the session's last event sequence when it was read.
+	Head int64
+}
+
+// AuthenticateSession authenticates a session key for sessionID and reads
+// the session, the acting client's declarations and the log's head, in one
+// query. A key that is unknown, revoked or bound to another session is
+// ErrNotFound; a valid key whose session row is missing yields a zero
+// Session.ID.
+func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID string) (SessionAuth, error) {
+	h := ids.HashSecret(secret)
+	var a SessionAuth
+	var (
+		sSeq, sHead                    *int64
+		sID, sProfile, sClient, sState *string
+		sVersion, sSpan                *string
+		sMCP                           []byte
+		sCreated, sClosed              *time.Time
+		dClient, dVersion              *string
+		dTools, dSandbox, dSubagent    []byte
+		dRegistered                    *time.Time
+	)
+	err := s.Pool.QueryRow(ctx, `WITH found AS (
+			SELECT * FROM keys WHERE key_hash = $1 AND role = 'session' AND deleted_at IS NULL
+		), stamp AS (
+			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found)
+			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
+		)
+		SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
+			coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
+			c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
+		FROM found f
+		LEFT JOIN sessions s ON s.id = f.session_id
+		LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`, h).Scan(
+		&a.Key.Seq, &a.Key.ID, &a.Key.Role, &a.Key.Name, &a.Key.Prefix, &a.Key.Hash, &a.Key.ProfileID, &a.Key.SessionID, &a.Key.ClientKeyID, &a.Key.CreatedAt, &a.Key.LastUsedAt,
+		&sSeq, &sID, &sProfile, &sClient, &sState, &sVersion, &sMCP, &sCreated, &sClosed, &sHead, &sSpan,
+		&dClient, &dVersion, &dTools, &dSandbox, &dSubagent, &dRegistered)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionAuth{}, ErrNotFound
+	}
+	if err != nil {
+		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
+	}
+	if !ids.EqualHash(a.Key.Hash, h) || a.Key.SessionID != sessionID {
+		return SessionAuth{}, ErrNotFound
+	}
+	if sID != nil {
+		a.Session = Session{Seq: *sSeq, ID: *sID, ProfileID: *sProfile, ClientKeyID: *sClient, State: *sState, ClientVersion: sVersion,
+			MCPTools: sMCP, CreatedAt: *sCreated, ClosedAt: sClosed}
+		if sSpan != nil {
+			a.Session.Span = *sSpan
+		}
+		a.Head = *sHead
+	}
+	if dClient != nil {
+		a.DeclFound = true
+		a.Decl = ClientDecl{ClientKeyID: *dClient, ClientVersion: dVersion, Tools: dTools, SandboxTools: dSandbox, SubagentTools: dSubagent, Registered: dRegistered != nil}
+	}
+	return a, nil
+}

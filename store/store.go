@@ -22,11 +22,19 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	Pool *pgxpool.Pool
 	url  string
+	conv *convCache
+	tail *eventTail
+	// origin tags this process's own event notices (see Announced).
+	origin        string
+	onLocalAppend func(sessionID string)
 }
 
-// Options tune the pool.
+// Options tune the pool and the in-process caches.
 type Options struct {
 	MaxConns int32
+	// ConversationCacheBytes bounds the encoded conversations kept in
+	// memory (0 = DefaultConversationCacheBytes).
+	ConversationCacheBytes int
 }
 
 // Open connects to databaseURL, creating the database first when it does not
@@ -54,7 +62,8 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	s := &Store{Pool: pool, url: databaseURL}
+	s := &Store{Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
+		tail: newEventTail(), origin: newOrigin()}
 	if err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

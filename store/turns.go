@@ -99,7 +99,11 @@ func (s *Store) EventByIdem(ctx context.Context, sessionID, idemKey string) (Eve
 	if err != nil {
 		return Event{}, fmt.Errorf("get event: %w", err)
 	}
-	return e, nil
+	evs := []Event{e}
+	if err := s.materialize(ctx, s.Pool, sessionID, evs); err != nil {
+		return Event{}, err
+	}
+	return evs[0], nil
 }
 
 // OrphanTurn is a stored driver message whose turn never began.
@@ -126,4 +130,159 @@ func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit 
 		err := r.Scan(&o.TurnID, &o.SessionID, &o.ProfileID, &o.ClientKeyID)
 		return o, err
 	})
+}
+
+// AttemptInputs is what a provider attempt reads before it calls: a
+// response a previous run of the attempt already stored, and what the
+// acting client's tools are made of.
+type AttemptInputs struct {
+	// Stored is the attempt's stored response event, nil when none.
+	Stored *Event
+	Decl   ClientDecl
+	// MCPTools are the session's MCP tool definitions.
+	MCPTools json.RawMessage
+	// TrackedSubagents is whether the session has subagents to report.
+	TrackedSubagents bool
+}
+
+// AttemptInputsTx reads an attempt's inputs in one round trip.
+func AttemptInputsTx(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID, respIdem string) (AttemptInputs, error) {
+	b := &pgx.Batch{}
+	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
+	br := tx.SendBatch(ctx, b)
+	in, err := readAttemptInputs(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return in, err
+}
+
+func queueAttemptInputs(b *pgx.Batch, sessionID, clientKeyID, respIdem string) {
+	b.Queue(`SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, respIdem)
+	b.Queue(`SELECT client_key_id, client_version, tools, sandbox_tools, subagent_tools, registered_at
+		FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sessionID, clientKeyID)
+	b.Queue(`SELECT mcp_tools, EXISTS (SELECT 1 FROM subagents WHERE session_id = $1 AND evicted_at IS NULL) FROM sessions WHERE id = $1`, sessionID)
+}
+
+func readAttemptInputs(br pgx.BatchResults) (AttemptInputs, error) {
+	var in AttemptInputs
+	ev, err := scanEvent(br.QueryRow())
+	switch {
+	case err == nil:
+		in.Stored = &ev
+	case !errors.Is(err, pgx.ErrNoRows):
+		return in, fmt.Errorf("get event: %w", err)
+	}
+	var tools, sb, sub []byte
+	var reg *time.Time
+	err = br.QueryRow().Scan(&in.Decl.ClientKeyID, &in.Decl.ClientVersion, &tools, &sb, &sub, &reg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return in, fmt.Errorf("load client declarations: %w", err)
+	}
+	in.Decl.Tools, in.Decl.SandboxTools, in.Decl.SubagentTools, in.Decl.Registered = tools, sb, sub, reg != nil
+	var mcp []byte
+	if err := br.QueryRow().Scan(&mcp, &in.TrackedSubagents); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return in, fmt.Errorf("get session: %w", ErrNotFound)
+		}
+		return in, fmt.Errorf("get session: %w", err)
+	}
+	in.MCPTools = mcp
+	return in, nil
+}
+
+// BeginInputs is everything BeginTurn reads, in the order its locks are
+// taken: the turn input, the acting client key (share-locked, before the
+// session row, the order a revocation takes them), the session row (locked)
+// with its paused turn, the conversation's last message and the profile.
+type BeginInputs struct {
+	Input    TurnInput
+	InputErr error // ErrNotFound when the turn input is missing
+	KeyLive  bool
+	Pending  *PendingTurn
+	State    string
+	Session  Session
+	// Profile is the session's live profile; ProfileErr is ErrNotFound when
+	// it was deleted.
+	Profile    Profile
+	ProfileErr error
+	// Tail is the conversation's last message still in it, when its last
+	// change was an append; nil otherwise (an empty conversation, or one
+	// whose last change was a removal: RepairConversationTx finds it).
+	Tail *TailMessage
+}
+
+// TailMessage is the conversation's last message, for RepairConversationTx.
+type TailMessage struct {
+	IdemKey string
+	Role    string
+	Content json.RawMessage
+}
+
+// BeginInputsTx reads BeginTurn's inputs in one round trip.
+func BeginInputsTx(ctx context.Context, tx pgx.Tx, turnID, sessionID, clientKeyID string) (BeginInputs, error) {
+	var in BeginInputs
+	b := &pgx.Batch{}
+	b.Queue(`SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID)
+	b.Queue(`SELECT deleted_at IS NULL FROM keys WHERE id = $1 AND role = 'client' FOR SHARE`, clientKeyID)
+	b.Queue(`SELECT pending_turn, state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
+	// The last message, when the conversation's last change was an append:
+	// one probe of the primary key (see TailKnown).
+	b.Queue(`SELECT idem_key, role, content FROM session_messages
+		WHERE session_id = $1 AND seq = (SELECT last_message_seq FROM sessions WHERE id = $1) AND dropped_seq IS NULL`, sessionID)
+	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE id = $1`, sessionID)
+	b.Queue(`SELECT `+profileCols+` FROM profiles WHERE id = (SELECT profile_id FROM sessions WHERE id = $1) AND deleted_at IS NULL`, sessionID)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+
+	var msg, begin []byte
+	err := br.QueryRow().Scan(&in.Input.SessionID, &in.Input.ClientKeyID, &msg, &begin)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		in.InputErr = ErrNotFound
+		return in, nil
+	case err != nil:
+		return in, fmt.Errorf("read turn input: %w", err)
+	}
+	in.Input.Message, in.Input.BeginResult = msg, begin
+	if len(begin) > 0 {
+		return in, nil // a re-run: the first run's answer is all it needs
+	}
+	if err := br.QueryRow().Scan(&in.KeyLive); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return in, fmt.Errorf("check client key: %w", err)
+	}
+	var pending []byte
+	if err := br.QueryRow().Scan(&pending, &in.State); err != nil {
+		return in, fmt.Errorf("read pending turn: %w", err)
+	}
+	if len(pending) > 0 {
+		var p PendingTurn
+		if err := json.Unmarshal(pending, &p); err != nil {
+			return in, fmt.Errorf("decode pending turn: %w", err)
+		}
+		in.Pending = &p
+	}
+	var t TailMessage
+	var content []byte
+	switch err := br.QueryRow().Scan(&t.IdemKey, &t.Role, &content); {
+	case err == nil:
+		t.Content = content
+		in.Tail = &t
+	case !errors.Is(err, pgx.ErrNoRows):
+		return in, fmt.Errorf("read conversation tail: %w", err)
+	}
+	if in.Session, err = scanSession(br.QueryRow()); err != nil {
+		return in, fmt.Errorf("get session: %w", err)
+	}
+	in.Profile, err = scanProfile(br.QueryRow())
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		in.ProfileErr = ErrNotFound
+	case err != nil:
+		return in, fmt.Errorf("get profile: %w", err)
+	}
+	return in, br.Close()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/bae-go/bae-go/events"
@@ -298,12 +299,24 @@ func TestTelemetryContract(t *testing.T) {
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 				assert.EqualValues(t, 1, ev.GetActivityTaskStartedEventAttributes().Attempt, "a failed attempt is not retried")
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-				fl := ev.GetActivityTaskFailedEventAttributes().GetFailure()
-				info := fl.GetApplicationFailureInfo()
-				require.NotNil(t, info)
-				assert.Equal(t, workflows.ErrProviderAttemptFailed, info.Type)
-				assert.True(t, info.NonRetryable)
-				failed = append(failed, fl.Message)
+				failed = append(failed, attemptFailure(t, ev.GetActivityTaskFailedEventAttributes().GetFailure()))
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				// Provider attempts run as local activities: each is a
+				// LocalActivity marker, carrying its failure.
+				m := ev.GetMarkerRecordedEventAttributes()
+				if m.GetMarkerName() != "LocalActivity" || m.GetFailure() == nil {
+					continue
+				}
+				var data struct {
+					ActivityType string
+					Attempt      int
+				}
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
+				if data.ActivityType != workflows.ActCallProvider {
+					continue
+				}
+				assert.Equal(t, 1, data.Attempt, "a failed attempt is not retried")
+				failed = append(failed, attemptFailure(t, m.GetFailure()))
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
 				out := ev.GetWorkflowExecutionUpdateCompletedEventAttributes().GetOutcome()
 				require.NoError(t, dc.FromPayloads(out.GetSuccess(), &outcome))
@@ -342,8 +355,9 @@ func TestTelemetryContract(t *testing.T) {
 			"bae_provider_latency_bucket", "bae_tool_calls_total", "bae_tool_latency_bucket",
 			"bae_sessions_open", "bae_sessions_total", "bae_events_total", "bae_profiles_count", "bae_keys_count",
 			"bae_mcp_sessions_live", "bae_turns_pending", "bae_sandboxes_live", "bae_subagents_active", "bae_drivers_registered",
-			// The Temporal SDK's worker metrics.
-			"temporal_activity_execution_failed", "temporal_workflow_task_execution_latency",
+			// The Temporal SDK's worker metrics (provider attempts are
+			// local activities).
+			"temporal_local_activity_execution_failed", "temporal_workflow_task_execution_latency",
 		} {
 			assert.Contains(t, text, name)
 		}
@@ -459,4 +473,18 @@ func TestTelemetryShutdownReadsGaugesBeforeTheStoreCloses(t *testing.T) {
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	assert.True(t, rcv.metrics[telemetry.MetricSessionsOpen], "the final export carried the gauges")
+}
+
+// attemptFailure checks a failed provider attempt's failure and returns its
+// message: a non-retryable ProviderAttemptFailed (itself or as the cause).
+func attemptFailure(t *testing.T, fl *failurepb.Failure) string {
+	t.Helper()
+	for fl != nil && fl.GetApplicationFailureInfo() == nil {
+		fl = fl.GetCause()
+	}
+	require.NotNil(t, fl, "an application failure")
+	info := fl.GetApplicationFailureInfo()
+	assert.Equal(t, workflows.ErrProviderAttemptFailed, info.Type)
+	assert.True(t, info.NonRetryable)
+	return fl.Message
 }

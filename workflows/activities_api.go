@@ -88,6 +88,9 @@ type CallProviderResult struct {
 	Final bool
 	// ToolCalls lists the assistant's tool_use blocks in order.
 	ToolCalls []ToolCall
+	// LastSeq is the sequence of the last event the attempt appended, when
+	// known (0 otherwise): the relay of the turn reads up to it.
+	LastSeq int64 `json:",omitempty"`
 }
 
 // ToolCallInput dispatches one server-side tool call.
@@ -107,6 +110,8 @@ type FinishIterationInput struct {
 // FinishIterationResult reports whether the turn paused for client tools.
 type FinishIterationResult struct {
 	Paused bool
+	// LastSeq is the sequence of the last event appended, when known.
+	LastSeq int64 `json:",omitempty"`
 }
 
 // FailTurnInput ends a turn in failure. For ReasonTurnFailed the session

@@ -18,6 +18,14 @@ const (
 	versionObservability = 1
 )
 
+// versionLocalProvider: provider attempts run as local activities, inside
+// the workflow task that began the turn (a text turn is one workflow task).
+// Histories recorded before it schedule an activity per attempt.
+const (
+	changeLocalProvider  = "provider-local-activity"
+	versionLocalProvider = 1
+)
+
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
 // after this many turns (well under Temporal's per-run update limit).
 const defaultTurnsPerRun = 200
@@ -149,6 +157,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	s.runTurns++
 	o := s.turnOptions()
 	o.observable = workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability
+	o.localProvider = workflow.GetVersion(ctx, changeLocalProvider, workflow.DefaultVersion, versionLocalProvider) >= versionLocalProvider
 	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

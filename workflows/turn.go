@@ -31,6 +31,9 @@ type turnOptions struct {
 	// observable (versionObservability): a failed provider attempt is a
 	// failed activity, and the memo names the profile and the last error.
 	observable bool
+	// localProvider (versionLocalProvider): provider attempts run as local
+	// activities.
+	localProvider bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -94,6 +97,33 @@ func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflo
 	})
 }
 
+// providerLocalCtx runs an attempt as a local activity: the turn's provider
+// call happens inside the workflow task that began the turn, so a text turn
+// takes one workflow task instead of two plus an activity task. A worker
+// lost mid-call shows as the workflow task timing out; the next worker
+// replays and runs the attempt again, which returns a response already
+// stored instead of calling again, as a retried activity does.
+func providerLocalCtx(ctx workflow.Context, o turnOptions) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    250 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    ProviderAttempts,
+		},
+	})
+}
+
+// runAttempt runs one attempt of the fallback walk, as a local activity
+// when the run records versionLocalProvider.
+func runAttempt(ctx workflow.Context, o turnOptions, in CallProviderInput) (CallProviderResult, error) {
+	if o.localProvider {
+		return callProvider.runLocal(providerLocalCtx(ctx, o), in)
+	}
+	return callProvider.run(providerCtx(ctx, o), in)
+}
+
 // ToolAttempts bounds a server tool activity's attempts. A tool's own
 // failure is a result, not an attempt: attempts are spent only by lost
 // workers and outages past the database budget, so a turn rides out
@@ -147,7 +177,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
-			res, err = callProvider.run(providerCtx(ctx, o), CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
 			if detail, failed := attemptFailure(err); failed {
 				res = CallProviderResult{}
 				notes.lastError = name + ": " + detail
@@ -166,7 +196,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
 		}
 		if res.Final {
-			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted}}, nil
+			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted, LastSeq: res.LastSeq}}, nil
 		}
 		for _, call := range res.ToolCalls {
 			tool, ok := serverToolFor(call.Dispatch)
@@ -186,7 +216,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			return turnResult{}, err
 		}
 		if fin.Paused {
-			return turnResult{TurnResult: TurnResult{Outcome: OutcomePaused}}, nil
+			return turnResult{TurnResult: TurnResult{Outcome: OutcomePaused, LastSeq: fin.LastSeq}}, nil
 		}
 	}
 	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})

@@ -124,6 +124,9 @@ type TurnResult struct {
 	ErrorMessage string `json:",omitempty"`
 	// FailedStep names the activity that failed, for OutcomeFailed.
 	FailedStep string `json:",omitempty"`
+	// LastSeq is the sequence of the turn's last event when the workflow
+	// knows it (0 otherwise), so the relay knows how far to read.
+	LastSeq int64 `json:",omitempty"`
 	// Reason is the session.error reason of a turn that failed
 	// (all_providers_failed, loop_limit, turn_failed).
 	Reason events.Reason `json:",omitempty"`

@@ -120,6 +120,8 @@ func Run(ctx context.Context, opts Options) error {
 	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
 
 	hub := live.New(st.Pool, log)
+	hub.UseNotices(st)
+	st.OnLocalAppend(hub.Wake)
 	svc, err := newServices(ctx, st, opts.File, cfg.SandboxDriver, log)
 	if err != nil {
 		return err

@@ -1,9 +1,10 @@
 // Package live wakes local listeners when a session's event log grows, on
-// any replica. Appends NOTIFY a PostgreSQL channel with the session id; each
-// process keeps one LISTEN connection and fans wake-ups out to its local
-// waiters, which then read new rows by sequence. Wake-ups carry no data, so
-// a missed or coalesced one loses nothing: readers always catch up from the
-// table.
+// any replica. Appends NOTIFY a PostgreSQL channel naming the session and
+// its new head; each process keeps one LISTEN connection and fans wake-ups
+// out to its local waiters, which then read new rows by sequence (from
+// memory for this process's own appends, see store.FollowEvents). Wake-ups
+// carry no events, so a missed or coalesced one loses nothing: readers
+// always catch up from the table.
 package live
 
 import (
@@ -63,9 +64,19 @@ func (w *Waiter) Close() {
 	})
 }
 
+// Notices reads event notices for the hub: the session a notice is about
+// and whether its local waiters need waking (not for this process's own
+// appends, whose waiters the store woke when they committed), and learns
+// when notices may have been missed.
+type Notices interface {
+	Announced(payload string) (sessionID string, wake bool)
+	MissedNotices()
+}
+
 // Hub is the per-process fan-out.
 type Hub struct {
 	pool    *pgxpool.Pool
+	notices Notices
 	log     *slog.Logger
 	mu      sync.Mutex
 	waiters map[string]map[*Waiter]struct{}
@@ -78,6 +89,13 @@ type Hub struct {
 func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
 	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, ready: make(chan struct{})}
 }
+
+// UseNotices makes the hub read event notices through n (set before Run).
+// Without it a notice's payload is the session id.
+func (h *Hub) UseNotices(n Notices) { h.notices = n }
+
+// Wake wakes the local waiters of a session.
+func (h *Hub) Wake(sessionID string) { h.wake(sessionID) }
 
 // Ready closes once the first LISTEN is established.
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
@@ -204,6 +222,9 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 	h.readyMu.Do(func() { close(h.ready) })
 	// Notifications may have been missed while disconnected.
+	if h.notices != nil {
+		h.notices.MissedNotices()
+	}
 	h.wakeAll()
 	h.recheck("")
 	for {
@@ -216,7 +237,12 @@ func (h *Hub) listen(ctx context.Context) error {
 		}
 		switch n.Channel {
 		case store.EventsChannel:
-			h.wake(n.Payload)
+			if h.notices == nil {
+				sid, _, _ := strings.Cut(n.Payload, "/")
+				h.wake(sid)
+			} else if sid, wake := h.notices.Announced(n.Payload); wake {
+				h.wake(sid)
+			}
 		case ControlChannel:
 			h.control(n.Payload)
 		}

@@ -135,10 +135,6 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	default:
 		return nil, &CallError{Detail: fmt.Sprintf("unsupported provider kind %q", ep.Kind)}
 	}
-	msgs, err := parseMessages(messages)
-	if err != nil {
-		return nil, &CallError{Detail: "invalid canonical messages: " + err.Error(), Err: err}
-	}
 	ts, err := parseTools(tools)
 	if err != nil {
 		return nil, &CallError{Detail: "invalid canonical tools: " + err.Error(), Err: err}
@@ -146,7 +142,16 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	if ep.MaxTokens <= 0 {
 		ep.MaxTokens = DefaultMaxTokens
 	}
-	payload, err := marshalJSON(w.body(ep, msgs, ts))
+	var payload []byte
+	if raw, ok := passThrough(ep.Kind, messages); ok {
+		payload, err = anthropicBody(ep, raw, ts)
+	} else {
+		var msgs []any
+		if msgs, err = parseMessages(messages); err != nil {
+			return nil, &CallError{Detail: "invalid canonical messages: " + err.Error(), Err: err}
+		}
+		payload, err = marshalJSON(w.body(ep, msgs, ts))
+	}
 	if err != nil {
 		return nil, &CallError{Detail: "encode request: " + err.Error(), Err: err}
 	}

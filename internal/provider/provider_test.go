@@ -116,6 +116,26 @@ func TestAnthropicRequestShape(t *testing.T) {
 	assert.Equal(t, "end_turn", resp.Canonical.StopReason)
 }
 
+// TestAnthropicMessagesGoAsSent: messages without internal fields reach an
+// Anthropic-kind endpoint byte for byte (a long conversation is copied, not
+// decoded and encoded again), in the same request shape.
+func TestAnthropicMessagesGoAsSent(t *testing.T) {
+	msgs := `[{"role":"user","content":"caf\u00e9 <b> 12345678901234567890"},{"role":"assistant","content":[{"type":"text","text":"ok","citations":null}]},{"role":"user","content":"more"}]`
+	srv, got := stub(t, 200, `{"content":[],"stop_reason":"end_turn"}`)
+	_, err := call(t, provider.Endpoint{Kind: provider.KindAnthropic, BaseURL: srv.URL, Model: "m", MaxTokens: 7}, msgs, toolsJSON)
+	require.NoError(t, err)
+	body := (<-got).Body
+	var req struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	assert.Equal(t, msgs, string(req.Messages))
+	assert.JSONEq(t, `{"model":"m","max_tokens":7,"messages":`+msgs+`,"tools":[
+	    {"name":"get_time","description":"Current time","input_schema":{"type":"object","properties":{"tz":{"type":"string"}}}},
+	    {"name":"no_schema","input_schema":{"type":"object"}},
+	    {"name":"empty_desc","input_schema":{"type":"object"}}]}`, string(body))
+}
+
 func TestAnthropicOmitsEmptyToolsAndDefaultsMaxTokens(t *testing.T) {
 	srv, got := stub(t, 200, `{"content":[],"stop_reason":"end_turn"}`)
 	for _, tools := range []string{``, `null`, `[]`} {

@@ -1,0 +1,582 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultConversationCacheBytes bounds the conversations a process keeps
+// encoded in memory (see convCache).
+const DefaultConversationCacheBytes = 64 << 20
+
+// convCache keeps each session's conversation as this process last read it,
+// already encoded as the provider-facing JSON messages, so a provider call
+// reads only the messages appended since instead of the whole history, and
+// a provider.request event, which names its conversation by reference, is
+// materialized without a query.
+//
+// Every change to a conversation takes the next value of the session's
+// message counter (sessions.last_message_seq): an append gives it to its
+// row as seq, a removal (RepairConversationTx) marks the removed rows with
+// it as dropped_seq. Rows are never deleted, so the conversation as of any
+// counter value N is: the rows with seq <= N that were not dropped at or
+// before N. A reader that last saw counter L reads the rows appended or
+// dropped after L; if those do not account for every value up to the new
+// counter, it starts again from the full history.
+type convCache struct {
+	mu      sync.Mutex
+	entries map[string]*convEntry
+	bytes   int
+	budget  int
+}
+
+type convEntry struct {
+	mu   sync.Mutex // serialises reads and refreshes of one session
+	last int64      // the message counter the entry reflects
+	msgs []cachedMsg
+	// buf holds the encoded messages joined by commas, in seq order.
+	buf []byte
+	// drops are the counter values of removals, ascending.
+	drops []int64
+	used  time.Time
+	size  int // bytes accounted in convCache.bytes
+}
+
+type cachedMsg struct {
+	seq     int64
+	dropped int64 // 0 while in the conversation
+	idem    string
+	role    string
+	// start and end delimit the encoded message in buf, cstart its content.
+	start, cstart, end int
+	raw                json.RawMessage // as read, until encoded
+}
+
+func newConvCache(budget int) *convCache {
+	if budget <= 0 {
+		budget = DefaultConversationCacheBytes
+	}
+	return &convCache{entries: map[string]*convEntry{}, budget: budget}
+}
+
+func (c *convCache) entry(sessionID string) *convEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[sessionID]
+	if e == nil {
+		e = &convEntry{}
+		c.entries[sessionID] = e
+	}
+	e.used = time.Now()
+	return e
+}
+
+// account records an entry's new size and evicts the least recently used
+// entries while the cache is over budget.
+func (c *convCache) account(sessionID string, e *convEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[sessionID] != e {
+		return // forgotten meanwhile
+	}
+	size := cap(e.buf) + len(e.msgs)*96
+	c.bytes += size - e.size
+	e.size = size
+	for c.bytes > c.budget && len(c.entries) > 1 {
+		var oldest string
+		var at time.Time
+		for id, x := range c.entries {
+			if id != sessionID && (oldest == "" || x.used.Before(at)) {
+				oldest, at = id, x.used
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		c.bytes -= c.entries[oldest].size
+		delete(c.entries, oldest)
+	}
+}
+
+// forget drops a session's entry (a failed refresh may have left it half
+// read).
+func (c *convCache) forget(sessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[sessionID]; e != nil {
+		c.bytes -= e.size
+		delete(c.entries, sessionID)
+	}
+}
+
+// refresh brings e up to date with the database in one round trip: the
+// counter, the rows appended after the cached counter and the cached rows
+// dropped since.
+func (e *convEntry) refresh(ctx context.Context, q dbtx, sessionID string) error {
+	for range 2 {
+		b := &pgx.Batch{}
+		e.queue(b, sessionID)
+		br := q.SendBatch(ctx, b)
+		complete, err := e.apply(ctx, q, br, sessionID)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("read conversation: %w", cerr)
+		}
+		if err != nil || complete {
+			return err
+		}
+		// Something changed that the rows read do not account for: start
+		// over from the full history.
+		e.last, e.msgs, e.buf, e.drops = 0, nil, nil, nil
+	}
+	return errors.New("read conversation: the conversation kept changing")
+}
+
+// queue adds refresh's reads to b: the counter and the rows appended since.
+func (e *convEntry) queue(b *pgx.Batch, sessionID string) {
+	b.Queue(`SELECT last_message_seq FROM sessions WHERE id = $1`, sessionID)
+	b.Queue(`SELECT seq, idem_key, role, content, coalesce(dropped_seq, 0) FROM session_messages
+		WHERE session_id = $1 AND seq > $2 ORDER BY seq`, sessionID, e.last)
+}
+
+// drop is a cached row taken out of the conversation at counter at.
+type drop struct{ seq, at int64 }
+
+// droppedSince reads the rows dropped after the cached counter, which only
+// a removal since needs.
+func (e *convEntry) droppedSince(ctx context.Context, q dbtx, sessionID string) ([]drop, error) {
+	rows, err := q.Query(ctx, `SELECT seq, dropped_seq FROM session_messages
+		WHERE session_id = $1 AND dropped_seq > $2 ORDER BY seq`, sessionID, e.last)
+	if err != nil {
+		return nil, fmt.Errorf("read conversation: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (drop, error) {
+		var d drop
+		err := r.Scan(&d.seq, &d.at)
+		return d, err
+	})
+}
+
+// apply reads queue's results and applies them. When the rows appended do
+// not account for every counter value since, something was taken out: it
+// reads the rows dropped since (after the batch, through q). complete is
+// false when even that does not account for them (e is then unchanged).
+func (e *convEntry) apply(ctx context.Context, q dbtx, br pgx.BatchResults, sessionID string) (complete bool, err error) {
+	var head int64
+	if err := br.QueryRow().Scan(&head); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, fmt.Errorf("read conversation: session %s: %w", sessionID, ErrNotFound)
+		}
+		return false, fmt.Errorf("read conversation: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return false, fmt.Errorf("read conversation: %w", err)
+	}
+	fresh, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cachedMsg, error) {
+		var m cachedMsg
+		var content []byte
+		err := r.Scan(&m.seq, &m.idem, &m.role, &content, &m.dropped)
+		m.raw = content
+		return m, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("read conversation: %w", err)
+	}
+	// The counter was read first: a change committed since is past it and
+	// waits for the next refresh.
+	for len(fresh) > 0 && fresh[len(fresh)-1].seq > head {
+		fresh = fresh[:len(fresh)-1]
+	}
+	accounted := map[int64]bool{}
+	for i := range fresh {
+		accounted[fresh[i].seq] = true
+		if fresh[i].dropped > head {
+			fresh[i].dropped = 0
+		}
+		if d := fresh[i].dropped; d != 0 {
+			accounted[d] = true
+		}
+	}
+	unaccounted := func() bool {
+		for n := e.last + 1; n <= head; n++ {
+			if !accounted[n] {
+				return true
+			}
+		}
+		return false
+	}
+	var drops []drop
+	if e.last != 0 && unaccounted() { // the full history accounts for itself
+		// Finish the batch before the next query on the connection.
+		if err := br.Close(); err != nil {
+			return false, fmt.Errorf("read conversation: %w", err)
+		}
+		dropped, err := e.droppedSince(ctx, q, sessionID)
+		if err != nil {
+			return false, err
+		}
+		for _, d := range dropped {
+			if d.seq <= e.last && d.at <= head {
+				drops = append(drops, d)
+				accounted[d.at] = true
+			}
+		}
+		if unaccounted() {
+			return false, nil
+		}
+	}
+	for _, d := range drops {
+		if i, ok := e.find(d.seq); ok {
+			e.msgs[i].dropped = d.at
+		}
+	}
+	if err := e.add(fresh); err != nil {
+		return false, err
+	}
+	e.noteDrops()
+	e.last = head
+	return true, nil
+}
+
+// find is the index of the cached message with seq.
+func (e *convEntry) find(seq int64) (int, bool) {
+	i := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq >= seq })
+	return i, i < len(e.msgs) && e.msgs[i].seq == seq
+}
+
+// noteDrops rebuilds the sorted list of removal counters.
+func (e *convEntry) noteDrops() {
+	seen := map[int64]bool{}
+	e.drops = e.drops[:0]
+	for _, m := range e.msgs {
+		if m.dropped != 0 && !seen[m.dropped] {
+			seen[m.dropped] = true
+			e.drops = append(e.drops, m.dropped)
+		}
+	}
+	sort.Slice(e.drops, func(i, j int) bool { return e.drops[i] < e.drops[j] })
+}
+
+// add appends freshly read messages, compacted as json.Marshal renders them.
+func (e *convEntry) add(fresh []cachedMsg) error {
+	for _, m := range fresh {
+		var content bytes.Buffer
+		if err := json.Compact(&content, m.raw); err != nil {
+			return fmt.Errorf("read conversation: message %d: %w", m.seq, err)
+		}
+		role, _ := json.Marshal(m.role)
+		if len(e.buf) > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		m.start = len(e.buf)
+		e.buf = append(e.buf, `{"role":`...)
+		e.buf = append(e.buf, role...)
+		e.buf = append(e.buf, `,"content":`...)
+		m.cstart = len(e.buf)
+		e.buf = append(e.buf, content.Bytes()...)
+		e.buf = append(e.buf, '}')
+		m.end = len(e.buf)
+		m.raw = nil
+		e.msgs = append(e.msgs, m)
+	}
+	return nil
+}
+
+// appendArray appends the conversation as of counter n, a JSON array, to
+// dst. Without a removal at or before n it is one slice of buf.
+func (e *convEntry) appendArray(dst []byte, n int64) []byte {
+	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n }) // messages [0,k) have seq <= n
+	dst = append(dst, '[')
+	if k == 0 {
+		return append(dst, ']')
+	}
+	if len(e.drops) == 0 || e.drops[0] > n {
+		dst = append(dst, e.buf[:e.msgs[k-1].end]...)
+		return append(dst, ']')
+	}
+	// Copy runs of messages still in the conversation as of n.
+	first, runStart := true, -1
+	flush := func(end int) {
+		if runStart < 0 {
+			return
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, e.buf[runStart:end]...)
+		first, runStart = false, -1
+	}
+	for i := range k {
+		m := e.msgs[i]
+		if m.dropped != 0 && m.dropped <= n {
+			if i > 0 {
+				flush(e.msgs[i-1].end)
+			}
+			continue
+		}
+		if runStart < 0 {
+			runStart = m.start
+		}
+	}
+	flush(e.msgs[k-1].end)
+	return append(dst, ']')
+}
+
+// Conversation is the session's conversation as sent upstream: a JSON array
+// of {"role","content"} messages in order, and the message counter it
+// reflects (a provider.request names its conversation by it). Only what
+// changed since this process last read the session is read.
+func (s *Store) Conversation(ctx context.Context, sessionID string) (json.RawMessage, int64, error) {
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.refresh(ctx, s.Pool, sessionID); err != nil {
+		s.conv.forget(sessionID)
+		return nil, 0, err
+	}
+	s.conv.account(sessionID, e)
+	return e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last, nil
+}
+
+// AttemptTx reads a provider attempt's inputs (AttemptInputsTx) and the
+// conversation (ConversationTx) in one round trip.
+func (s *Store) AttemptTx(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID, respIdem string) (AttemptInputs, json.RawMessage, int64, error) {
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := &pgx.Batch{}
+	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
+	e.queue(b, sessionID)
+	br := tx.SendBatch(ctx, b)
+	in, err := readAttemptInputs(br)
+	complete := false
+	if err == nil {
+		complete, err = e.apply(ctx, tx, br, sessionID)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err == nil && !complete {
+		e.last, e.msgs, e.buf, e.drops = 0, nil, nil, nil
+		err = e.refresh(ctx, tx, sessionID)
+	}
+	if err != nil {
+		s.conv.forget(sessionID)
+		return in, nil, 0, err
+	}
+	s.conv.account(sessionID, e)
+	return in, e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last, nil
+}
+
+// CachedMessage returns a message of the session by idempotency key from
+// what this process already read, refreshing first when it is not there.
+// It serves a turn reading a message it just stored: a message taken out of
+// the conversation since is still found until the next refresh.
+func (s *Store) CachedMessage(ctx context.Context, sessionID, idemKey string) (Message, error) {
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	find := func() (Message, bool) {
+		for i := len(e.msgs) - 1; i >= 0; i-- {
+			if m := e.msgs[i]; m.idem == idemKey && m.dropped == 0 {
+				content := append(json.RawMessage(nil), e.buf[m.cstart:m.end-1]...)
+				return Message{Seq: m.seq, Role: m.role, Content: content}, true
+			}
+		}
+		return Message{}, false
+	}
+	if m, ok := find(); ok {
+		return m, nil
+	}
+	if err := e.refresh(ctx, s.Pool, sessionID); err != nil {
+		s.conv.forget(sessionID)
+		return Message{}, err
+	}
+	s.conv.account(sessionID, e)
+	if m, ok := find(); ok {
+		return m, nil
+	}
+	return Message{}, ErrNotFound
+}
+
+// materialize fills in the messages of provider.request events stored by
+// reference, reading the conversation only when the cache is behind the
+// newest reference.
+func (s *Store) materialize(ctx context.Context, q dbtx, sessionID string, evs []Event) error {
+	var need int64 = -1
+	for _, ev := range evs {
+		if ev.byRef {
+			need = max(need, ev.messagesAt)
+		}
+	}
+	if need < 0 {
+		return nil
+	}
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last < need || len(e.msgs) == 0 && need > 0 {
+		if err := e.refresh(ctx, q, sessionID); err != nil {
+			s.conv.forget(sessionID)
+			return err
+		}
+		s.conv.account(sessionID, e)
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if !ev.byRef {
+			continue
+		}
+		stored := ev.Payload
+		p := make([]byte, 0, len(stored)+e.arrayLen(ev.messagesAt)+16)
+		p = append(p, `{"messages":`...)
+		p = e.appendArray(p, ev.messagesAt)
+		if rest := bytes.TrimSpace(stored); len(rest) > 2 {
+			p = append(p, ',')
+			p = append(p, rest[1:]...)
+		} else {
+			p = append(p, '}')
+		}
+		ev.Payload, ev.byRef = p, false
+	}
+	return nil
+}
+
+// arrayLen is about the size of the conversation as of n, for allocation.
+func (e *convEntry) arrayLen(n int64) int {
+	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n })
+	if k == 0 {
+		return 2
+	}
+	return e.msgs[k-1].end + 2
+}
+
+// EncodedEvent is an event ready to be written: its EventView JSON in
+// pieces. A provider.request's conversation is a view of the cache's
+// encoded messages, not a copy; the pieces stay valid after the call.
+type EncodedEvent struct {
+	Seq   int64
+	Parts [][]byte
+}
+
+// Size is the encoded length.
+func (e EncodedEvent) Size() int {
+	n := 0
+	for _, p := range e.Parts {
+		n += len(p)
+	}
+	return n
+}
+
+// EncodedEventsPage is ListEvents, encoded: up to limit events after a
+// sequence and the cursor of the next page (nil at the end).
+func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after int64, limit int) ([]EncodedEvent, *string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read events: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("read events: %w", err)
+	}
+	page := pageOf(list, limit, func(e Event) int64 { return e.Seq })
+	out, err := s.encode(ctx, sessionID, page.Items)
+	return out, page.NextCursor, err
+}
+
+// encode renders events as EncodedEvents, reading the conversation only
+// when the cache is behind the newest reference.
+func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]EncodedEvent, error) {
+	out := make([]EncodedEvent, len(evs))
+	var need int64 = -1
+	for i, ev := range evs {
+		if ev.byRef {
+			need = max(need, ev.messagesAt)
+			continue
+		}
+		out[i] = EncodedEvent{Seq: ev.Seq, Parts: [][]byte{ev.AppendJSON(nil)}}
+	}
+	if need < 0 {
+		return out, nil
+	}
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last < need || len(e.msgs) == 0 && need > 0 {
+		if err := e.refresh(ctx, s.Pool, sessionID); err != nil {
+			s.conv.forget(sessionID)
+			return nil, err
+		}
+		s.conv.account(sessionID, e)
+	}
+	for i, ev := range evs {
+		if !ev.byRef {
+			continue
+		}
+		// Everything up to the payload, the conversation, then the rest of
+		// the stored payload and the fields after it.
+		stored := bytes.TrimSpace(ev.Payload)
+		ev.Payload = json.RawMessage(`{}`)
+		full := ev.AppendJSON(nil)
+		cut := bytes.LastIndex(full, []byte(`,"created_at":`))
+		head := append(full[:cut-len(`{}`):cut-len(`{}`)], `{"messages":`...)
+		parts := [][]byte{head}
+		parts = e.appendArrayParts(parts, ev.messagesAt)
+		var rest []byte
+		if len(stored) > 2 {
+			rest = append(rest, ',')
+			rest = append(rest, stored[1:]...)
+		} else {
+			rest = append(rest, '}')
+		}
+		rest = append(rest, full[cut:]...)
+		out[i] = EncodedEvent{Seq: ev.Seq, Parts: append(parts, rest)}
+	}
+	return out, nil
+}
+
+// appendArrayParts is appendArray as views of buf.
+func (e *convEntry) appendArrayParts(parts [][]byte, n int64) [][]byte {
+	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n })
+	if k == 0 {
+		return append(parts, []byte(`[]`))
+	}
+	buf := e.buf[:e.msgs[k-1].end:e.msgs[k-1].end]
+	if len(e.drops) == 0 || e.drops[0] > n {
+		return append(parts, []byte{'['}, buf, []byte{']'})
+	}
+	parts = append(parts, []byte{'['})
+	first, runStart := true, -1
+	flush := func(end int) {
+		if runStart < 0 {
+			return
+		}
+		if !first {
+			parts = append(parts, []byte{','})
+		}
+		parts = append(parts, buf[runStart:end])
+		first, runStart = false, -1
+	}
+	for i := range k {
+		m := e.msgs[i]
+		if m.dropped != 0 && m.dropped <= n {
+			if i > 0 {
+				flush(e.msgs[i-1].end)
+			}
+			continue
+		}
+		if runStart < 0 {
+			runStart = m.start
+		}
+	}
+	flush(e.msgs[k-1].end)
+	return append(parts, []byte{']'})
+}
