@@ -63,7 +63,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.duration, "duration", 0, "drive turns for this long instead of -turns (e.g. 5m)")
 	flag.IntVar(&o.warmup, "warmup", 1, "unmeasured turns per session before the measured phase")
 	flag.Float64Var(&o.rate, "rate", 0, "offered load in turns/s across all sessions, paced per session (0 = closed loop: each session sends its next turn as soon as the last one ends)")
-	flag.BoolVar(&o.gzip, "grpc-gzip", true, "gzip Temporal gRPC calls (the SDK default, which baesrv uses); false measures the cost")
+	flag.BoolVar(&o.gzip, "grpc-gzip", false, "gzip Temporal gRPC calls (the SDK default; baesrv turns it off for a loopback frontend, as here), to measure its cost")
 	flag.IntVar(&o.idle, "idle", 0, "idle sessions to open (and keep open) before the measured run")
 	flag.IntVar(&o.idleConcurrency, "idle-concurrency", 16, "parallel opens while creating idle sessions")
 	flag.DurationVar(&o.turnTimeout, "turn-timeout", time.Minute, "client-side timeout for one turn")
@@ -174,7 +174,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		srvLog = os.Stderr
 	}
 	t0 := time.Now()
-	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, NoGzip: !o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers})
+	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, Gzip: o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers})
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ type stack struct {
 type stackOptions struct {
 	BaseDatabaseURL string
 	ServerLog       io.Writer // baesrv and Temporal warnings; nil discards
-	NoGzip          bool      // turn off the SDK's default gRPC gzip
+	Gzip            bool      // gzip Temporal gRPC calls although the frontend is on loopback
 	// LogStatements makes PostgreSQL log every statement on the bench
 	// database (to its server log), to see what a turn costs in queries.
 	LogStatements bool
@@ -102,8 +102,13 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 		HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(),
 		Logger: sdklog.NewStructuredLogger(srvLog),
 	}
-	if o.NoGzip {
-		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	comp, err := app.TemporalCompression(copts.HostPort, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	copts.ConnectionOptions.GrpcCompression = comp
+	if o.Gzip {
+		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
 	}
 	s.Temporal, err = client.DialContext(ctx, copts)
 	if err != nil {

@@ -55,20 +55,12 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		}
 	}
 
-	names := []struct{ name, what string }{
-		{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
-		{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
-		{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
-		{"BeginTurn -> wft done", "BeginTurn tx -> workflow task completed: local activity, RespondWorkflowTaskCompleted"},
-		{"activity dispatch", "workflow task completed -> activity started: activity task through matching"},
-		{"activity -> request", "activity started -> provider.request tx: tools and history reads"},
-		{"provider out", "provider.request tx -> fake entered: append commit, HTTP request"},
-		{"fake", "inside the fake provider"},
-		{"provider in", "fake left -> provider.response tx: HTTP response, decode"},
-		{"response -> activity done", "provider.response tx -> activity completed: append commit, RespondActivityTaskCompleted"},
-		{"wft2 dispatch", "activity completed -> workflow task started: new task through matching"},
-		{"wft2 -> update done", "workflow task started -> completed: workflow code, update result"},
-		{"update -> client", "workflow task completed -> terminal read: update result to the handler, TurnEvents, relay, client decode"},
+	// A turn whose provider attempt ran as an activity takes two workflow
+	// tasks; one whose attempt ran as a local activity (versionLocalProvider)
+	// takes one, and its phases are fewer.
+	names := activityPhases
+	if len(hist) > 0 && localTurns(hist) {
+		names = localPhases
 	}
 	cols := make([][]time.Duration, len(names))
 	used := 0
@@ -97,6 +89,10 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		}
 		marks := []time.Time{t.start, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
 			t.fake.First, t.fake.Last, s.presp, h.actDone, h.wft2Start, h.wft2Done, t.end}
+		if h.local {
+			marks = []time.Time{t.start, h.wftSched, h.wftStart, s.cms, s.preq,
+				t.fake.First, t.fake.Last, s.presp, h.wft2Done, t.end}
+		}
 		if csv != nil {
 			fmt.Fprintf(csv, "%s,%d,%d", t.sessionID, t.n, t.start.UnixMilli())
 		}
@@ -117,6 +113,47 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		out[i] = phase{Name: n.name, What: n.what, Dist: summarise(cols[i])}
 	}
 	return out, used, nil
+}
+
+type phaseName struct{ name, what string }
+
+var activityPhases = []phaseName{
+	{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
+	{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
+	{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
+	{"BeginTurn -> wft done", "BeginTurn tx -> workflow task completed: local activity, RespondWorkflowTaskCompleted"},
+	{"activity dispatch", "workflow task completed -> activity started: activity task through matching"},
+	{"activity -> request", "activity started -> provider.request tx: tools and history reads"},
+	{"provider out", "provider.request tx -> fake entered: append commit, HTTP request"},
+	{"fake", "inside the fake provider"},
+	{"provider in", "fake left -> provider.response tx: HTTP response, decode"},
+	{"response -> activity done", "provider.response tx -> activity completed: append commit, RespondActivityTaskCompleted"},
+	{"wft2 dispatch", "activity completed -> workflow task started: new task through matching"},
+	{"wft2 -> update done", "workflow task started -> completed: workflow code, update result"},
+	{"update -> client", "workflow task completed -> terminal read: update result to the handler, TurnEvents, relay, client decode"},
+}
+
+var localPhases = []phaseName{
+	{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
+	{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
+	{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
+	{"BeginTurn -> request", "BeginTurn tx -> provider.request tx: local provider attempt starts, tools and history reads"},
+	{"provider out", "provider.request tx -> fake entered: append commit, HTTP request"},
+	{"fake", "inside the fake provider"},
+	{"provider in", "fake left -> provider.response tx: HTTP response, decode"},
+	{"response -> wft done", "provider.response tx -> workflow task completed: append commit, workflow code, update result, RespondWorkflowTaskCompleted"},
+	{"update -> client", "workflow task completed -> terminal read: update result to the handler, TurnEvents, relay, client decode"},
+}
+
+// localTurns reports whether most recorded turns ran in one workflow task.
+func localTurns(hist map[string]*historyStamps) bool {
+	n := 0
+	for _, h := range hist {
+		if h.local {
+			n++
+		}
+	}
+	return 2*n > len(hist)
 }
 
 type dbStamps struct {
@@ -167,9 +204,15 @@ type historyStamps struct {
 	wftSched, wftStart, wftDone    time.Time // the task that accepted the update
 	actStart, actDone              time.Time // the first provider activity
 	wft2Sched, wft2Start, wft2Done time.Time // the task that completed the update
+	// local: the update was accepted and completed in one workflow task
+	// with no activity between (the provider attempt ran locally).
+	local bool
 }
 
 func (h *historyStamps) complete() bool {
+	if h.local {
+		return !h.wftSched.IsZero() && !h.wftStart.IsZero() && !h.wft2Done.IsZero()
+	}
 	for _, t := range []time.Time{h.wftSched, h.wftStart, h.wftDone, h.actStart, h.actDone, h.wft2Start, h.wft2Done} {
 		if t.IsZero() {
 			return false
@@ -216,6 +259,7 @@ func readHistoryStamps(ctx context.Context, tc client.Client, sessionID string, 
 			id := ev.GetWorkflowExecutionUpdateCompletedEventAttributes().GetMeta().GetUpdateId()
 			if h, ok := into[id]; ok {
 				h.wft2Sched, h.wft2Start, h.wft2Done = sched, started, done
+				h.local = h.actStart.IsZero() && h.wftStart.Equal(started)
 			}
 			cur = nil
 		}

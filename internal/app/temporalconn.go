@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -20,6 +21,11 @@ import (
 //	BAE_TEMPORAL_TLS_CERT / _KEY=<pem>      mTLS client certificate (implies TLS)
 //	BAE_TEMPORAL_API_KEY=<key>              API-key auth (implies TLS)
 func temporalConnection(opts *client.Options, lookup func(string) (string, bool)) error {
+	comp, err := TemporalCompression(opts.HostPort, lookup)
+	if err != nil {
+		return err
+	}
+	opts.ConnectionOptions.GrpcCompression = comp
 	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
 	ca, cert, key, apiKey := get("BAE_TEMPORAL_TLS_CA"), get("BAE_TEMPORAL_TLS_CERT"), get("BAE_TEMPORAL_TLS_KEY"), get("BAE_TEMPORAL_API_KEY")
 	on := get("BAE_TEMPORAL_TLS")
@@ -54,4 +60,37 @@ func temporalConnection(opts *client.Options, lookup func(string) (string, bool)
 		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
 	}
 	return nil
+}
+
+// TemporalCompression is the gRPC compression for a Temporal frontend at
+// hostPort. BAE_TEMPORAL_COMPRESSION=gzip or none decides; unset (auto),
+// a loopback frontend (the dev server, a sidecar) gets none, because gzip
+// there costs CPU on every call and saves no bandwidth, and any other gets
+// the SDK's gzip.
+func TemporalCompression(hostPort string, lookup func(string) (string, bool)) (client.GrpcCompression, error) {
+	v, _ := lookup("BAE_TEMPORAL_COMPRESSION")
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "auto":
+		if isLoopback(hostPort) {
+			return &client.GrpcCompressionNone{}, nil
+		}
+		return nil, nil // the SDK default (gzip)
+	case "gzip":
+		return nil, nil
+	case "none":
+		return &client.GrpcCompressionNone{}, nil
+	}
+	return nil, &config.ValidationError{Msg: fmt.Sprintf("BAE_TEMPORAL_COMPRESSION: %q is not auto, gzip or none", v)}
+}
+
+func isLoopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = hostPort
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
