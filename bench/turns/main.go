@@ -203,23 +203,6 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
 	rep.addMem(sampleMem("stack ready"))
 
-	if o.idle > 0 {
-		rep.Idle = openIdle(ctx, log, a, clientKey, o)
-		rep.addMem(sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
-		// Visibility is written asynchronously: give it a moment to catch up
-		// with the starts before counting.
-		for wait := time.Now().Add(15 * time.Second); ; {
-			rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
-			if rep.Idle.Workflows.Running >= int64(rep.Idle.Opened) || time.Now().After(wait) || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
-		}
-	}
-
 	if o.long > 0 {
 		rep.Long = runLong(ctx, log, a, st, pg, clientKey, o)
 		rep.LoadAvgEnd = loadAvg()
@@ -253,6 +236,25 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	rep.Setup.WarmupErrors = warmErrs.Load()
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
+	}
+
+	if o.idle > 0 {
+		// The same turns first with no idle session open, then turns while
+		// the idle sessions open in a burst; the measured phase below runs
+		// with all of them open.
+		base, err := measure(ctx, log, a, st, pg, sessions, o, rep)
+		if err != nil {
+			return rep, err
+		}
+		rep.Idle = openIdleUnderLoad(ctx, log, a, clientKey, sessions, o)
+		rep.Idle.Baseline = addedDist(base)
+		rep.addMem(sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
+		// Idle sessions have no workflow: it starts with a session's first
+		// message.
+		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
 	}
 
 	// An interrupted run still reports the turns it finished.
@@ -571,6 +573,65 @@ func openAll(ctx context.Context, a *api, clientKey string, n, par int) ([]*sess
 		return nil, fmt.Errorf("open sessions: %w", err)
 	}
 	return out, nil
+}
+
+// openIdleUnderLoad opens the idle sessions while the driven sessions keep
+// sending turns at the run's rate (one a second each in a closed-loop
+// run), so a burst of opens that delayed other sessions' turns would show
+// in the turns' latency.
+func openIdleUnderLoad(ctx context.Context, log *slog.Logger, a *api, clientKey string, sessions []*session, o options) *idleReport {
+	done := make(chan struct{})
+	var mu sync.Mutex
+	var lats []time.Duration
+	var failed int
+	every := time.Second
+	if o.rate > 0 {
+		every = time.Duration(float64(len(sessions)) / o.rate * float64(time.Second))
+	}
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				t := time.Now()
+				_, err := a.turn(ctx, s, fmt.Sprintf("burst %d/%d", i, n), o.turnTimeout)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					lats = append(lats, time.Since(t))
+				}
+				mu.Unlock()
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+	ir := openIdle(ctx, log, a, clientKey, o)
+	close(done)
+	wg.Wait()
+	ir.DuringBurst, ir.DuringBurstErrors = summarise(lats), failed
+	return ir
+}
+
+// addedDist is the server-added latency of the completed turns.
+func addedDist(recs []turnRec) dist {
+	var added []time.Duration
+	for _, rec := range recs {
+		if rec.err == nil && rec.fakeOK {
+			added = append(added, rec.lat-rec.fake.Total)
+		}
+	}
+	return summarise(added)
 }
 
 // openIdle opens the idle sessions, which stay open (drivers registered,

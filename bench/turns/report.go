@@ -102,6 +102,12 @@ type idleReport struct {
 	GoroutinesAdded int            `json:"goroutines_added"`
 	HeapLiveAdded   int64          `json:"heap_live_added_bytes"`
 	Workflows       workflowCount  `json:"temporal_workflows"`
+	// Baseline is the server-added latency of the same turns before any
+	// idle session was open; DuringBurst the client latency of turns sent
+	// while the idle sessions opened.
+	Baseline          dist `json:"baseline_server_added"`
+	DuringBurst       dist `json:"during_burst_client"`
+	DuringBurstErrors int  `json:"during_burst_errors"`
 }
 
 type workflowCount struct {
@@ -257,6 +263,12 @@ func (r *report) evaluate() {
 	if r.Idle != nil {
 		add("idle sessions", ">= 1000 open, no errors", fmt.Sprintf("%d open, %d errors", r.Idle.Opened, r.Idle.Errors),
 			r.Idle.Opened >= 1000 && r.Idle.Errors == 0, r.Idle.Requested >= 1000)
+		b := r.Idle.Baseline
+		add("idle: p99", "<= 1.5x the run's with 0 idle", fmt.Sprintf("%.2fx (%.1f vs %.1f ms)", ratio(t.ServerAdded.P99, b.P99), t.ServerAdded.P99, b.P99),
+			ratio(t.ServerAdded.P99, b.P99) <= 1.5, measured && b.N > 0)
+		d := r.Idle.DuringBurst
+		add("idle: opens stall nothing", "no turn over 1 s while they open", fmt.Sprintf("max %.0f ms over %d turns, %d errors", d.Max, d.N, r.Idle.DuringBurstErrors),
+			d.Max < 1000 && r.Idle.DuringBurstErrors == 0, d.N > 0)
 	} else {
 		add("idle sessions", ">= 1000 open, no errors", "not run (-idle 1000)", false, false)
 	}
@@ -343,6 +355,11 @@ func writeTable(w io.Writer, r *report) {
 		row("  open latency ms", fd(ir.OpenLatency))
 		if wf := ir.Workflows; wf.Err == "" {
 			row("  temporal workflows", fmt.Sprintf("%d running after the idle opens", wf.Running))
+		}
+		row("  turns during opens", fmt.Sprintf("%s, %d errors", fd(ir.DuringBurst), ir.DuringBurstErrors))
+		row("  before (0 idle)", "server-added "+fd(ir.Baseline))
+		if ir.Baseline.P99 > 0 {
+			row("  with idle / before", fmt.Sprintf("p50 %.2fx, p99 %.2fx", r.Turns.ServerAdded.P50/ir.Baseline.P50, r.Turns.ServerAdded.P99/ir.Baseline.P99))
 		}
 		if ir.FirstError != "" {
 			row("  first error", ir.FirstError)
