@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -52,6 +54,9 @@ type longPhase struct {
 	Errors      int     `json:"errors"`
 	ServerAdded dist    `json:"server_added_latency"`
 	CPUMsTurn   float64 `json:"process_cpu_ms_per_turn"`
+	// FakeMsTurn is the fake provider's handler time: it runs in this
+	// process and parses the provider body, so its CPU is in CPUMsTurn.
+	FakeMsTurn  float64 `json:"fake_ms_per_turn"`
 	PGMsTurn    float64 `json:"postgres_cpu_ms_per_turn"`
 	StreamBytes float64 `json:"stream_bytes_per_turn"`
 	ProviderKiB float64 `json:"provider_body_kib_per_turn"`
@@ -124,6 +129,12 @@ func runLong(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 		lr.run(ctx, a, st, pg, long, fmt.Sprintf("measured %d", i), block, o.turnTimeout)
 	}
 	rep.Fresh, rep.Long = fr.phase(), lr.phase()
+	if o.cpuProfile != "" {
+		// A profile of the long session's turns alone, for what grows.
+		if err := profileTurns(ctx, a, long, o, block); err != nil {
+			log.Warn("cpu profile of the long session", "err", err)
+		}
+	}
 
 	// Replays of the whole log.
 	rep.ReplayEvents, rep.ReplayBytes, rep.ReplayS, err = replay(ctx, a, long)
@@ -146,6 +157,7 @@ type phaseAcc struct {
 	errors       int
 	cpu, pgCPU   time.Duration
 	stream, body int64
+	fake         time.Duration
 }
 
 func (p *phaseAcc) run(ctx context.Context, a *api, st *stack, pg *pgSampler, s *session, prefix string, n int, timeout time.Duration) {
@@ -165,6 +177,7 @@ func (p *phaseAcc) run(ctx context.Context, a *api, st *stack, pg *pgSampler, s 
 		if ok {
 			p.added = append(p.added, lat-ft.Total)
 			p.body += ft.Bytes
+			p.fake += ft.Total
 		}
 	}
 	p.cpu += selfCPU() - c0
@@ -176,6 +189,7 @@ func (p *phaseAcc) phase() longPhase {
 	ph := longPhase{Turns: n, Errors: p.errors, ServerAdded: summarise(p.added)}
 	if n > 0 {
 		ph.CPUMsTurn = ms(p.cpu) / float64(n)
+		ph.FakeMsTurn = ms(p.fake) / float64(n)
 		ph.PGMsTurn = ms(p.pgCPU) / float64(n)
 		ph.StreamBytes = float64(p.stream) / float64(n)
 		ph.ProviderKiB = float64(p.body) / 1024 / float64(n)
@@ -318,4 +332,23 @@ func longStorage(ctx context.Context, dbURL, sessionID string, rep *longReport) 
 		(SELECT coalesce(sum(octet_length(payload::text)), 0) FROM session_events WHERE session_id = $1 AND event_type = 'provider.request'),
 		(SELECT coalesce(sum(octet_length(content::text)), 0) FROM session_messages WHERE session_id = $1)`, sessionID).
 		Scan(&rep.EventsBytes, &rep.RequestBytes, &rep.MessagesBytes)
+}
+
+// profileTurns writes a CPU profile of n turns on s to o.cpuProfile.
+func profileTurns(ctx context.Context, a *api, s *session, o options, n int) error {
+	f, err := os.Create(o.cpuProfile)
+	if err != nil {
+		return fmt.Errorf("create cpu profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return fmt.Errorf("start cpu profile: %w", err)
+	}
+	defer pprof.StopCPUProfile()
+	for i := range n {
+		if _, err := a.turn(ctx, s, fmt.Sprintf("profiled %d", i), o.turnTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
