@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"github.com/bae-go/bae-go/events"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -31,9 +29,9 @@ func rejected(why workflows.Rejection, detail string) workflows.BeginTurnResult 
 // returns the first run's answer.
 func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
 	var res workflows.BeginTurnResult
-	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
+	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
 		// Every read in one round trip; the locks are taken in order.
-		bi, err := store.BeginInputsTx(ctx, tx, in.TurnID, in.SessionID, in.ClientKeyID)
+		bi, err := tx.BeginInputs(ctx, in.TurnID, in.SessionID, in.ClientKeyID)
 		if err != nil {
 			return err
 		}
@@ -48,12 +46,12 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 		if err != nil {
 			return err
 		}
-		return store.SetBeginResultTx(ctx, tx, in.TurnID, res)
+		return tx.SetBeginResult(ctx, in.TurnID, res)
 	})
 	return res, err
 }
 
-func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginTurnInput, bi store.BeginInputs) (workflows.BeginTurnResult, error) {
+func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.BeginTurnInput, bi store.BeginInputs) (workflows.BeginTurnResult, error) {
 	sid, cid, turn := in.SessionID, in.ClientKeyID, in.TurnID
 	ti := bi.Input
 	// A message queued by a key revoked since never runs. (The key row was
@@ -84,7 +82,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 	if pending == nil {
 		// Only a paused turn may leave the conversation mid-exchange; any
 		// other unfinished tail is a turn that died past every retry.
-		removed, err := store.RepairConversationFromTx(ctx, tx, sid, bi.Tail)
+		removed, err := tx.RepairConversationFrom(ctx, sid, bi.Tail)
 		if err != nil {
 			return workflows.BeginTurnResult{}, err
 		}
@@ -101,7 +99,7 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		}
 		abandon := pending.Owner != cid
 		if abandon {
-			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
+			if _, err := tx.AppendEvents(ctx, sid, store.NewEvent{
 				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner,
 				Payload: events.SessionErrorPayload{Reason: events.ReasonDriverTurnAbandoned, OwnerClientKeyID: pending.Owner},
 			}); err != nil {
@@ -118,17 +116,17 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 		default:
 			merged, merr = mergeToolResults(toolUses, server, content)
 		}
-		if err := store.SetPendingTurnTx(ctx, tx, sid, nil); err != nil {
+		if err := tx.SetPendingTurn(ctx, sid, nil); err != nil {
 			return workflows.BeginTurnResult{}, err
 		}
 		if merr != nil {
-			if _, err := store.AppendEventsTx(ctx, tx, sid, store.NewEvent{
+			if _, err := tx.AppendEvents(ctx, sid, store.NewEvent{
 				IdemKey: idem(turn, "merge_invalid"), TurnID: turn, ClientKeyID: cid,
 				Payload: events.SessionErrorPayload{Reason: events.ReasonToolResultMergeInvalid, Detail: merr.Error()},
 			}); err != nil {
 				return workflows.BeginTurnResult{}, err
 			}
-			if _, err := store.EndSessionTx(ctx, tx, sid, store.StateError); err != nil {
+			if _, err := tx.EndSession(ctx, sid, store.StateError); err != nil {
 				return workflows.BeginTurnResult{}, err
 			}
 			r := rejected(workflows.RejectMergeInvalid, merr.Error())
@@ -157,10 +155,10 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 			})
 		}
 	}
-	if _, err := store.AppendEventsTx(ctx, tx, sid, evs...); err != nil {
+	if _, err := tx.AppendEvents(ctx, sid, evs...); err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
-	if _, err := store.AppendMessageTx(ctx, tx, sid, idem(turn, "user"), msg.Role, content); err != nil {
+	if _, err := tx.AppendMessage(ctx, sid, idem(turn, "user"), msg.Role, content); err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
 
@@ -192,13 +190,13 @@ func (a *Activities) beginTx(ctx context.Context, tx pgx.Tx, in workflows.BeginT
 }
 
 // endInTx records a session.error and moves the session to error.
-func (a *Activities) endInTx(ctx context.Context, tx pgx.Tx, ref workflows.TurnRef, step string, payload events.SessionErrorPayload, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
-	if _, err := store.AppendEventsTx(ctx, tx, ref.SessionID, store.NewEvent{
+func (a *Activities) endInTx(ctx context.Context, tx *store.Tx, ref workflows.TurnRef, step string, payload events.SessionErrorPayload, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
+	if _, err := tx.AppendEvents(ctx, ref.SessionID, store.NewEvent{
 		IdemKey: idem(ref.TurnID, step), TurnID: ref.TurnID, ClientKeyID: ref.ClientKeyID, Payload: payload,
 	}); err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
-	if _, err := store.EndSessionTx(ctx, tx, ref.SessionID, store.StateError); err != nil {
+	if _, err := tx.EndSession(ctx, ref.SessionID, store.StateError); err != nil {
 		return workflows.BeginTurnResult{}, err
 	}
 	res.SessionEnded = true

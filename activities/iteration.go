@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"github.com/bae-go/bae-go/events"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -61,8 +59,8 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 	}
 	if !hasClient {
 		content, _ := json.Marshal(results)
-		err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
-			_, err := store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
+		err := a.Store.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.AppendMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
 			return err
 		})
 		return workflows.FinishIterationResult{}, err
@@ -90,8 +88,8 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		stash = append(stash, raw)
 	}
 	var last int64
-	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		evs, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
+		evs, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
 			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 			Payload: events.ServerMessage{Content: annotated},
 		})
@@ -99,7 +97,7 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 			return err
 		}
 		last = lastSeq(evs)
-		return store.SetPendingTurnTx(ctx, tx, in.SessionID, &store.PendingTurn{TurnID: in.TurnID, Owner: in.ClientKeyID, ToolUses: toolUses, ServerResults: stash})
+		return tx.SetPendingTurn(ctx, in.SessionID, &store.PendingTurn{TurnID: in.TurnID, Owner: in.ClientKeyID, ToolUses: toolUses, ServerResults: stash})
 	})
 	if err != nil {
 		return workflows.FinishIterationResult{}, err
@@ -121,20 +119,20 @@ func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) e
 	case events.ReasonTurnFailed:
 		payload.Step = &in.Step
 	}
-	return a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+	return a.Store.Tx(ctx, func(tx *store.Tx) error {
+		if _, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
 			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Payload: payload,
 		}); err != nil {
 			return err
 		}
 		if in.Reason == events.ReasonTurnFailed {
-			removed, err := store.RepairConversationTx(ctx, tx, in.SessionID, in.TurnID)
+			removed, err := tx.RepairConversation(ctx, in.SessionID, in.TurnID)
 			if err == nil && len(removed) > 0 {
 				a.logger(ctx, in.TurnID).Warn("failed turn taken out of the conversation", "turns", removed)
 			}
 			return err
 		}
-		_, err := store.EndSessionTx(ctx, tx, in.SessionID, store.StateError)
+		_, err := tx.EndSession(ctx, in.SessionID, store.StateError)
 		return err
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -45,8 +44,8 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	// conversation (only what this worker has not read yet) and the
 	// provider.request event.
 	err := a.untilStored(ctx, "prepare provider request", func(ctx context.Context) error {
-		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
-			inputs, conv, at, err := a.Store.AttemptTx(ctx, tx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			inputs, conv, at, err := tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
 			if err != nil {
 				return err
 			}
@@ -63,7 +62,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 			messages, tools = conv, ts.json()
 			// The conversation is stored once, as messages; the event names
 			// it by counter and is materialized whenever it is read.
-			_, err = store.AppendEventsTx(ctx, tx, in.SessionID, store.NewEvent{
+			_, err = tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
 				IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderRequestPayload{
 					Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
@@ -214,17 +213,17 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	// The answer is kept while the database is away: it is stored when the
 	// database is back, never fetched again from the provider.
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
-		return a.Store.Tx(ctx, func(tx pgx.Tx) error {
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
 			all := append([]store.NewEvent{{
 				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
 			}}, evs...)
-			stored, err := store.AppendEventsTx(ctx, tx, in.SessionID, all...)
+			stored, err := tx.AppendEvents(ctx, in.SessionID, all...)
 			if err != nil {
 				return err
 			}
 			res.LastSeq = lastSeq(stored)
-			_, err = store.AppendMessageTx(ctx, tx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
+			_, err = tx.AppendMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
 			return err
 		})
 	})

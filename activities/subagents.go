@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/bae-go/bae-go/internal/sandbox"
@@ -198,11 +197,11 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	lifecycle := func(t events.Type) events.Subagent {
 		return events.Subagent{Kind: t, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: harness, Model: model}
 	}
-	err = a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		if err := store.InsertSubagentTx(ctx, tx, sa); err != nil {
+	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.InsertSubagent(ctx, sa); err != nil {
 			return err
 		}
-		_, err := store.AppendEventsTx(ctx, tx, in.SessionID,
+		_, err := tx.AppendEvents(ctx, in.SessionID,
 			a.event(in, "sa_start", lifecycle(events.SubagentStart)),
 			a.event(in, "sa_running", lifecycle(events.SubagentRunning)))
 		return err

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/tooldecl"
@@ -48,8 +46,8 @@ func defs(raw json.RawMessage) ([]tooldecl.Decl, error) {
 
 func (a *Activities) toolsFor(ctx context.Context, sessionID, clientKeyID string) (toolset, error) {
 	var ts toolset
-	err := a.Store.Tx(ctx, func(tx pgx.Tx) error {
-		in, err := store.AttemptInputsTx(ctx, tx, sessionID, clientKeyID, "")
+	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
+		in, err := tx.AttemptInputs(ctx, sessionID, clientKeyID, "")
 		if err != nil {
 			return err
 		}

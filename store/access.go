@@ -51,10 +51,11 @@ func (s *Store) StreamAccess(ctx context.Context, sessionKeyID, turnID string) (
 	return a, nil
 }
 
-// ClientKeyLiveTx reports whether a client key is unrevoked, and share-locks
+// ClientKeyLive reports whether a client key is unrevoked, and share-locks
 // its row: a revocation (an UPDATE of that row) waits for tx, so a turn
 // cannot begin after its key was revoked.
-func ClientKeyLiveTx(ctx context.Context, tx pgx.Tx, clientKeyID string) (bool, error) {
+func (t *Tx) ClientKeyLive(ctx context.Context, clientKeyID string) (bool, error) {
+	tx := t.db
 	var live bool
 	err := tx.QueryRow(ctx, `SELECT deleted_at IS NULL FROM keys WHERE id = $1 AND role = 'client' FOR SHARE`, clientKeyID).Scan(&live)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,8 +29,8 @@ func TestConversationFollowsAppendsAndRemovals(t *testing.T) {
 	t.Cleanup(b.Close)
 	sess, _ := newSession(t, a)
 	put := func(st *store.Store, key, role, content string) {
-		require.NoError(t, st.Tx(ctx, func(tx pgx.Tx) error {
-			_, err := store.AppendMessageTx(ctx, tx, sess.ID, key, role, json.RawMessage(content))
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.AppendMessage(ctx, sess.ID, key, role, json.RawMessage(content))
 			return err
 		}))
 	}
@@ -52,8 +51,8 @@ func TestConversationFollowsAppendsAndRemovals(t *testing.T) {
 	put(b, "t2/user", "user", `"more"`)
 	same(a)
 	// t2 failed: taken out by the other replica.
-	require.NoError(t, b.Tx(ctx, func(tx pgx.Tx) error {
-		_, err := store.RepairConversationTx(ctx, tx, sess.ID, "t2")
+	require.NoError(t, b.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.RepairConversation(ctx, sess.ID, "t2")
 		return err
 	}))
 	same(a)

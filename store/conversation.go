@@ -25,7 +25,7 @@ const DefaultConversationCacheBytes = 64 << 20
 //
 // Every change to a conversation takes the next value of the session's
 // message counter (sessions.last_message_seq): an append gives it to its
-// row as seq, a removal (RepairConversationTx) marks the removed rows with
+// row as seq, a removal (Tx.RepairConversation) marks the removed rows with
 // it as dropped_seq. Rows are never deleted, so the conversation as of any
 // counter value N is: the rows with seq <= N that were not dropped at or
 // before N. A reader that last saw counter L reads the rows appended or
@@ -346,9 +346,10 @@ func (s *Store) Conversation(ctx context.Context, sessionID string) (json.RawMes
 	return e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last, nil
 }
 
-// AttemptTx reads a provider attempt's inputs (AttemptInputsTx) and the
-// conversation (ConversationTx) in one round trip.
-func (s *Store) AttemptTx(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID, respIdem string) (AttemptInputs, json.RawMessage, int64, error) {
+// Attempt reads a provider attempt's inputs (AttemptInputs) and the
+// conversation (as Store.Conversation) in one round trip.
+func (t *Tx) Attempt(ctx context.Context, sessionID, clientKeyID, respIdem string) (AttemptInputs, json.RawMessage, int64, error) {
+	s, tx := t.s, t.db
 	e := s.conv.entry(sessionID)
 	e.mu.Lock()
 	defer e.mu.Unlock()

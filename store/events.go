@@ -137,7 +137,7 @@ func marshalPayload(p events.Payload) ([]byte, error) {
 // AppendEvents appends events to one session atomically and in order.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent) ([]Event, error) {
 	var out []Event
-	err := s.Tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, func(tx *trackedTx) error {
 		var err error
 		out, err = appendEvents(ctx, tx, sessionID, evs)
 		return err
@@ -145,8 +145,9 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs ...NewEv
 	return out, err
 }
 
-// AppendEventsTx appends within a caller's transaction.
-func AppendEventsTx(ctx context.Context, tx pgx.Tx, sessionID string, evs ...NewEvent) ([]Event, error) {
+// AppendEvents appends within a caller's transaction.
+func (t *Tx) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent) ([]Event, error) {
+	tx := t.db
 	return appendEvents(ctx, tx, sessionID, evs)
 }
 

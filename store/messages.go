@@ -17,10 +17,11 @@ type Message struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// AppendMessageTx appends a conversation message unless one with idemKey is
+// AppendMessage appends a conversation message unless one with idemKey is
 // already stored, in which case the stored one is returned. One statement:
 // the key check, the counter and the insert.
-func AppendMessageTx(ctx context.Context, tx pgx.Tx, sessionID, idemKey, role string, content json.RawMessage) (Message, error) {
+func (t *Tx) AppendMessage(ctx context.Context, sessionID, idemKey, role string, content json.RawMessage) (Message, error) {
+	tx := t.db
 	var m Message
 	var c []byte
 	err := tx.QueryRow(ctx, `WITH found AS (
@@ -86,8 +87,9 @@ type PendingTurn struct {
 	ServerResults []json.RawMessage `json:"server_results"`
 }
 
-// SetPendingTurnTx records (or with nil clears) the paused turn.
-func SetPendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string, p *PendingTurn) error {
+// SetPendingTurn records (or with nil clears) the paused turn.
+func (t *Tx) SetPendingTurn(ctx context.Context, sessionID string, p *PendingTurn) error {
+	tx := t.db
 	var v any
 	if p != nil {
 		b, err := json.Marshal(p)
@@ -102,8 +104,9 @@ func SetPendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string, p *Pendi
 	return nil
 }
 
-// PendingTurnTx reads the paused turn, nil when none, locking the session row.
-func PendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string) (*PendingTurn, string, error) {
+// PendingTurn reads the paused turn, nil when none, locking the session row.
+func (t *Tx) PendingTurn(ctx context.Context, sessionID string) (*PendingTurn, string, error) {
+	tx := t.db
 	var raw []byte
 	var state string
 	if err := tx.QueryRow(ctx, `SELECT pending_turn, state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&raw, &state); err != nil {
@@ -119,8 +122,9 @@ func PendingTurnTx(ctx context.Context, tx pgx.Tx, sessionID string) (*PendingTu
 	return &p, state, nil
 }
 
-// EndSessionTx is EndSession within a caller's transaction.
-func EndSessionTx(ctx context.Context, tx pgx.Tx, sessionID, state string) (bool, error) {
+// EndSession is EndSession within a caller's transaction.
+func (t *Tx) EndSession(ctx context.Context, sessionID, state string) (bool, error) {
+	tx := t.db
 	tag, err := tx.Exec(ctx, `UPDATE sessions SET state = $2, closed_at = now() WHERE id = $1 AND state = 'open'`, sessionID, state)
 	if err != nil {
 		return false, fmt.Errorf("end session: %w", err)
@@ -179,7 +183,7 @@ func (s *Store) SetSandbox(ctx context.Context, sessionID string, sb *SandboxSta
 	return nil
 }
 
-// RepairConversationTx takes a failed turn's messages out of the
+// RepairConversation takes a failed turn's messages out of the
 // conversation (turnID may be empty), then drops whole turns from the end
 // until the conversation ends cleanly: empty, or with an assistant message
 // that asks for no tool. A turn that died half-way (an outage past every
@@ -187,14 +191,16 @@ func (s *Store) SetSandbox(ctx context.Context, sessionID string, sb *SandboxSta
 // or a tool_use without its tool_result for the next provider call. Events
 // stay in the log; only the provider-facing conversation changes. It returns
 // the turns removed.
-func RepairConversationTx(ctx context.Context, tx pgx.Tx, sessionID, turnID string) ([]string, error) {
+func (t *Tx) RepairConversation(ctx context.Context, sessionID, turnID string) ([]string, error) {
+	tx := t.db
 	return repairConversation(ctx, tx, sessionID, turnID, nil)
 }
 
-// RepairConversationFromTx is RepairConversationTx with no failed turn and
-// the conversation's last message as BeginInputsTx read it (nil: not known),
+// RepairConversationFrom is Tx.RepairConversation with no failed turn and
+// the conversation's last message as Tx.BeginInputs read it (nil: not known),
 // so a clean conversation costs no query.
-func RepairConversationFromTx(ctx context.Context, tx pgx.Tx, sessionID string, tail *TailMessage) ([]string, error) {
+func (t *Tx) RepairConversationFrom(ctx context.Context, sessionID string, tail *TailMessage) ([]string, error) {
+	tx := t.db
 	return repairConversation(ctx, tx, sessionID, "", tail)
 }
 

@@ -77,17 +77,6 @@ func (s *Store) CreateProfile(ctx context.Context, in ProfileInput) (Profile, er
 	return p, nil
 }
 
-// GetProfile returns a live profile.
-func (s *Store) GetProfile(ctx context.Context, id string) (Profile, error) {
-	return getProfile(ctx, s.Pool, id)
-}
-
-// GetProfileTx is GetProfile within a caller's transaction, so a
-// transaction never waits on a second pool connection.
-func GetProfileTx(ctx context.Context, tx pgx.Tx, id string) (Profile, error) {
-	return getProfile(ctx, tx, id)
-}
-
 func getProfile(ctx context.Context, q dbtx, id string) (Profile, error) {
 	p, err := scanProfile(q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE id = $1 AND deleted_at IS NULL`, id))
 	if errors.Is(err, pgx.ErrNoRows) {

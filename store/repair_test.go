@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,16 +18,16 @@ func TestRepairConversation(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	put := func(key, role, content string) {
-		require.NoError(t, st.Tx(ctx, func(tx pgx.Tx) error {
-			_, err := store.AppendMessageTx(ctx, tx, sess.ID, key, role, json.RawMessage(content))
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.AppendMessage(ctx, sess.ID, key, role, json.RawMessage(content))
 			return err
 		}))
 	}
 	repair := func(turn string) []string {
 		var removed []string
-		require.NoError(t, st.Tx(ctx, func(tx pgx.Tx) error {
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
 			var err error
-			removed, err = store.RepairConversationTx(ctx, tx, sess.ID, turn)
+			removed, err = tx.RepairConversation(ctx, sess.ID, turn)
 			return err
 		}))
 		return removed

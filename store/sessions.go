@@ -213,16 +213,6 @@ type NotOpenError struct{ State string }
 
 func (e *NotOpenError) Error() string { return "session is " + e.State + ", not open" }
 
-// GetSession returns a session by id.
-func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
-	return getSession(ctx, s.Pool, id)
-}
-
-// GetSessionTx is GetSession within a caller's transaction.
-func GetSessionTx(ctx context.Context, tx pgx.Tx, id string) (Session, error) {
-	return getSession(ctx, tx, id)
-}
-
 func getSession(ctx context.Context, q dbtx, id string) (Session, error) {
 	sess, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {

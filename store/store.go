@@ -18,8 +18,10 @@ import (
 // ErrNotFound is returned when a looked-up row does not exist (or is deleted).
 var ErrNotFound = errors.New("not found")
 
-// Store wraps a pgx pool.
+// Store wraps a pgx pool. Its lookups (reads) are the same methods a
+// transaction (Tx) has.
 type Store struct {
+	reads
 	Pool *pgxpool.Pool
 	url  string
 	conv *convCache
@@ -62,7 +64,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	s := &Store{Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
+	s := &Store{reads: reads{q: pool}, Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
 		tail: newEventTail(), origin: newOrigin()}
 	if err := s.Migrate(ctx); err != nil {
 		pool.Close()

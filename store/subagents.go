@@ -49,9 +49,10 @@ func scanSubagent(row pgx.Row) (Subagent, error) {
 	return s, err
 }
 
-// InsertSubagentTx records a launched subagent; an existing id (a retried
+// InsertSubagent records a launched subagent; an existing id (a retried
 // launch) is left as it is.
-func InsertSubagentTx(ctx context.Context, tx pgx.Tx, s Subagent) error {
+func (t *Tx) InsertSubagent(ctx context.Context, s Subagent) error {
+	tx := t.db
 	_, err := tx.Exec(ctx, `INSERT INTO subagents (id, session_id, client_key_id, harness, model, status, sandbox_id, command, stdin, timeout_secs)
 		VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`,
 		s.ID, s.SessionID, s.ClientKeyID, s.Harness, s.Model, s.SandboxID, s.Command, s.Stdin, s.TimeoutSecs)

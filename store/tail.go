@@ -178,18 +178,6 @@ func (t *trackedTx) record(sessionID string, evs []Event) {
 	t.appended[sessionID] = append(t.appended[sessionID], evs...)
 }
 
-// Tx runs fn in a transaction. Events appended in it with AppendEventsTx
-// reach this process's followers without a query once it committed.
-func (s *Store) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	t := &trackedTx{origin: s.origin}
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		t.Tx, t.appended = tx, nil
-		return fn(t)
-	})
-	s.settle(t, err)
-	return err
-}
-
 // settle hands a finished transaction's events to the tail and wakes the
 // local followers. After a failure it cannot tell whether the commit
 // reached the database, so it forgets those sessions' tails and wakes the

@@ -61,8 +61,9 @@ type TurnInput struct {
 	BeginResult json.RawMessage
 }
 
-// TurnInputTx reads and locks a turn input.
-func TurnInputTx(ctx context.Context, tx pgx.Tx, turnID string) (TurnInput, error) {
+// TurnInput reads and locks a turn input.
+func (t *Tx) TurnInput(ctx context.Context, turnID string) (TurnInput, error) {
+	tx := t.db
 	var ti TurnInput
 	var msg, begin []byte
 	err := tx.QueryRow(ctx, `SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID).
@@ -78,8 +79,9 @@ func TurnInputTx(ctx context.Context, tx pgx.Tx, turnID string) (TurnInput, erro
 	return ti, nil
 }
 
-// SetBeginResultTx records BeginTurn's outcome for idempotent re-runs.
-func SetBeginResultTx(ctx context.Context, tx pgx.Tx, turnID string, result any) error {
+// SetBeginResult records BeginTurn's outcome for idempotent re-runs.
+func (t *Tx) SetBeginResult(ctx context.Context, turnID string, result any) error {
+	tx := t.db
 	b, err := json.Marshal(result)
 	if err != nil {
 		return fmt.Errorf("marshal begin result: %w", err)
@@ -145,8 +147,9 @@ type AttemptInputs struct {
 	TrackedSubagents bool
 }
 
-// AttemptInputsTx reads an attempt's inputs in one round trip.
-func AttemptInputsTx(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID, respIdem string) (AttemptInputs, error) {
+// AttemptInputs reads an attempt's inputs in one round trip.
+func (t *Tx) AttemptInputs(ctx context.Context, sessionID, clientKeyID, respIdem string) (AttemptInputs, error) {
+	tx := t.db
 	b := &pgx.Batch{}
 	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
 	br := tx.SendBatch(ctx, b)
@@ -211,19 +214,20 @@ type BeginInputs struct {
 	ProfileErr error
 	// Tail is the conversation's last message still in it, when its last
 	// change was an append; nil otherwise (an empty conversation, or one
-	// whose last change was a removal: RepairConversationTx finds it).
+	// whose last change was a removal: Tx.RepairConversation finds it).
 	Tail *TailMessage
 }
 
-// TailMessage is the conversation's last message, for RepairConversationTx.
+// TailMessage is the conversation's last message, for Tx.RepairConversation.
 type TailMessage struct {
 	IdemKey string
 	Role    string
 	Content json.RawMessage
 }
 
-// BeginInputsTx reads BeginTurn's inputs in one round trip.
-func BeginInputsTx(ctx context.Context, tx pgx.Tx, turnID, sessionID, clientKeyID string) (BeginInputs, error) {
+// BeginInputs reads BeginTurn's inputs in one round trip.
+func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID string) (BeginInputs, error) {
+	tx := t.db
 	var in BeginInputs
 	b := &pgx.Batch{}
 	b.Queue(`SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID)
@@ -265,12 +269,12 @@ func BeginInputsTx(ctx context.Context, tx pgx.Tx, turnID, sessionID, clientKeyI
 		}
 		in.Pending = &p
 	}
-	var t TailMessage
+	var tail TailMessage
 	var content []byte
-	switch err := br.QueryRow().Scan(&t.IdemKey, &t.Role, &content); {
+	switch err := br.QueryRow().Scan(&tail.IdemKey, &tail.Role, &content); {
 	case err == nil:
-		t.Content = content
-		in.Tail = &t
+		tail.Content = content
+		in.Tail = &tail
 	case !errors.Is(err, pgx.ErrNoRows):
 		return in, fmt.Errorf("read conversation tail: %w", err)
 	}
