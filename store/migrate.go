@@ -40,13 +40,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list migrations: %w", err)
 	}
-	sort.Strings(files)
-	for _, f := range files {
-		base := strings.TrimPrefix(f, "migrations/")
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a number: %w", base, err)
-		}
+	migs, err := migrationVersions(files)
+	if err != nil {
+		return err
+	}
+	for _, m := range migs {
+		f, base, version := m.file, strings.TrimPrefix(m.file, "migrations/"), m.version
 		var applied bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", version).Scan(&applied); err != nil {
 			return fmt.Errorf("check migration %d: %w", version, err)
@@ -75,4 +74,31 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+type migration struct {
+	file    string
+	version int
+}
+
+// migrationVersions orders the migration files by version. Two files with
+// one version are refused: a database that recorded the version from one
+// of them would silently never run the other.
+func migrationVersions(files []string) ([]migration, error) {
+	seen := map[int]string{}
+	out := make([]migration, 0, len(files))
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a number: %w", base, err)
+		}
+		if other, ok := seen[version]; ok {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", other, base, version)
+		}
+		seen[version] = base
+		out = append(out, migration{file: f, version: version})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
 }
