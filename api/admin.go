@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/live"
 	"github.com/bae-go/bae-go/internal/sandbox"
@@ -47,16 +48,16 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	r.Get("/readyz", d.readyz)
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.requireAdmin)
-		r.Post("/profiles", a.h(a.createProfile))
-		r.Get("/profiles", a.h(a.listProfiles))
-		r.Get("/profiles/{id}", a.h(a.getProfile))
-		r.Put("/profiles/{id}", a.h(a.replaceProfile))
-		r.Delete("/profiles/{id}", a.h(a.deleteProfile))
-		r.Post("/keys", a.h(a.createKey))
-		r.Get("/keys", a.h(a.listKeys))
-		r.Delete("/keys/{id}", a.h(a.revokeKey))
-		r.Get("/sessions", a.h(a.listSessions))
-		r.Get("/sessions/{id}/events", a.h(a.sessionEvents))
+		r.Post("/profiles", handle(a.createProfile))
+		r.Get("/profiles", handle(a.listProfiles))
+		r.Get("/profiles/{id}", handle(a.getProfile))
+		r.Put("/profiles/{id}", handle(a.replaceProfile))
+		r.Delete("/profiles/{id}", handle(a.deleteProfile))
+		r.Post("/keys", handle(a.createKey))
+		r.Get("/keys", handle(a.listKeys))
+		r.Delete("/keys/{id}", handle(a.revokeKey))
+		r.Get("/sessions", handle(a.listSessions))
+		r.Get("/sessions/{id}/events", handle(a.sessionEvents))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})
@@ -74,19 +75,8 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 			writeJSON(w, http.StatusOK, map[string]any{"items": items})
 		})
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
-	})
+	unroutedProblems(r)
 	return r
-}
-
-func (a *adminAPI) h(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if p := fn(w, r); p != nil {
-			writeProblem(w, p)
-		}
-	}
 }
 
 func (a *adminAPI) requireAdmin(next http.Handler) http.Handler {
@@ -250,12 +240,16 @@ func unknownPrimary(name string, f *config.File) *Problem {
 		fmt.Sprintf("primary_provider %q is not in the provider registry (%s)", name, configured))
 }
 
-func profileView(p store.Profile) map[string]any {
-	return map[string]any{
-		"id": p.ID, "name": p.Name, "primary_provider": p.PrimaryProvider, "fallback_providers": p.FallbackProviders,
-		"mcp_servers": p.MCPServers, "allowed_tools": p.AllowedTools, "available_sandboxes": p.AvailableSandboxes,
-		"sandbox":    p.Sandbox,
-		"created_at": store.FormatTime(p.CreatedAt), "updated_at": store.FormatTime(p.UpdatedAt),
+func profileView(p store.Profile) wire.Profile {
+	sandbox, err := json.Marshal(p.Sandbox)
+	if err != nil {
+		sandbox = json.RawMessage(`{}`)
+	}
+	return wire.Profile{
+		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
+		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
+		Sandbox:   sandbox,
+		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }
 
@@ -287,11 +281,11 @@ func (a *adminAPI) listProfiles(w http.ResponseWriter, r *http.Request) *Problem
 	if err != nil {
 		return internalError(a.log(), err)
 	}
-	items := make([]map[string]any, 0, len(page.Items))
+	items := make([]wire.Profile, 0, len(page.Items))
 	for _, pr := range page.Items {
 		items = append(items, profileView(pr))
 	}
-	writeJSON(w, http.StatusOK, pageBody[map[string]any]{Items: items, NextCursor: page.NextCursor})
+	writeJSON(w, http.StatusOK, pageBody[wire.Profile]{Items: items, NextCursor: page.NextCursor})
 	return nil
 }
 

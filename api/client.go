@@ -33,28 +33,16 @@ func ClientRouter(d *Deps) http.Handler {
 	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"version": d.Version, "api_versions": []string{"v1"}})
 	})
-	r.Post("/api/v1/sessions", c.handle(c.createSession))
+	r.Post("/api/v1/sessions", handle(c.createSession))
 	r.Route("/api/v1/sessions/{id}", func(r chi.Router) {
-		r.Post("/join", c.handle(c.joinSession))
-		r.Get("/participants", c.handle(c.participants))
-		r.Get("/events", c.handle(c.events))
-		r.Delete("/", c.handle(c.closeSession))
+		r.Post("/join", handle(c.joinSession))
+		r.Get("/participants", handle(c.participants))
+		r.Get("/events", handle(c.events))
+		r.Delete("/", handle(c.closeSession))
 		r.Post("/rpc", c.rpc)
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
-	})
+	unroutedProblems(r)
 	return r
-}
-
-// handle adapts a handler returning a problem.
-func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if p := fn(w, r); p != nil {
-			writeProblem(w, p)
-		}
-	}
 }
 
 // clientToolDef is a declared client-side (or Auto-mode sandbox) tool.

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
 )
 
@@ -87,7 +88,7 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 			pk.MCP = append(pk.MCP, config.MCPServerSummary{Name: n, Transport: "not in bae-config.toml"})
 		}
 	}
-	profiles, p := listAll[profileJSON](ctx, c.admin, "/admin/v1/profiles")
+	profiles, p := listAll[wire.Profile](ctx, c.admin, "/admin/v1/profiles")
 	if p != nil {
 		return pk, p
 	}
@@ -109,12 +110,12 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 }
 
 func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
-	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	profiles, p := listAll[wire.Profile](r.Context(), c.admin, "/admin/v1/profiles")
 	if p != nil {
 		c.internal(w, r, p)
 		return
 	}
-	keys, p := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	keys, p := listAll[wire.ClientKey](r.Context(), c.admin, "/admin/v1/keys")
 	if p != nil {
 		c.internal(w, r, p)
 		return
@@ -129,7 +130,7 @@ func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, status int, f profileForm, formErr string, inUse []keyJSON) {
+func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, status int, f profileForm, formErr string, inUse []wire.ClientKey) {
 	pk, p := c.pickers(r.Context(), f)
 	if p != nil {
 		c.internal(w, r, p)
@@ -144,7 +145,7 @@ func (c *Console) profileNew(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	var pr profileJSON
+	var pr wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
 		if p.Status == http.StatusNotFound {
 			c.renderError(w, r, http.StatusNotFound, "No such profile", p.Detail)
@@ -258,13 +259,13 @@ func (c *Console) profileProblem(w http.ResponseWriter, r *http.Request, f profi
 	case p.Status >= 500:
 		c.internal(w, r, p)
 	default:
-		c.renderProfileForm(w, r, p.Status, f, p.Detail+" ("+p.Type+")", nil)
+		c.renderProfileForm(w, r, p.Status, f, problemText(p), nil)
 	}
 }
 
 func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	var pr profileJSON
+	var pr wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
 		c.profileProblem(w, r, profileForm{ID: id}, p)
 		return
@@ -284,12 +285,12 @@ func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Explain the conflict with the keys that cause it, each revocable here.
-	keys, kp := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	keys, kp := listAll[wire.ClientKey](r.Context(), c.admin, "/admin/v1/keys")
 	if kp != nil {
 		c.internal(w, r, kp)
 		return
 	}
-	var inUse []keyJSON
+	var inUse []wire.ClientKey
 	for _, k := range keys {
 		if k.ProfileID == id {
 			inUse = append(inUse, k)
