@@ -183,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return nil, err
 	}
-	rep := &Report{Options: o, WorkDir: st.workDir, Database: st.dbName}
+	rep := &Report{Options: o, WorkDir: st.workDir, Database: st.dbName()}
 	var drivers []*driver
 	defer func() {
 		if sb != nil {
