@@ -42,7 +42,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	a := &adminAPI{Deps: d, auth: auth, status: status}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Use(requestLog(d.log()))
+	r.Use(requestLog(d.Log))
 	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)
@@ -263,7 +263,7 @@ func (a *adminAPI) createProfile(w http.ResponseWriter, r *http.Request) *Proble
 		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
@@ -279,7 +279,7 @@ func (a *adminAPI) listProfiles(w http.ResponseWriter, r *http.Request) *Problem
 	}
 	page, err := a.Store.ListProfiles(r.Context(), after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	items := make([]wire.Profile, 0, len(page.Items))
 	for _, pr := range page.Items {
@@ -296,7 +296,7 @@ func (a *adminAPI) getProfile(w http.ResponseWriter, r *http.Request) *Problem {
 		return notFound("no profile with id " + id)
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusOK, profileView(prof))
 	return nil
@@ -318,7 +318,7 @@ func (a *adminAPI) replaceProfile(w http.ResponseWriter, r *http.Request) *Probl
 	case errors.Is(err, store.ErrDuplicateName):
 		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
 	case err != nil:
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
@@ -336,10 +336,10 @@ func (a *adminAPI) deleteProfile(w http.ResponseWriter, r *http.Request) *Proble
 	case errors.Is(err, store.ErrProfileInUse):
 		return conflict("profile_in_use", "the profile still has active client keys; revoke them first")
 	case err != nil:
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
-		a.log().Warn("announce profile deletion", "profile_id", id, "err", err)
+		a.Log.Warn("announce profile deletion", "profile_id", id, "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -376,7 +376,7 @@ func (a *adminAPI) createKey(w http.ResponseWriter, r *http.Request) *Problem {
 		return unprocessable("profile_unavailable", "profile "+*b.ProfileID+" does not exist or has been deleted")
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"id": k.ID, "name": k.Name, "key": secret, "prefix": k.Prefix, "profile_id": k.ProfileID, "created_at": store.FormatTime(k.CreatedAt)})
 	return nil
@@ -389,7 +389,7 @@ func (a *adminAPI) listKeys(w http.ResponseWriter, r *http.Request) *Problem {
 	}
 	page, err := a.Store.ListClientKeys(r.Context(), after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	items := make([]map[string]any, 0, len(page.Items))
 	for _, k := range page.Items {
@@ -406,21 +406,21 @@ func (a *adminAPI) revokeKey(w http.ResponseWriter, r *http.Request) *Problem {
 		return notFound("no client key with id " + id)
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	// Every replica's open streams re-check their key now, not at their
 	// next poll.
 	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
-		a.log().Warn("announce key revocation", "key_id", id, "err", err)
+		a.Log.Warn("announce key revocation", "key_id", id, "err", err)
 	}
 	for _, sid := range closed {
 		sess, err := a.Store.GetSession(r.Context(), sid)
 		if err != nil {
-			a.log().Warn("read revoked session", "session_id", sid, "err", err)
+			a.Log.Warn("read revoked session", "session_id", sid, "err", err)
 			continue
 		}
 		if err := a.Engine.CloseSession(r.Context(), sessionRef(sess), workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: id}); err != nil {
-			a.log().Warn("close revoked session workflow", "session_id", sid, "err", err)
+			a.Log.Warn("close revoked session workflow", "session_id", sid, "err", err)
 		}
 		_ = live.Publish(r.Context(), a.Store.Pool, "closed:"+sid)
 	}
@@ -441,7 +441,7 @@ func (a *adminAPI) listSessions(w http.ResponseWriter, r *http.Request) *Problem
 	}
 	page, err := a.Store.ListSessions(r.Context(), state, after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusOK, pageBody[store.Session]{Items: page.Items, NextCursor: page.NextCursor})
 	return nil
@@ -452,7 +452,7 @@ func (a *adminAPI) sessionEvents(w http.ResponseWriter, r *http.Request) *Proble
 	if _, err := a.Store.GetSession(r.Context(), id); errors.Is(err, store.ErrNotFound) {
 		return notFound("no session " + id)
 	} else if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	return writeEventsPage(w, r, a.Deps, id)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestTelemetryTurnJoinsClientTrace(t *testing.T) {
 		_ = tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	})
-	tel, err := telemetry.FromProviders(tp, mp, nil, nil)
+	tel, err := telemetry.FromProviders(tp, mp, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 
 	fake := fakeprovider.New(t)

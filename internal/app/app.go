@@ -42,7 +42,7 @@ type Options struct {
 	// Server.TemporalAddr. It is used as is: build it with
 	// Telemetry.TemporalOptions for Temporal spans and SDK metrics.
 	Temporal client.Client
-	Log      *slog.Logger
+	Log      *slog.Logger // required
 	// Ready, when set, receives the bound addresses once serving.
 	Ready func(clientAddr, adminAddr string)
 	// ConsoleReady, when set and the console is on, receives its URL once
@@ -76,7 +76,7 @@ type Parts struct {
 func Run(ctx context.Context, opts Options) error {
 	log := opts.Log
 	if log == nil {
-		log = slog.Default()
+		return errors.New("app: Options.Log is required")
 	}
 	cfg := opts.Server
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})

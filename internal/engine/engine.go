@@ -30,7 +30,7 @@ type Engine struct {
 	// TurnsPerRun is passed to new sessions (0 = workflow default); tests
 	// set it low to see continue-as-new.
 	TurnsPerRun int
-	Log         *slog.Logger
+	Log         *slog.Logger // required
 	// UseSearchAttributes is set by EnsureSearchAttributes when the
 	// namespace has (or accepted) the custom attributes.
 	UseSearchAttributes bool
@@ -69,14 +69,7 @@ func (e *Engine) EnsureSearchAttributes(ctx context.Context, namespace string) {
 		e.UseSearchAttributes = true
 		return
 	}
-	e.log().Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
-}
-
-func (e *Engine) log() *slog.Logger {
-	if e.Log == nil {
-		return slog.Default()
-	}
-	return e.Log
+	e.Log.Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
 }
 
 // startOperation is the start half of every update-with-start call: a
