@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 

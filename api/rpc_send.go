@@ -10,7 +10,7 @@ import (
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 

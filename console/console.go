@@ -20,7 +20,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"go.temporal.io/sdk/client"
 
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 

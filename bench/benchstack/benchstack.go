@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bae-go/bae-go/api/wire"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/engine"
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/sessionclient"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
 )
 
 // Database is a database created for one run on a PostgreSQL server.
@@ -109,7 +109,7 @@ func FreePorts(n int) ([]int, error) {
 func TemporalOptions(port int, dataDir string, log *slog.Logger) devstack.Options {
 	return devstack.Options{
 		DataDir: dataDir, FrontendPort: port, UIPort: -1, Logger: log,
-		SearchAttributes: engine.SearchAttributes,
+		SearchAttributes: sessionclient.SearchAttributes,
 	}
 }
 

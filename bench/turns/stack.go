@@ -17,10 +17,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
-	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/devstack"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
 )
 
 // stack is everything the benchmark runs in-process: a throwaway database,

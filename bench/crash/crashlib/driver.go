@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/sdk"
 )
 

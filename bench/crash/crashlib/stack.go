@@ -23,10 +23,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
-	"github.com/bae-go/bae-go/internal/adminkey"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/tcpproxy"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
 const (
