@@ -19,16 +19,15 @@ import (
 
 // profileForm is a profile as the form edits it.
 type profileForm struct {
-	ID                 string
-	Name               string
-	PrimaryProvider    string
-	FallbackProviders  []string
-	MCPServers         []string
-	AllowedTools       []string
-	AvailableSandboxes []string
-	// Sandbox is the profile's "sandbox" overrides as JSON text ("" for
-	// none), so that saving the form keeps them.
-	Sandbox string
+	wire.Profile
+	// SandboxText is the profile's "sandbox" overrides as JSON text ("" for
+	// none), so that saving the form keeps them; Profile.Sandbox is unused.
+	SandboxText string
+}
+
+// editForm is the form for editing pr.
+func editForm(pr wire.Profile) profileForm {
+	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox)}
 }
 
 // sandboxText renders stored overrides for the form: "" when there are none.
@@ -154,11 +153,7 @@ func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, p)
 		return
 	}
-	c.renderProfileForm(w, r, http.StatusOK, profileForm{
-		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
-		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
-		Sandbox: sandboxText(pr.Sandbox),
-	}, "", nil)
+	c.renderProfileForm(w, r, http.StatusOK, editForm(pr), "", nil)
 }
 
 // formList reads free text: names separated by commas or new lines.
@@ -191,14 +186,16 @@ func profileFromForm(r *http.Request) profileForm {
 		}
 	}
 	return profileForm{
-		ID:                 chi.URLParam(r, "id"),
-		Name:               strings.TrimSpace(f.Get("name")),
-		PrimaryProvider:    strings.TrimSpace(f.Get("primary_provider")),
-		FallbackProviders:  nonEmpty(f["fallback"]),
-		MCPServers:         nonEmpty(f["mcp"]),
-		AllowedTools:       formList(f.Get("allowed_tools")),
-		AvailableSandboxes: images,
-		Sandbox:            strings.TrimSpace(f.Get("sandbox_json")),
+		Profile: wire.Profile{
+			ID:                 chi.URLParam(r, "id"),
+			Name:               strings.TrimSpace(f.Get("name")),
+			PrimaryProvider:    strings.TrimSpace(f.Get("primary_provider")),
+			FallbackProviders:  nonEmpty(f["fallback"]),
+			MCPServers:         nonEmpty(f["mcp"]),
+			AllowedTools:       formList(f.Get("allowed_tools")),
+			AvailableSandboxes: images,
+		},
+		SandboxText: strings.TrimSpace(f.Get("sandbox_json")),
 	}
 }
 
@@ -209,11 +206,11 @@ func (f profileForm) body() (map[string]any, bool) {
 		"name": f.Name, "primary_provider": f.PrimaryProvider, "fallback_providers": f.FallbackProviders,
 		"mcp_servers": f.MCPServers, "allowed_tools": f.AllowedTools, "available_sandboxes": f.AvailableSandboxes,
 	}
-	if f.Sandbox != "" {
-		if !json.Valid([]byte(f.Sandbox)) {
+	if f.SandboxText != "" {
+		if !json.Valid([]byte(f.SandboxText)) {
 			return nil, false
 		}
-		b["sandbox"] = json.RawMessage(f.Sandbox)
+		b["sandbox"] = json.RawMessage(f.SandboxText)
 	}
 	return b, true
 }
@@ -267,7 +264,7 @@ func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	var pr wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
-		c.profileProblem(w, r, profileForm{ID: id}, p)
+		c.profileProblem(w, r, profileForm{Profile: wire.Profile{ID: id}}, p)
 		return
 	}
 	p := c.admin.call(r.Context(), http.MethodDelete, "/admin/v1/profiles/"+url.PathEscape(id), nil, nil)
@@ -275,11 +272,7 @@ func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/profiles?deleted="+url.QueryEscape(pr.Name), http.StatusSeeOther)
 		return
 	}
-	f := profileForm{
-		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
-		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
-		Sandbox: sandboxText(pr.Sandbox),
-	}
+	f := editForm(pr)
 	if p.Type != "profile_in_use" {
 		c.profileProblem(w, r, f, p)
 		return
