@@ -10,7 +10,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go build -trimpath -ldflags "-X github.com/bae-go/bae-go/internal/version.Revision=${REVISION}" \
+RUN go build -trimpath -ldflags "-X github.com/bae-go/bae-go/internal/lib/version.Revision=${REVISION}" \
     -o /out/ ./cmd/baesrv ./cmd/baectl ./cmd/fakeprovider ./examples/mcp-words
 
 FROM debian:bookworm-slim

@@ -51,7 +51,7 @@ type Activities struct {
 	Store    *store.Store
 	Config   *config.File
 	Provider *provider.Client
-	Log      *slog.Logger
+	Log      *slog.Logger // required
 	// Lookup resolves ${ENV} tokens at call time.
 	Lookup func(string) (string, bool)
 
@@ -86,9 +86,6 @@ var _ workflows.Activities = (*Activities)(nil)
 // logger tags lines with the session (the workflow id) and the turn.
 func (a *Activities) logger(ctx context.Context, turnID string) *slog.Logger {
 	l := a.Log
-	if l == nil {
-		l = slog.Default()
-	}
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		l = l.With("session_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name)

@@ -12,8 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -41,22 +42,22 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	a := &adminAPI{Deps: d, auth: auth, status: status}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Use(requestLog(d.log()))
+	r.Use(requestLog(d.Log))
 	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.requireAdmin)
-		r.Post("/profiles", a.h(a.createProfile))
-		r.Get("/profiles", a.h(a.listProfiles))
-		r.Get("/profiles/{id}", a.h(a.getProfile))
-		r.Put("/profiles/{id}", a.h(a.replaceProfile))
-		r.Delete("/profiles/{id}", a.h(a.deleteProfile))
-		r.Post("/keys", a.h(a.createKey))
-		r.Get("/keys", a.h(a.listKeys))
-		r.Delete("/keys/{id}", a.h(a.revokeKey))
-		r.Get("/sessions", a.h(a.listSessions))
-		r.Get("/sessions/{id}/events", a.h(a.sessionEvents))
+		r.Post("/profiles", handle(a.createProfile))
+		r.Get("/profiles", handle(a.listProfiles))
+		r.Get("/profiles/{id}", handle(a.getProfile))
+		r.Put("/profiles/{id}", handle(a.replaceProfile))
+		r.Delete("/profiles/{id}", handle(a.deleteProfile))
+		r.Post("/keys", handle(a.createKey))
+		r.Get("/keys", handle(a.listKeys))
+		r.Delete("/keys/{id}", handle(a.revokeKey))
+		r.Get("/sessions", handle(a.listSessions))
+		r.Get("/sessions/{id}/events", handle(a.sessionEvents))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})
@@ -74,19 +75,8 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 			writeJSON(w, http.StatusOK, map[string]any{"items": items})
 		})
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
-	})
+	unroutedProblems(r)
 	return r
-}
-
-func (a *adminAPI) h(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if p := fn(w, r); p != nil {
-			writeProblem(w, p)
-		}
-	}
 }
 
 func (a *adminAPI) requireAdmin(next http.Handler) http.Handler {
@@ -250,12 +240,16 @@ func unknownPrimary(name string, f *config.File) *Problem {
 		fmt.Sprintf("primary_provider %q is not in the provider registry (%s)", name, configured))
 }
 
-func profileView(p store.Profile) map[string]any {
-	return map[string]any{
-		"id": p.ID, "name": p.Name, "primary_provider": p.PrimaryProvider, "fallback_providers": p.FallbackProviders,
-		"mcp_servers": p.MCPServers, "allowed_tools": p.AllowedTools, "available_sandboxes": p.AvailableSandboxes,
-		"sandbox":    p.Sandbox,
-		"created_at": store.FormatTime(p.CreatedAt), "updated_at": store.FormatTime(p.UpdatedAt),
+func profileView(p store.Profile) wire.Profile {
+	sandbox, err := json.Marshal(p.Sandbox)
+	if err != nil {
+		sandbox = json.RawMessage(`{}`)
+	}
+	return wire.Profile{
+		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
+		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
+		Sandbox:   sandbox,
+		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }
 
@@ -269,7 +263,7 @@ func (a *adminAPI) createProfile(w http.ResponseWriter, r *http.Request) *Proble
 		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
@@ -285,13 +279,13 @@ func (a *adminAPI) listProfiles(w http.ResponseWriter, r *http.Request) *Problem
 	}
 	page, err := a.Store.ListProfiles(r.Context(), after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
-	items := make([]map[string]any, 0, len(page.Items))
+	items := make([]wire.Profile, 0, len(page.Items))
 	for _, pr := range page.Items {
 		items = append(items, profileView(pr))
 	}
-	writeJSON(w, http.StatusOK, pageBody[map[string]any]{Items: items, NextCursor: page.NextCursor})
+	writeJSON(w, http.StatusOK, pageBody[wire.Profile]{Items: items, NextCursor: page.NextCursor})
 	return nil
 }
 
@@ -302,7 +296,7 @@ func (a *adminAPI) getProfile(w http.ResponseWriter, r *http.Request) *Problem {
 		return notFound("no profile with id " + id)
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusOK, profileView(prof))
 	return nil
@@ -324,7 +318,7 @@ func (a *adminAPI) replaceProfile(w http.ResponseWriter, r *http.Request) *Probl
 	case errors.Is(err, store.ErrDuplicateName):
 		return conflict("duplicate_name", "a profile named "+in.Name+" already exists")
 	case err != nil:
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
@@ -342,10 +336,10 @@ func (a *adminAPI) deleteProfile(w http.ResponseWriter, r *http.Request) *Proble
 	case errors.Is(err, store.ErrProfileInUse):
 		return conflict("profile_in_use", "the profile still has active client keys; revoke them first")
 	case err != nil:
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
-		a.log().Warn("announce profile deletion", "profile_id", id, "err", err)
+		a.Log.Warn("announce profile deletion", "profile_id", id, "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -382,7 +376,7 @@ func (a *adminAPI) createKey(w http.ResponseWriter, r *http.Request) *Problem {
 		return unprocessable("profile_unavailable", "profile "+*b.ProfileID+" does not exist or has been deleted")
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"id": k.ID, "name": k.Name, "key": secret, "prefix": k.Prefix, "profile_id": k.ProfileID, "created_at": store.FormatTime(k.CreatedAt)})
 	return nil
@@ -395,7 +389,7 @@ func (a *adminAPI) listKeys(w http.ResponseWriter, r *http.Request) *Problem {
 	}
 	page, err := a.Store.ListClientKeys(r.Context(), after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	items := make([]map[string]any, 0, len(page.Items))
 	for _, k := range page.Items {
@@ -412,21 +406,21 @@ func (a *adminAPI) revokeKey(w http.ResponseWriter, r *http.Request) *Problem {
 		return notFound("no client key with id " + id)
 	}
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	// Every replica's open streams re-check their key now, not at their
 	// next poll.
 	if err := live.Publish(r.Context(), a.Store.Pool, live.AuthChanged(id)); err != nil {
-		a.log().Warn("announce key revocation", "key_id", id, "err", err)
+		a.Log.Warn("announce key revocation", "key_id", id, "err", err)
 	}
 	for _, sid := range closed {
 		sess, err := a.Store.GetSession(r.Context(), sid)
 		if err != nil {
-			a.log().Warn("read revoked session", "session_id", sid, "err", err)
+			a.Log.Warn("read revoked session", "session_id", sid, "err", err)
 			continue
 		}
 		if err := a.Engine.CloseSession(r.Context(), sessionRef(sess), workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: id}); err != nil {
-			a.log().Warn("close revoked session workflow", "session_id", sid, "err", err)
+			a.Log.Warn("close revoked session workflow", "session_id", sid, "err", err)
 		}
 		_ = live.Publish(r.Context(), a.Store.Pool, "closed:"+sid)
 	}
@@ -447,7 +441,7 @@ func (a *adminAPI) listSessions(w http.ResponseWriter, r *http.Request) *Problem
 	}
 	page, err := a.Store.ListSessions(r.Context(), state, after, limit)
 	if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	writeJSON(w, http.StatusOK, pageBody[store.Session]{Items: page.Items, NextCursor: page.NextCursor})
 	return nil
@@ -458,7 +452,7 @@ func (a *adminAPI) sessionEvents(w http.ResponseWriter, r *http.Request) *Proble
 	if _, err := a.Store.GetSession(r.Context(), id); errors.Is(err, store.ErrNotFound) {
 		return notFound("no session " + id)
 	} else if err != nil {
-		return internalError(a.log(), err)
+		return internalError(a.Log, err)
 	}
 	return writeEventsPage(w, r, a.Deps, id)
 }

@@ -25,7 +25,7 @@ func ClientRouter(d *Deps) http.Handler {
 	c := &clientAPI{d}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Use(requestLog(d.log()))
+	r.Use(requestLog(d.Log))
 	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
 	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -33,28 +33,16 @@ func ClientRouter(d *Deps) http.Handler {
 	r.Get("/api/v1/meta", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"version": d.Version, "api_versions": []string{"v1"}})
 	})
-	r.Post("/api/v1/sessions", c.handle(c.createSession))
+	r.Post("/api/v1/sessions", handle(c.createSession))
 	r.Route("/api/v1/sessions/{id}", func(r chi.Router) {
-		r.Post("/join", c.handle(c.joinSession))
-		r.Get("/participants", c.handle(c.participants))
-		r.Get("/events", c.handle(c.events))
-		r.Delete("/", c.handle(c.closeSession))
+		r.Post("/join", handle(c.joinSession))
+		r.Get("/participants", handle(c.participants))
+		r.Get("/events", handle(c.events))
+		r.Delete("/", handle(c.closeSession))
 		r.Post("/rpc", c.rpc)
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
-	})
+	unroutedProblems(r)
 	return r
-}
-
-// handle adapts a handler returning a problem.
-func (c *clientAPI) handle(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if p := fn(w, r); p != nil {
-			writeProblem(w, p)
-		}
-	}
 }
 
 // clientToolDef is a declared client-side (or Auto-mode sandbox) tool.
@@ -132,7 +120,7 @@ func (c *clientAPI) authClient(r *http.Request) (store.Key, *Problem) {
 		return store.Key{}, unauthorized("invalid or revoked client key")
 	}
 	if err != nil {
-		return store.Key{}, internalError(c.log(), err)
+		return store.Key{}, internalError(c.Log, err)
 	}
 	return k, nil
 }
@@ -156,7 +144,7 @@ func (c *clientAPI) authSessionFull(r *http.Request) (store.SessionAuth, *Proble
 		return store.SessionAuth{}, unauthorized("invalid or revoked session key")
 	}
 	if err != nil {
-		return store.SessionAuth{}, internalError(c.log(), err)
+		return store.SessionAuth{}, internalError(c.Log, err)
 	}
 	if a.Session.ID == "" {
 		return store.SessionAuth{}, notFound("no session " + id)
@@ -305,20 +293,20 @@ func (c *clientAPI) profileChecks(r *http.Request, key store.Key, profileID stri
 	profile, err := c.Store.GetProfile(ctx, profileID)
 	if errors.Is(err, store.ErrNotFound) {
 		if aerr := c.Store.CreateAuditErrorSession(ctx, profileID, key.ID, b.ClientVersion, events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: profileID}); aerr != nil {
-			c.log().Error("record profile_unavailable audit session", "err", aerr)
+			c.Log.Error("record profile_unavailable audit session", "err", aerr)
 		}
 		return store.Profile{}, unprocessable("profile_unavailable", "the profile bound to this client key is no longer available")
 	}
 	if err != nil {
-		return store.Profile{}, internalError(c.log(), err)
+		return store.Profile{}, internalError(c.Log, err)
 	}
 	if _, ok := c.Config.Provider(profile.PrimaryProvider); !ok {
-		c.log().Error("profile's primary provider not found in bae-config.toml; refusing to open a session",
+		c.Log.Error("profile's primary provider not found in bae-config.toml; refusing to open a session",
 			"profile_id", profile.ID, "profile_name", profile.Name, "primary_provider", profile.PrimaryProvider)
 		if aerr := c.Store.CreateAuditErrorSession(ctx, profile.ID, key.ID, b.ClientVersion, events.SessionErrorPayload{
 			Reason: events.ReasonPrimaryProviderUnavailable, ProfileID: profile.ID, PrimaryProvider: profile.PrimaryProvider,
 		}); aerr != nil {
-			c.log().Error("record primary_provider_unavailable audit session", "err", aerr)
+			c.Log.Error("record primary_provider_unavailable audit session", "err", aerr)
 		}
 		return store.Profile{}, unprocessable("primary_provider_unavailable",
 			fmt.Sprintf("the profile's primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider))
@@ -345,23 +333,23 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	ctx := r.Context()
 	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
 	if err != nil {
-		return internalError(c.log(), err)
+		return internalError(c.Log, err)
 	}
 	// The bae.session span is emitted when the session ends (by whichever
 	// replica runs its cleanup); its identity is kept with the session.
 	if ref := c.Spans.ChildRef(ctx); ref != "" {
 		if err := c.Store.SetSessionSpan(ctx, sess.ID, ref); err != nil {
-			c.log().Warn("store session span", "session_id", sess.ID, "err", err)
+			c.Log.Warn("store session span", "session_id", sess.ID, "err", err)
 		}
 	}
 	if c.MCP != nil && len(profile.MCPServers) > 0 {
 		tools, derr := c.MCP.DiscoverTools(ctx, sess.ID, profile.MCPServers)
 		if derr != nil {
-			c.log().Error("mcp tool discovery failed", "session_id", sess.ID, "err", derr)
+			c.Log.Error("mcp tool discovery failed", "session_id", sess.ID, "err", derr)
 		} else if err := c.Store.SetMCPTools(ctx, sess.ID, tools); err != nil {
 			c.MCP.CloseSession(sess.ID)
 			_, _, _ = c.Store.EndSession(ctx, sess.ID, store.StateError)
-			return internalError(c.log(), err)
+			return internalError(c.Log, err)
 		}
 	}
 	// The session's workflow starts with its first message (or its close):
@@ -382,7 +370,7 @@ func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem
 		return notFound("no session " + id)
 	}
 	if err != nil {
-		return internalError(c.log(), err)
+		return internalError(c.Log, err)
 	}
 	if sess.State != store.StateOpen {
 		return conflict("session_closed", "session is already "+sess.State)
@@ -407,7 +395,7 @@ func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem
 		return conflict("session_closed", "session is already "+notOpen.State)
 	}
 	if err != nil {
-		return internalError(c.log(), err)
+		return internalError(c.Log, err)
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"session_id": sess.ID, "session_key": secret, "profile": c.publicProfile(profile)})
 	return nil
@@ -420,7 +408,7 @@ func (c *clientAPI) participants(w http.ResponseWriter, r *http.Request) *Proble
 	}
 	drivers, err := c.Store.Drivers(r.Context(), sess.ID)
 	if err != nil {
-		return internalError(c.log(), err)
+		return internalError(c.Log, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"drivers": drivers})
 	return nil
@@ -441,7 +429,7 @@ func writeEventsPage(w http.ResponseWriter, r *http.Request, d *Deps, sessionID 
 	}
 	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit)
 	if err != nil {
-		return internalError(d.log(), err)
+		return internalError(d.Log, err)
 	}
 	// {"items":[...],"next_cursor":...}, written piece by piece: payloads
 	// are copied as stored and a provider.request's conversation straight
@@ -480,17 +468,17 @@ func (c *clientAPI) closeSession(w http.ResponseWriter, r *http.Request) *Proble
 		ClientKeyID: sess.ClientKeyID, Payload: events.SessionClosePayload{Reason: events.CloseClientClose},
 	})
 	if err != nil {
-		return internalError(c.log(), err)
+		return internalError(c.Log, err)
 	}
 	// Release server resources even for an already terminal session; the
 	// workflow's cleanup is idempotent.
 	if cerr := c.Engine.CloseSession(ctx, sessionRef(sess), workflows.CloseInput{State: store.StateClosed, Reason: "session_close", ClientKeyID: sess.ClientKeyID}); cerr != nil {
-		c.log().Warn("close session workflow", "session_id", sess.ID, "err", cerr)
+		c.Log.Warn("close session workflow", "session_id", sess.ID, "err", cerr)
 	}
 	if !ended {
 		current, err := c.Store.GetSession(ctx, sess.ID)
 		if err != nil {
-			return internalError(c.log(), err)
+			return internalError(c.Log, err)
 		}
 		return conflict("session_closed", "session is already "+current.State)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -66,6 +67,38 @@ func (g *streamGuard) ended(ctx context.Context) bool {
 	}
 	g.call.endStream(e)
 	return true
+}
+
+// wake is what a stream's wait ended on.
+type wake int
+
+const (
+	// wakeNews: new events may exist, and the stream is still authorized.
+	wakeNews wake = iota
+	// wakeStop: the caller's stop channel fired.
+	wakeStop
+	// wakeOver: the request ended, or a re-check ended the stream.
+	wakeOver
+)
+
+// wait blocks until the session has news for the stream: a wake-up, or a
+// re-check (announced, or the poll's) that finds the stream still
+// authorized. stop (nil for none) ends the wait with wakeStop.
+func (g *streamGuard) wait(ctx context.Context, w *live.Waiter, poll <-chan time.Time, stop <-chan struct{}) wake {
+	select {
+	case <-ctx.Done():
+		return wakeOver
+	case <-stop:
+		return wakeStop
+	case <-w.Wake():
+		return wakeNews
+	case <-poll:
+	case <-w.Recheck():
+	}
+	if g.ended(ctx) {
+		return wakeOver
+	}
+	return wakeNews
 }
 
 // endStream writes e as a stream's last line: the response to the request,

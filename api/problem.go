@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // Problem is an RFC 7807 error body.
@@ -46,6 +48,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// handle adapts a handler returning a problem.
+func handle(fn func(w http.ResponseWriter, r *http.Request) *Problem) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p := fn(w, r); p != nil {
+			writeProblem(w, p)
+		}
+	}
+}
+
+// unroutedProblems answers an unknown path or method on r with a problem.
+func unroutedProblems(r chi.Router) {
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, notFound("no route for "+r.URL.Path)) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
 }
 
 func writeProblem(w http.ResponseWriter, p *Problem) {

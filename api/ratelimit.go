@@ -1,7 +1,7 @@
 package api
 
 import (
-	"github.com/bae-go/bae-go/internal/httpstatus"
+	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 	"net"
 	"net/http"
 	"net/netip"

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -54,7 +55,7 @@ func (a tokenAuth) Verify(_ *http.Request, token string) bool { return token == 
 
 // Failures on one port must not lock anyone out of the other.
 func TestAuthLimitersArePerPort(t *testing.T) {
-	d := &Deps{AuthFailures: 2}
+	d := &Deps{Log: slog.New(slog.DiscardHandler), AuthFailures: 2}
 	client := ClientRouter(d)
 	admin := AdminRouter(d, tokenAuth("good"), nil)
 	do := func(h http.Handler, path, token string) int {
@@ -118,7 +119,7 @@ func TestClientAddrHonoursTrustedProxies(t *testing.T) {
 func TestForwardedClientsAreLimitedSeparately(t *testing.T) {
 	trusted, err := config.ParseTrustedProxies("10.0.0.0/8")
 	require.NoError(t, err)
-	d := &Deps{AuthFailures: 2, TrustedProxies: trusted}
+	d := &Deps{Log: slog.New(slog.DiscardHandler), AuthFailures: 2, TrustedProxies: trusted}
 	client := ClientRouter(d)
 	do := func(xff string) int {
 		req := httptest.NewRequest(http.MethodGet, "/api/v1/sessions/ses_x/events", nil)

@@ -30,7 +30,7 @@ func (d *Deps) readyz(w http.ResponseWriter, r *http.Request) {
 			defer wg.Done()
 			status := "ok"
 			if err := check(ctx); err != nil {
-				d.log().Warn("readiness check failed", "dependency", name, "err", err)
+				d.Log.Warn("readiness check failed", "dependency", name, "err", err)
 				status = "unavailable"
 			}
 			mu.Lock()

@@ -223,7 +223,7 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
 		decl: auth.Decl, head: auth.Head,
-		log: c.log().With("session_id", sess.ID, "rpc_method", env.Method)}
+		log: c.Log.With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }
 

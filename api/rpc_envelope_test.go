@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 func rawRPC(t *testing.T, s *testenv.Server, sid, key, body string) (int, string, string) {

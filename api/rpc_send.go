@@ -10,7 +10,7 @@ import (
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -174,7 +174,8 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 		res workflows.TurnResult
 		err error
 	}
-	done := make(chan outcome, 1)
+	var turn outcome // set before finished closes
+	finished := make(chan struct{})
 	// The turn belongs to the workflow once submitted: a client that goes
 	// away does not cancel it, and its result stays in the event log.
 	go func() {
@@ -186,7 +187,8 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 		if count && err == nil && res.Outcome != workflows.OutcomeRejected {
 			c.Metrics.TurnCompleted(uctx, res.Outcome)
 		}
-		done <- outcome{res, err}
+		turn = outcome{res, err}
+		close(finished)
 	}()
 
 	relay, err := c.newRelay(ctx, call, turnID, !count)
@@ -198,21 +200,12 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		switch guard.wait(ctx, waiter, poll.C, finished) {
+		case wakeOver:
 			return
-		case o := <-done:
-			c.finishTurn(call, relay, o.res, o.err)
+		case wakeStop:
+			c.finishTurn(call, relay, turn.res, turn.err)
 			return
-		case <-waiter.Wake():
-		case <-poll.C:
-			if guard.ended(ctx) {
-				return
-			}
-		case <-waiter.Recheck():
-			if guard.ended(ctx) {
-				return
-			}
 		}
 		if err := relay.pump(ctx); err != nil {
 			return

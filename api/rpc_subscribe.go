@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -95,20 +95,8 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			}
 			cursor = e.Seq
 		}
-		select {
-		case <-ctx.Done():
+		if guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed()) != wakeNews {
 			return
-		case <-waiter.Unsubscribed():
-			return
-		case <-waiter.Wake():
-		case <-poll.C:
-			if guard.ended(ctx) {
-				return
-			}
-		case <-waiter.Recheck():
-			if guard.ended(ctx) {
-				return
-			}
 		}
 	}
 }

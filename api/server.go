@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -55,7 +55,7 @@ type Deps struct {
 	Config  *config.File
 	Engine  Engine
 	Hub     *live.Hub
-	Log     *slog.Logger
+	Log     *slog.Logger // required
 	Version string
 	// Metrics records bae.turns.completed; nil records nothing.
 	Metrics *telemetry.Metrics
@@ -115,13 +115,6 @@ func (d *Deps) bodyReadTimeout() time.Duration {
 		return d.BodyReadTimeout
 	}
 	return DefaultBodyReadTimeout
-}
-
-func (d *Deps) log() *slog.Logger {
-	if d.Log == nil {
-		return slog.Default()
-	}
-	return d.Log
 }
 
 // sessionRef addresses a stored session's workflow.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/api/wire"
 )
 
 // adminClient calls the admin API's own handler in process, so the
@@ -63,6 +64,22 @@ func (a adminClient) call(ctx context.Context, method, path string, body, out an
 }
 
 // listAll follows an admin list endpoint's cursors to the end.
+// profileNames lists every profile and maps each id to its name.
+func (a adminClient) profileNames(ctx context.Context) ([]wire.Profile, map[string]string, *api.Problem) {
+	profiles, p := listAll[wire.Profile](ctx, a, "/admin/v1/profiles")
+	if p != nil {
+		return nil, nil, p
+	}
+	names := make(map[string]string, len(profiles))
+	for _, pr := range profiles {
+		names[pr.ID] = pr.Name
+	}
+	return profiles, names, nil
+}
+
+// problemText is how a page shows an admin API refusal.
+func problemText(p *api.Problem) string { return p.Detail + " (" + p.Type + ")" }
+
 func listAll[T any](ctx context.Context, a adminClient, path string) ([]T, *api.Problem) {
 	var all []T
 	cursor := ""
@@ -105,41 +122,4 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.body.Write(b)
-}
-
-// Admin API views the console reads.
-type profileJSON struct {
-	ID                 string          `json:"id"`
-	Name               string          `json:"name"`
-	PrimaryProvider    string          `json:"primary_provider"`
-	FallbackProviders  []string        `json:"fallback_providers"`
-	MCPServers         []string        `json:"mcp_servers"`
-	AllowedTools       []string        `json:"allowed_tools"`
-	AvailableSandboxes []string        `json:"available_sandboxes"`
-	Sandbox            json.RawMessage `json:"sandbox"`
-	CreatedAt          string          `json:"created_at"`
-	UpdatedAt          string          `json:"updated_at"`
-}
-
-type keyJSON struct {
-	ID         string  `json:"id"`
-	Name       string  `json:"name"`
-	Prefix     string  `json:"prefix"`
-	ProfileID  string  `json:"profile_id"`
-	CreatedAt  string  `json:"created_at"`
-	LastUsedAt *string `json:"last_used_at"`
-}
-
-type newKeyJSON struct {
-	keyJSON
-	Key string `json:"key"`
-}
-
-type sandboxStatusJSON struct {
-	ProfileID string `json:"profile_id"`
-	Images    []struct {
-		Name   string `json:"name"`
-		Status string `json:"status"`
-		Detail string `json:"detail"`
-	} `json:"images"`
 }

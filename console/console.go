@@ -20,7 +20,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"go.temporal.io/sdk/client"
 
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -37,7 +37,7 @@ type Options struct {
 	// Admin is the admin API's handler, built without admin authentication
 	// and reachable only through the console.
 	Admin http.Handler
-	Log   *slog.Logger
+	Log   *slog.Logger // required
 
 	// Password unlocks the console; Salt (the deployment id) salts the
 	// cookie keys derived from it, so replicas of one deployment agree.
@@ -92,7 +92,7 @@ func New(o Options) (*Console, error) {
 	}
 	log := o.Log
 	if log == nil {
-		log = slog.Default()
+		return nil, errors.New("console: Options.Log is required")
 	}
 	pages, err := parsePages()
 	if err != nil {

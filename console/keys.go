@@ -7,23 +7,21 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
 )
 
 func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int, extra map[string]any) {
-	keys, p := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	keys, p := listAll[wire.ClientKey](r.Context(), c.admin, "/admin/v1/keys")
 	if p != nil {
 		c.internal(w, r, p)
 		return
 	}
-	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	profiles, names, p := c.admin.profileNames(r.Context())
 	if p != nil {
 		c.internal(w, r, p)
 		return
-	}
-	names := map[string]string{}
-	for _, pr := range profiles {
-		names[pr.ID] = pr.Name
 	}
 	// Newest first, like the sessions list.
 	for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
@@ -36,6 +34,17 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 	c.render(w, r, status, "keys", data)
 }
 
+// keyRefused shows the admin API's refusal on the keys page, with extra
+// template data; a server fault gets the error page.
+func (c *Console) keyRefused(w http.ResponseWriter, r *http.Request, p *api.Problem, extra map[string]any) {
+	if p.Status >= 500 {
+		c.internal(w, r, p)
+		return
+	}
+	extra["Error"] = problemText(p)
+	c.renderKeys(w, r, p.Status, extra)
+}
+
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 	c.renderKeys(w, r, http.StatusOK, nil)
 }
@@ -44,13 +53,9 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 // stored anywhere the console could show it again.
 func (c *Console) keyCreate(w http.ResponseWriter, r *http.Request) {
 	name, profile := strings.TrimSpace(r.PostForm.Get("name")), r.PostForm.Get("profile_id")
-	var created newKeyJSON
+	var created wire.ClientKey
 	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/keys", map[string]any{"name": name, "profile_id": profile}, &created); p != nil {
-		if p.Status >= 500 {
-			c.internal(w, r, p)
-			return
-		}
-		c.renderKeys(w, r, p.Status, map[string]any{"Error": p.Detail + " (" + p.Type + ")", "FormName": name, "FormProfile": profile})
+		c.keyRefused(w, r, p, map[string]any{"FormName": name, "FormProfile": profile})
 		return
 	}
 	c.log.Info("console created client key", "key_id", created.ID, "profile_id", created.ProfileID)
@@ -60,11 +65,7 @@ func (c *Console) keyCreate(w http.ResponseWriter, r *http.Request) {
 func (c *Console) keyRevoke(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if p := c.admin.call(r.Context(), http.MethodDelete, "/admin/v1/keys/"+url.PathEscape(id), nil, nil); p != nil {
-		if p.Status >= 500 {
-			c.internal(w, r, p)
-			return
-		}
-		c.renderKeys(w, r, p.Status, map[string]any{"Error": p.Detail + " (" + p.Type + ")"})
+		c.keyRefused(w, r, p, map[string]any{})
 		return
 	}
 	c.log.Info("console revoked client key", "key_id", id)
@@ -82,20 +83,16 @@ func (c *Console) configPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var status struct {
-		Items []sandboxStatusJSON `json:"items"`
+		Items []wire.SandboxStatus `json:"items"`
 	}
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/sandbox-status", nil, &status); p != nil {
 		c.internal(w, r, p)
 		return
 	}
-	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	_, names, p := c.admin.profileNames(r.Context())
 	if p != nil {
 		c.internal(w, r, p)
 		return
-	}
-	names := map[string]string{}
-	for _, pr := range profiles {
-		names[pr.ID] = pr.Name
 	}
 	c.render(w, r, http.StatusOK, "config", map[string]any{
 		"C": snap, "Sandbox": status.Items, "ProfileNames": names,

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
 )
 
 // LoadPassword returns the console password: BAE_CONSOLE_PASSWORD when set,

@@ -13,21 +13,21 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
 )
 
 // profileForm is a profile as the form edits it.
 type profileForm struct {
-	ID                 string
-	Name               string
-	PrimaryProvider    string
-	FallbackProviders  []string
-	MCPServers         []string
-	AllowedTools       []string
-	AvailableSandboxes []string
-	// Sandbox is the profile's "sandbox" overrides as JSON text ("" for
-	// none), so that saving the form keeps them.
-	Sandbox string
+	wire.Profile
+	// SandboxText is the profile's "sandbox" overrides as JSON text ("" for
+	// none), so that saving the form keeps them; Profile.Sandbox is unused.
+	SandboxText string
+}
+
+// editForm is the form for editing pr.
+func editForm(pr wire.Profile) profileForm {
+	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox)}
 }
 
 // sandboxText renders stored overrides for the form: "" when there are none.
@@ -87,7 +87,7 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 			pk.MCP = append(pk.MCP, config.MCPServerSummary{Name: n, Transport: "not in bae-config.toml"})
 		}
 	}
-	profiles, p := listAll[profileJSON](ctx, c.admin, "/admin/v1/profiles")
+	profiles, p := listAll[wire.Profile](ctx, c.admin, "/admin/v1/profiles")
 	if p != nil {
 		return pk, p
 	}
@@ -109,12 +109,12 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 }
 
 func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
-	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	profiles, p := listAll[wire.Profile](r.Context(), c.admin, "/admin/v1/profiles")
 	if p != nil {
 		c.internal(w, r, p)
 		return
 	}
-	keys, p := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	keys, p := listAll[wire.ClientKey](r.Context(), c.admin, "/admin/v1/keys")
 	if p != nil {
 		c.internal(w, r, p)
 		return
@@ -129,7 +129,7 @@ func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, status int, f profileForm, formErr string, inUse []keyJSON) {
+func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, status int, f profileForm, formErr string, inUse []wire.ClientKey) {
 	pk, p := c.pickers(r.Context(), f)
 	if p != nil {
 		c.internal(w, r, p)
@@ -144,7 +144,7 @@ func (c *Console) profileNew(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	var pr profileJSON
+	var pr wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
 		if p.Status == http.StatusNotFound {
 			c.renderError(w, r, http.StatusNotFound, "No such profile", p.Detail)
@@ -153,11 +153,7 @@ func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, p)
 		return
 	}
-	c.renderProfileForm(w, r, http.StatusOK, profileForm{
-		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
-		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
-		Sandbox: sandboxText(pr.Sandbox),
-	}, "", nil)
+	c.renderProfileForm(w, r, http.StatusOK, editForm(pr), "", nil)
 }
 
 // formList reads free text: names separated by commas or new lines.
@@ -190,14 +186,16 @@ func profileFromForm(r *http.Request) profileForm {
 		}
 	}
 	return profileForm{
-		ID:                 chi.URLParam(r, "id"),
-		Name:               strings.TrimSpace(f.Get("name")),
-		PrimaryProvider:    strings.TrimSpace(f.Get("primary_provider")),
-		FallbackProviders:  nonEmpty(f["fallback"]),
-		MCPServers:         nonEmpty(f["mcp"]),
-		AllowedTools:       formList(f.Get("allowed_tools")),
-		AvailableSandboxes: images,
-		Sandbox:            strings.TrimSpace(f.Get("sandbox_json")),
+		Profile: wire.Profile{
+			ID:                 chi.URLParam(r, "id"),
+			Name:               strings.TrimSpace(f.Get("name")),
+			PrimaryProvider:    strings.TrimSpace(f.Get("primary_provider")),
+			FallbackProviders:  nonEmpty(f["fallback"]),
+			MCPServers:         nonEmpty(f["mcp"]),
+			AllowedTools:       formList(f.Get("allowed_tools")),
+			AvailableSandboxes: images,
+		},
+		SandboxText: strings.TrimSpace(f.Get("sandbox_json")),
 	}
 }
 
@@ -208,11 +206,11 @@ func (f profileForm) body() (map[string]any, bool) {
 		"name": f.Name, "primary_provider": f.PrimaryProvider, "fallback_providers": f.FallbackProviders,
 		"mcp_servers": f.MCPServers, "allowed_tools": f.AllowedTools, "available_sandboxes": f.AvailableSandboxes,
 	}
-	if f.Sandbox != "" {
-		if !json.Valid([]byte(f.Sandbox)) {
+	if f.SandboxText != "" {
+		if !json.Valid([]byte(f.SandboxText)) {
 			return nil, false
 		}
-		b["sandbox"] = json.RawMessage(f.Sandbox)
+		b["sandbox"] = json.RawMessage(f.SandboxText)
 	}
 	return b, true
 }
@@ -258,15 +256,15 @@ func (c *Console) profileProblem(w http.ResponseWriter, r *http.Request, f profi
 	case p.Status >= 500:
 		c.internal(w, r, p)
 	default:
-		c.renderProfileForm(w, r, p.Status, f, p.Detail+" ("+p.Type+")", nil)
+		c.renderProfileForm(w, r, p.Status, f, problemText(p), nil)
 	}
 }
 
 func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	var pr profileJSON
+	var pr wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+url.PathEscape(id), nil, &pr); p != nil {
-		c.profileProblem(w, r, profileForm{ID: id}, p)
+		c.profileProblem(w, r, profileForm{Profile: wire.Profile{ID: id}}, p)
 		return
 	}
 	p := c.admin.call(r.Context(), http.MethodDelete, "/admin/v1/profiles/"+url.PathEscape(id), nil, nil)
@@ -274,22 +272,18 @@ func (c *Console) profileDelete(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/profiles?deleted="+url.QueryEscape(pr.Name), http.StatusSeeOther)
 		return
 	}
-	f := profileForm{
-		ID: pr.ID, Name: pr.Name, PrimaryProvider: pr.PrimaryProvider, FallbackProviders: pr.FallbackProviders,
-		MCPServers: pr.MCPServers, AllowedTools: pr.AllowedTools, AvailableSandboxes: pr.AvailableSandboxes,
-		Sandbox: sandboxText(pr.Sandbox),
-	}
+	f := editForm(pr)
 	if p.Type != "profile_in_use" {
 		c.profileProblem(w, r, f, p)
 		return
 	}
 	// Explain the conflict with the keys that cause it, each revocable here.
-	keys, kp := listAll[keyJSON](r.Context(), c.admin, "/admin/v1/keys")
+	keys, kp := listAll[wire.ClientKey](r.Context(), c.admin, "/admin/v1/keys")
 	if kp != nil {
 		c.internal(w, r, kp)
 		return
 	}
-	var inUse []keyJSON
+	var inUse []wire.ClientKey
 	for _, k := range keys {
 		if k.ProfileID == id {
 			inUse = append(inUse, k)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -49,14 +50,10 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	profiles, p := listAll[profileJSON](r.Context(), c.admin, "/admin/v1/profiles")
+	profiles, names, p := c.admin.profileNames(r.Context())
 	if p != nil {
 		c.internal(w, r, p)
 		return
-	}
-	names := map[string]string{}
-	for _, pr := range profiles {
-		names[pr.ID] = pr.Name
 	}
 	var older string
 	if page.NextCursor != nil {
@@ -147,7 +144,7 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	profileName := ""
-	var prof profileJSON
+	var prof wire.Profile
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+sess.ProfileID, nil, &prof); p == nil {
 		profileName = prof.Name
 	}

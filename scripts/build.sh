@@ -11,7 +11,7 @@ BIN=${BIN:-bin}
 TAGS=${TAGS:-dev}
 PKGS=(./cmd/... ./examples/...)
 REV=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
-LDFLAGS="-X github.com/bae-go/bae-go/internal/version.Revision=$REV"
+LDFLAGS="-X github.com/bae-go/bae-go/internal/lib/version.Revision=$REV"
 
 echo "build: checking what is out of date (the first run also downloads modules)…" >&2
 stale=$("$GO" list -tags "$TAGS" -deps -f '{{if .Stale}}{{.ImportPath}}{{end}}' "${PKGS[@]}" | grep -c . || true)

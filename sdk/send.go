@@ -82,16 +82,11 @@ type SendOptions struct {
 // the same key (Config.SendRetries). When every provider failed it returns
 // the result together with a *ProvidersFailedError.
 func (s *Session) SendOnce(ctx context.Context, content any, o SendOptions) (*TurnResult, error) {
-	msg, err := userMessage(content)
+	msg, err := s.startSend(ctx, content)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case s.sendSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-s.sendSem }()
+	defer s.endSend()
 	res, err := s.sendMessage(ctx, msg, o.IdempotencyKey)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
@@ -101,6 +96,23 @@ func (s *Session) SendOnce(ctx context.Context, content any, o SendOptions) (*Tu
 	}
 	return res, nil
 }
+
+// startSend builds the user message from content and takes the session's
+// send slot (one turn at a time); endSend gives the slot back.
+func (s *Session) startSend(ctx context.Context, content any) (Message, error) {
+	msg, err := userMessage(content)
+	if err != nil {
+		return Message{}, err
+	}
+	select {
+	case s.sendSem <- struct{}{}:
+	case <-ctx.Done():
+		return Message{}, ctx.Err()
+	}
+	return msg, nil
+}
+
+func (s *Session) endSend() { <-s.sendSem }
 
 // sendMessage sends msg under key (drawn when ""), resending it under the
 // same key while its response is lost, up to Config.SendRetries times.
@@ -169,16 +181,11 @@ func providersFailed(res *TurnResult) *ProvidersFailedError {
 // while paused for a tool stays paused server-side until BAE_TURN_TIMEOUT;
 // the next Send of a plain message abandons it at once.
 func (s *Session) Send(ctx context.Context, content any) (*Message, error) {
-	msg, err := userMessage(content)
+	msg, err := s.startSend(ctx, content)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case s.sendSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-s.sendSem }()
+	defer s.endSend()
 
 	for iteration := 0; ; iteration++ {
 		reply, next, err := s.sendOnce(ctx, msg, iteration)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
 
@@ -18,21 +18,21 @@ var ErrDuplicateName = errors.New("duplicate profile name")
 // ErrProfileInUse reports a profile that still has active client keys.
 var ErrProfileInUse = errors.New("profile in use")
 
-// Profile is a stored profile.
+// Profile is a stored profile (the admin API shows it as wire.Profile).
 type Profile struct {
-	Seq                int64    `json:"-"`
-	ID                 string   `json:"id"`
-	Name               string   `json:"name"`
-	PrimaryProvider    string   `json:"primary_provider"`
-	FallbackProviders  []string `json:"fallback_providers"`
-	MCPServers         []string `json:"mcp_servers"`
-	AllowedTools       []string `json:"allowed_tools"`
-	AvailableSandboxes []string `json:"available_sandboxes"`
+	Seq                int64
+	ID                 string
+	Name               string
+	PrimaryProvider    string
+	FallbackProviders  []string
+	MCPServers         []string
+	AllowedTools       []string
+	AvailableSandboxes []string
 	// Sandbox overrides the server's [sandbox] bounds for this profile's
 	// remote sandboxes.
-	Sandbox   sandbox.Settings `json:"sandbox"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	Sandbox   sandbox.Settings
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // ProfileInput is the writable part of a profile.

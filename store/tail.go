@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 
 // Limits of the event tail (see eventTail).

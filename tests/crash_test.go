@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/bench/crash/crashlib"
-	"github.com/bae-go/bae-go/internal/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
 // TestCrashRecovery is the short form of bench/crash: a real `baesrv serve`

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/tcpproxy"
-	"github.com/bae-go/bae-go/internal/testdb"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // edgeEnv is a server whose database connections may run through a proxy

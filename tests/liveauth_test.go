@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testdb"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // endsWithin reads st until it ends, failing unless that happens within d

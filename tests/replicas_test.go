@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testdb"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // TestTwoReplicasShareSessions runs two servers on one PostgreSQL and one

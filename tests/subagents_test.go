@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/sandbox"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -189,7 +190,7 @@ func TestRemoteSubagentLifecycle(t *testing.T) {
 	// Closing the session stops the sandbox; nothing is left running.
 	r = e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
 	require.Equal(t, 200, r.Status)
-	drv, err := sandbox.NewDockerDriver()
+	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	left, err := drv.List(context.Background(), fmt.Sprintf("%s=%s", sandbox.LabelSession, sid))
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestRemoteSubagentInterruptedByRestartRunsOnce(t *testing.T) {
 		t.Skip("restart test")
 	}
 	image := buildImages(t, 1)[0]
-	drv, err := sandbox.NewDockerDriver()
+	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = drv.Close() })
 	fake := fakeprovider.New(t)

@@ -22,9 +22,9 @@ import (
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/telemetry"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/workflows"
 )
 

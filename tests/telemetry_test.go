@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -17,9 +18,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/telemetry"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // A turn sent with a traceparent is one trace from the HTTP request through
@@ -34,7 +35,7 @@ func TestTelemetryTurnJoinsClientTrace(t *testing.T) {
 		_ = tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	})
-	tel, err := telemetry.FromProviders(tp, mp, nil, nil)
+	tel, err := telemetry.FromProviders(tp, mp, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 
 	fake := fakeprovider.New(t)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,11 +24,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
-	"github.com/bae-go/bae-go/internal/fakeprovider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/sessiontools"
-	"github.com/bae-go/bae-go/internal/testdb"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -627,7 +628,7 @@ func TestRemoteSandboxStartSurvivesClientHangup(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			p.Deps.Tools = &sessiontools.Service{Store: p.Store, Driver: gated, Provisioner: p.Services.Provisioner(), Deployment: dep}
+			p.Deps.Tools = &sessiontools.Service{Store: p.Store, Driver: gated, Provisioner: p.Services.Provisioner(), Deployment: dep, Log: p.Deps.Log}
 			return nil
 		},
 	})
@@ -1089,7 +1090,7 @@ func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
 		t.Skip("restart test")
 	}
 	image := buildImages(t, 1)[0]
-	drv, err := sandbox.NewDockerDriver()
+	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = drv.Close() })
 	fake := fakeprovider.New(t)

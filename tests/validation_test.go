@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testenv"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // A driver's malformed message or tool declaration is refused with -32602

@@ -8,17 +8,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/sdk"
 )
 
-// api is the benchmark's HTTP client for the two ports. It speaks only the
-// public wire API, as an SDK would.
+// api is the benchmark's client for the two ports: the admin client for
+// setup, the Go SDK to open sessions, and its own turn call, which counts a
+// stream's notifications and bytes without decoding them (a long session's
+// provider.request carries the whole conversation, and decoding it would
+// count the load generator's work as the server's).
 type api struct {
 	http      *http.Client
 	clientURL string
-	adminURL  string
-	adminKey  string
+	admin     benchstack.Admin
 	watch     *stallWatch // optional: counts turns in flight
 }
 
@@ -29,84 +35,33 @@ func newAPI(clientURL, adminURL, adminKey string, conns int) *api {
 	tr.MaxIdleConns = conns + 64
 	tr.MaxIdleConnsPerHost = conns + 64
 	tr.DisableCompression = true
-	return &api{http: &http.Client{Transport: tr}, clientURL: clientURL, adminURL: adminURL, adminKey: adminKey}
+	hc := &http.Client{Transport: tr}
+	return &api{http: hc, clientURL: clientURL, admin: benchstack.Admin{HTTP: hc, URL: adminURL, Key: adminKey}}
 }
 
 func (a *api) close() { a.http.CloseIdleConnections() }
 
-// doJSON sends body and decodes a JSON reply into out, expecting status want.
-func (a *api) doJSON(ctx context.Context, method, url, token string, body, out any, want int) error {
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("marshal request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(buf))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read body: %w", method, url, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, bytes.TrimSpace(raw))
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: decode reply: %w", method, url, err)
-		}
-	}
-	return nil
-}
-
 // setup creates the bench profile and one client key for all sessions.
 func (a *api) setup(ctx context.Context) (string, error) {
-	var prof struct {
-		ID string `json:"id"`
-	}
-	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/profiles", a.adminKey,
-		map[string]any{"name": "bench", "primary_provider": "fake", "allowed_tools": []string{}}, &prof, http.StatusCreated); err != nil {
-		return "", fmt.Errorf("create profile: %w", err)
-	}
-	var key struct {
-		Key string `json:"key"`
-	}
-	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/keys", a.adminKey,
-		map[string]any{"name": "bench", "profile_id": prof.ID}, &key, http.StatusCreated); err != nil {
-		return "", fmt.Errorf("create client key: %w", err)
-	}
-	return key.Key, nil
+	return a.admin.Setup(ctx, map[string]any{"name": "bench", "primary_provider": "fake", "allowed_tools": []string{}})
 }
 
 type session struct {
-	ID  string `json:"session_id"`
-	Key string `json:"session_key"`
-	n   int    // next JSON-RPC id
+	ID  string
+	Key string
+	n   int // next JSON-RPC id
 }
 
-// open opens a session and registers as its driver, as an SDK's connect()
-// does.
+// open opens a session and registers as its driver, through the SDK.
 func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
-	s := &session{}
-	if err := a.doJSON(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions", clientKey,
-		map[string]any{"client_version": "bae-bench"}, s, http.StatusCreated); err != nil {
+	s, err := sdk.Connect(ctx, sdk.Config{
+		ServerURL: a.clientURL, ClientKey: clientKey, HTTPClient: a.http, ClientVersion: "bae-bench",
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	res, err := a.rpc(ctx, s, "session.registerDriver", map[string]any{})
-	if err != nil {
-		return nil, fmt.Errorf("register driver: %w", err)
-	}
-	if !bytes.Contains(res.Result, []byte(`"registered":true`)) {
-		return nil, fmt.Errorf("register driver: unexpected result %s", res.Result)
-	}
-	return s, nil
+	return &session{ID: s.ID, Key: s.Key()}, nil
 }
 
 // rpcLine is one NDJSON object: a notification (method, no id) or the
@@ -172,9 +127,7 @@ func (a *api) rpc(ctx context.Context, s *session, method string, params any) (r
 		raw, _ := io.ReadAll(io.LimitReader(cr, 4096))
 		return rpcResult{}, &rpcError{kind: fmt.Sprintf("http_%d", resp.StatusCode), err: fmt.Errorf("%s", bytes.TrimSpace(raw))}
 	}
-	// Notifications are counted, not decoded: a long session's
-	// provider.request carries the whole conversation, and decoding it here
-	// would count the load generator's work as the server's.
+	// Notifications are counted, not decoded (see api).
 	br := bufio.NewReaderSize(cr, 64<<10)
 	var out rpcResult
 	for {

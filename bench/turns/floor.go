@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
 )
@@ -104,12 +104,8 @@ func (f *floorServer) Close() {
 	if f.dbName == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if conn, err := pgx.Connect(ctx, f.baseURL); err == nil {
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+f.dbName+" WITH (FORCE)")
-		_ = conn.Close(ctx)
-	}
+	db := benchstack.Database{BaseURL: f.baseURL, Name: f.dbName}
+	_ = db.Drop()
 }
 
 type floorEvent struct {

@@ -8,23 +8,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/engine"
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
 )
 
 // stack is everything the benchmark runs in-process: a throwaway database,
@@ -32,6 +28,7 @@ import (
 type stack struct {
 	log      *slog.Logger
 	baseURL  string // maintenance database the bench database is created from
+	db       *benchstack.Database
 	dbName   string
 	DBURL    string
 	dataDir  string
@@ -80,19 +77,24 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	if s.dataDir, err = os.MkdirTemp("", "bae-bench-"); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	if err = s.createDatabase(ctx, o.LogStatements); err != nil {
+	var settings map[string]string
+	if o.LogStatements {
+		settings = map[string]string{"log_statement": "all"}
+	}
+	if s.db, err = benchstack.CreateDatabase(ctx, s.baseURL, "bae_bench_", settings); err != nil {
 		return nil, err
+	}
+	s.dbName, s.DBURL = s.db.Name, s.db.URL
+	if o.LogStatements {
+		log.Info("postgres logs every statement of the bench database", "database", s.dbName)
 	}
 
 	t0 := time.Now()
-	port, err := freePort()
+	ports, err := benchstack.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	s.dev, err = devstack.Start(ctx, devstack.Options{
-		DataDir: "", FrontendPort: port, UIPort: -1, Logger: srvLog,
-		SearchAttributes: engine.SearchAttributes,
-	})
+	s.dev, err = devstack.Start(ctx, benchstack.TemporalOptions(ports[0], "", srvLog))
 	if err != nil {
 		return nil, fmt.Errorf("start embedded temporal: %w", err)
 	}
@@ -151,15 +153,7 @@ func (s *stack) startServer(ctx context.Context, srvLog *slog.Logger, fakeURL st
 	if err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
-	toml := fmt.Sprintf(`
-[[providers.entries]]
-name       = "fake"
-provider   = "anthropic"
-base_url   = %q
-model      = "fake-model"
-auth_token = "not-a-secret"
-`, fakeURL)
-	file, err := config.Parse([]byte(toml), lookup)
+	file, err := config.Parse([]byte(benchstack.ProviderTOML(fakeURL)), lookup)
 	if err != nil {
 		return fmt.Errorf("bench config: %w", err)
 	}
@@ -207,33 +201,6 @@ auth_token = "not-a-secret"
 	return nil
 }
 
-// createDatabase makes bae_bench_<random>, as internal/testdb does for tests.
-func (s *stack) createDatabase(ctx context.Context, logStatements bool) error {
-	conn, err := pgx.Connect(ctx, s.baseURL)
-	if err != nil {
-		return fmt.Errorf("connect to %s (is PostgreSQL running? scripts/pg-up.sh): %w", redact(s.baseURL), err)
-	}
-	defer conn.Close(ctx)
-	name := "bae_bench_" + ids.New("")[:16]
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return fmt.Errorf("create database %s: %w", name, err)
-	}
-	s.dbName = name
-	if logStatements {
-		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET log_statement = 'all'"); err != nil {
-			return fmt.Errorf("enable statement logging: %w", err)
-		}
-		s.log.Info("postgres logs every statement of the bench database", "database", name)
-	}
-	u, err := url.Parse(s.baseURL)
-	if err != nil {
-		return fmt.Errorf("parse database url: %w", err)
-	}
-	u.Path = "/" + name
-	s.DBURL = u.String()
-	return nil
-}
-
 // Close stops everything in reverse order and drops the database. It runs
 // on a fresh context so an interrupted run still cleans up.
 func (s *stack) Close() {
@@ -262,38 +229,12 @@ func (s *stack) Close() {
 			s.log.Warn("stop temporal", "err", err)
 		}
 	}
-	if s.dbName != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, s.baseURL); err != nil {
-			s.log.Warn("drop bench database: connect", "db", s.dbName, "err", err)
-		} else {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
-				s.log.Warn("drop bench database", "db", s.dbName, "err", err)
-			}
-			_ = conn.Close(ctx)
+	if s.db != nil {
+		if err := s.db.Drop(); err != nil {
+			s.log.Warn("drop bench database", "err", err)
 		}
 	}
 	if s.dataDir != "" {
 		_ = os.RemoveAll(filepath.Clean(s.dataDir))
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer ln.Close()
-	_, p, _ := net.SplitHostPort(ln.Addr().String())
-	return strconv.Atoi(p)
-}
-
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
-	}
-	p.User = url.User(p.User.Username())
-	return p.String()
 }

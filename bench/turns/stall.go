@@ -99,7 +99,7 @@ var stackPatterns = []struct {
 }{
 	{"BeginTurn tx waiting for a pool connection", []string{"activities.(*Activities).beginTx", "pgxpool.(*Pool).Acquire"}},
 	{"any bae code waiting for a pool connection", []string{"bae-go/bae-go/", "pgxpool.(*Pool).Acquire"}},
-	{"HTTP handler waiting for the SendMessage update", []string{"engine.(*Engine).SendMessage"}},
+	{"HTTP handler waiting for the SendMessage update", []string{"sessionclient.(*Client).SendMessage"}},
 	{"relay waiting for a wake-up", []string{"api.(*clientAPI).sendMessage", "selectgo"}},
 }
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/engine"
+	"github.com/bae-go/bae-go/internal/sessionclient"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
 )
 
 // devCommand is `baesrv dev`: the server plus an embedded Temporal dev
@@ -53,7 +53,7 @@ func runDev(ctx context.Context, stderr io.Writer, f *cliFlags) error {
 		UIPort:           srv.TemporalUIPort,
 		Namespace:        srv.TemporalNamespace,
 		Logger:           opts.Log,
-		SearchAttributes: engine.SearchAttributes,
+		SearchAttributes: sessionclient.SearchAttributes,
 	})
 	if err != nil {
 		return fmt.Errorf("start embedded temporal: %w", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
-	"github.com/bae-go/bae-go/internal/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
 // TestStartupValidationExitsWithUsageCode checks that configuration mistakes

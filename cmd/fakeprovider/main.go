@@ -15,7 +15,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
 func main() {

@@ -19,12 +19,12 @@ import (
 
 	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/api"
-	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/engine"
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/lib/secretguard"
 	"github.com/bae-go/bae-go/internal/provider"
-	"github.com/bae-go/bae-go/internal/secretguard"
+	"github.com/bae-go/bae-go/internal/sessionclient"
 	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
@@ -42,7 +42,7 @@ type Options struct {
 	// Server.TemporalAddr. It is used as is: build it with
 	// Telemetry.TemporalOptions for Temporal spans and SDK metrics.
 	Temporal client.Client
-	Log      *slog.Logger
+	Log      *slog.Logger // required
 	// Ready, when set, receives the bound addresses once serving.
 	Ready func(clientAddr, adminAddr string)
 	// ConsoleReady, when set and the console is on, receives its URL once
@@ -61,7 +61,7 @@ type Options struct {
 type Parts struct {
 	Store      *store.Store
 	Temporal   client.Client
-	Engine     *engine.Engine
+	Engine     *sessionclient.Client
 	Hub        *live.Hub
 	Deps       *api.Deps
 	Activities *activities.Activities
@@ -76,7 +76,7 @@ type Parts struct {
 func Run(ctx context.Context, opts Options) error {
 	log := opts.Log
 	if log == nil {
-		log = slog.Default()
+		return errors.New("app: Options.Log is required")
 	}
 	cfg := opts.Server
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		defer tc.Close()
 	}
-	eng := &engine.Engine{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, DBRetryBudget: cfg.DBRetryBudget, Log: log}
+	eng := &sessionclient.Client{Client: tc, TaskQueue: cfg.TaskQueue, TurnTimeout: cfg.TurnTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, DBRetryBudget: cfg.DBRetryBudget, Log: log}
 	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
 
 	hub := live.New(st.Pool, log)

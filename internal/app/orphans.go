@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/engine"
+	"github.com/bae-go/bae-go/internal/sessionclient"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -22,7 +22,7 @@ const (
 // sweepOrphans resubmits messages whose SendMessage update was lost because
 // the server that stored them died before the workflow accepted it. It runs
 // on every replica until ctx ends.
-func sweepOrphans(ctx context.Context, st *store.Store, eng *engine.Engine, log *slog.Logger) {
+func sweepOrphans(ctx context.Context, st *store.Store, eng *sessionclient.Client, log *slog.Logger) {
 	t := time.NewTicker(orphanInterval)
 	defer t.Stop()
 	for {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/live"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/mcp"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/sessiontools"
@@ -52,7 +52,7 @@ func newSandboxDriver(kind string, log *slog.Logger) (sandbox.Driver, error) {
 		}
 		return unsupportedDriver{reason: "the apple-container sandbox driver is not implemented in bae-go"}, nil
 	default:
-		d, err := sandbox.NewDockerDriver(sandbox.WithLogger(log))
+		d, err := sandbox.NewDockerDriver(log)
 		if err != nil {
 			log.Warn("docker sandbox driver unavailable; remote sandboxes will fail to start", "err", err)
 			return unsupportedDriver{reason: "docker is unavailable: " + err.Error()}, nil

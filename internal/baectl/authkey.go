@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
 	"github.com/spf13/pflag"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/bae-go/bae-go/internal/version"
+	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
 // Exit codes, shared with baesrv.

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
 )
 
 const (

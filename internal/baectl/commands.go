@@ -5,39 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
 )
 
 // Wire shapes of the admin API, decoded only for human output; --json
 // always prints the server's bytes.
 type (
-	profile struct {
-		ID                 string          `json:"id"`
-		Name               string          `json:"name"`
-		PrimaryProvider    string          `json:"primary_provider"`
-		FallbackProviders  []string        `json:"fallback_providers"`
-		MCPServers         []string        `json:"mcp_servers"`
-		AllowedTools       []string        `json:"allowed_tools"`
-		AvailableSandboxes []string        `json:"available_sandboxes"`
-		Sandbox            json.RawMessage `json:"sandbox"`
-		CreatedAt          string          `json:"created_at"`
-		UpdatedAt          string          `json:"updated_at"`
-	}
-	clientKey struct {
-		ID         string  `json:"id"`
-		Name       string  `json:"name"`
-		Key        string  `json:"key"`
-		Prefix     string  `json:"prefix"`
-		ProfileID  string  `json:"profile_id"`
-		CreatedAt  string  `json:"created_at"`
-		LastUsedAt *string `json:"last_used_at"`
-	}
-	session struct {
+	profile        = wire.Profile
+	clientKey      = wire.ClientKey
+	sandboxProfile = wire.SandboxStatus
+	session        struct {
 		ID            string  `json:"id"`
 		ProfileID     string  `json:"profile_id"`
 		State         string  `json:"state"`
@@ -61,14 +45,6 @@ type (
 	mcpServer struct {
 		Name      string `json:"name"`
 		Transport string `json:"transport"`
-	}
-	sandboxProfile struct {
-		ProfileID string `json:"profile_id"`
-		Images    []struct {
-			Name   string `json:"name"`
-			Status string `json:"status"`
-			Detail string `json:"detail"`
-		} `json:"images"`
 	}
 	// itemsDoc is the shape of the non-paginated registry listings.
 	itemsDoc struct {

@@ -65,7 +65,7 @@ type Options struct {
 	// Env resolves ${VAR} tokens in headers, command and args. Default
 	// os.LookupEnv.
 	Env func(string) (string, bool)
-	// Log defaults to slog.Default().
+	// Log is required.
 	Log *slog.Logger
 	// ConnectTimeout bounds spawning/dialing plus initialize. Default 10s.
 	ConnectTimeout time.Duration
@@ -133,9 +133,6 @@ func New(opts Options) *Manager {
 	}
 	if m.env == nil {
 		m.env = os.LookupEnv
-	}
-	if m.log == nil {
-		m.log = slog.Default()
 	}
 	if m.connectTimeout <= 0 {
 		m.connectTimeout = defaultConnectTimeout

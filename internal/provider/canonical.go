@@ -139,6 +139,18 @@ func stringField(m map[string]any, key string) string {
 	return s
 }
 
+// Text is the text of canonical message content: a string as it is, or the
+// text blocks of an array, newline-separated.
+func Text(content any) string {
+	switch c := content.(type) {
+	case string:
+		return c
+	case []any:
+		return joinedText(c)
+	}
+	return ""
+}
+
 // joinedText concatenates the text of every text block, newline-separated.
 func joinedText(blocks []any) string {
 	var parts []string

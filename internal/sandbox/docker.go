@@ -64,15 +64,6 @@ func WithOutputLimit(n int) DockerOption {
 	}
 }
 
-// WithLogger sets the driver's logger (default slog.Default()).
-func WithLogger(l *slog.Logger) DockerOption {
-	return func(d *DockerDriver) {
-		if l != nil {
-			d.log = l
-		}
-	}
-}
-
 // WithStopTimeout sets how long Stop waits for a graceful exit before the
 // engine kills the container (default 3s, whole seconds).
 func WithStopTimeout(t time.Duration) DockerOption {
@@ -85,15 +76,15 @@ func WithStopTimeout(t time.Duration) DockerOption {
 
 // NewDockerDriver connects to the engine named by the environment
 // (DOCKER_HOST etc., default /var/run/docker.sock). It does not contact the
-// engine; the first call will.
-func NewDockerDriver(opts ...DockerOption) (*DockerDriver, error) {
+// engine; the first call will. It logs to log.
+func NewDockerDriver(log *slog.Logger, opts ...DockerOption) (*DockerDriver, error) {
 	cli, err := newDockerClient()
 	if err != nil {
 		return nil, err
 	}
 	d := &DockerDriver{
 		cli:         cli,
-		log:         slog.Default(),
+		log:         log,
 		outputLimit: DefaultOutputLimit,
 		stopTimeout: defaultStopTimeout,
 	}

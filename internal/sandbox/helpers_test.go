@@ -70,7 +70,7 @@ func newEngineFixture(t *testing.T, opts ...DockerOption) *engineFixture {
 		}
 	})
 	require.NoError(t, BuildBusyboxImage(ctx, f.image))
-	d, err := NewDockerDriver(append([]DockerOption{WithLogger(discardLogger())}, opts...)...)
+	d, err := NewDockerDriver(discardLogger(), opts...)
 	require.NoError(t, err)
 	f.driver = d
 	// Runs before the image removal (cleanups are LIFO): a backstop for

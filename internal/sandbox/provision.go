@@ -62,12 +62,9 @@ type profileState struct {
 	done   chan struct{}
 }
 
-// NewProvisioner returns a Provisioner ensuring images with d. A nil logger
-// means slog.Default().
+// NewProvisioner returns a Provisioner ensuring images with d, logging to
+// logger.
 func NewProvisioner(d Driver, logger *slog.Logger) *Provisioner {
-	if logger == nil {
-		logger = slog.Default()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Provisioner{
 		driver:   d,

@@ -31,19 +31,12 @@ type Service struct {
 	Driver      sandbox.Driver
 	Provisioner *sandbox.Provisioner
 	Engine      SubagentStopper
-	Log         *slog.Logger
+	Log         *slog.Logger // required
 	// Deployment labels containers with the database they belong to.
 	Deployment string
 	// Config holds the [sandbox] bounds a profile's overrides apply to
 	// (nil: the defaults).
 	Config *config.File
-}
-
-func (s *Service) log() *slog.Logger {
-	if s.Log == nil {
-		return slog.Default()
-	}
-	return s.Log
 }
 
 // SandboxAvailability implements api.SessionTools.
@@ -82,7 +75,7 @@ func (s *Service) Call(ctx context.Context, sess store.Session, clientKeyID, met
 func (s *Service) event(ctx context.Context, sessionID, clientKeyID string, payload events.Payload) *store.Event {
 	evs, err := s.Store.AppendEvents(ctx, sessionID, store.NewEvent{ClientKeyID: clientKeyID, Payload: payload})
 	if err != nil {
-		s.log().Error("log sandbox event", "type", payload.EventType(), "err", err)
+		s.Log.Error("log sandbox event", "type", payload.EventType(), "err", err)
 		return nil
 	}
 	return &evs[0]
@@ -129,7 +122,7 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	h, serr := s.startContainer(ctx, sess.ID, image, policy)
 	if serr != nil {
 		if err := s.Store.SetSandbox(bg, sess.ID, nil, false); err != nil {
-			s.log().Error("release sandbox slot", "session_id", sess.ID, "err", err)
+			s.Log.Error("release sandbox slot", "session_id", sess.ID, "err", err)
 		}
 		s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: image, Phase: "start", Detail: serr.Error()})
 		return nil, refuse(RefuseSandboxStartFailed, serr.Error())

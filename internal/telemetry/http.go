@@ -3,7 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
-	"github.com/bae-go/bae-go/internal/httpstatus"
+	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"

@@ -54,9 +54,6 @@ type Metrics struct {
 // NewMetrics creates the instruments on mp; names in disabled get no-op
 // instruments, so recording sites never re-check the configuration.
 func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*Metrics, error) {
-	if log == nil {
-		log = slog.Default()
-	}
 	m := &Metrics{meter: mp.Meter(ScopeName), disabled: disabled, log: log}
 	var err error
 	if m.turnsCompleted, err = m.meterFor(MetricTurnsCompleted).Int64Counter(MetricTurnsCompleted,

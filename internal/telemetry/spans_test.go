@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -26,7 +27,7 @@ func withIDs(t *testing.T) (*telemetry.Telemetry, *tracetest.SpanRecorder) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(telemetry.IDGenerator()))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tel, err := telemetry.FromProviders(tp, nil, nil, nil)
+	tel, err := telemetry.FromProviders(tp, nil, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	return tel, rec
 }

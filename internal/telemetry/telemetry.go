@@ -45,7 +45,7 @@ const exportTimeout = 10 * time.Second
 
 // Options are New's collaborators.
 type Options struct {
-	Log *slog.Logger
+	Log *slog.Logger // required
 	// Version is reported as service.version.
 	Version string
 	// Lookup resolves ${VAR} tokens in otlp_headers (default os.LookupEnv).
@@ -82,7 +82,7 @@ func Disabled() *Telemetry {
 		MeterProvider:  metricnoop.NewMeterProvider(),
 		Propagator:     propagation.TraceContext{},
 		Spans:          NewSpans(nil),
-		log:            slog.Default(),
+		log:            slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -90,9 +90,6 @@ func Disabled() *Telemetry {
 // unreachable collector never delays startup or fails a request.
 func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Telemetry, error) {
 	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	otlpTraces := cfg.Enabled && cfg.Traces.Enabled
 	otlpMetrics := cfg.Enabled && cfg.Metrics.Enabled
 	if !otlpTraces && !otlpMetrics && !opts.Prometheus {
@@ -195,9 +192,6 @@ func Sampler(ratio float64) sdktrace.Sampler {
 // embedders); Shutdown leaves them running. A nil provider switches that
 // signal off. disabled lists bae.* instruments to suppress.
 func FromProviders(tp trace.TracerProvider, mp metric.MeterProvider, disabled []string, log *slog.Logger) (*Telemetry, error) {
-	if log == nil {
-		log = slog.Default()
-	}
 	t := Disabled()
 	t.log = log
 	if tp != nil {

@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -36,7 +37,7 @@ func recorded(t *testing.T, sampler sdktrace.Sampler) (*telemetry.Telemetry, *tr
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sampler))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	tel, err := telemetry.FromProviders(tp, nil, nil, nil)
+	tel, err := telemetry.FromProviders(tp, nil, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	return tel, rec
 }
@@ -54,7 +55,7 @@ func get(t *testing.T, h http.Handler, path string, header map[string]string) *h
 
 func TestHTTPSpanJoinsIncomingTraceparent(t *testing.T) {
 	tel, rec := recorded(t, sdktrace.AlwaysSample())
-	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test"}))
+	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test", Log: slog.New(slog.DiscardHandler)}))
 
 	w := get(t, h, "/api/v1/meta", map[string]string{
 		"traceparent": "00-" + parentTrace + "-" + parentSpan + "-01",
@@ -78,7 +79,7 @@ func TestHTTPSpanJoinsIncomingTraceparent(t *testing.T) {
 
 func TestHTTPMalformedTraceparentStartsNewTrace(t *testing.T) {
 	tel, rec := recorded(t, sdktrace.AlwaysSample())
-	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test"}))
+	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test", Log: slog.New(slog.DiscardHandler)}))
 
 	for _, bad := range []string{"garbage", "00-" + parentTrace + "-0000000000000000-01", "00-00000000000000000000000000000000-" + parentSpan + "-01"} {
 		w := get(t, h, "/api/v1/meta", map[string]string{"traceparent": bad})
@@ -97,7 +98,7 @@ func TestHTTPMalformedTraceparentStartsNewTrace(t *testing.T) {
 func TestSamplerHonoursIncomingDecision(t *testing.T) {
 	// Ratio 0: only an incoming sampled decision produces spans.
 	tel, rec := recorded(t, telemetry.Sampler(0))
-	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test"}))
+	h := tel.HTTP(api.ClientRouter(&api.Deps{Version: "test", Log: slog.New(slog.DiscardHandler)}))
 
 	get(t, h, "/api/v1/meta", nil)
 	get(t, h, "/api/v1/meta", map[string]string{"traceparent": "00-" + parentTrace + "-" + parentSpan + "-00"})
@@ -124,7 +125,7 @@ func TestDisabledInstallsNoops(t *testing.T) {
 			assert.IsType(t, metricnoop.MeterProvider{}, tel.MeterProvider)
 			assert.Nil(t, tel.Metrics)
 
-			h := api.ClientRouter(&api.Deps{Version: "test"})
+			h := api.ClientRouter(&api.Deps{Version: "test", Log: slog.New(slog.DiscardHandler)})
 			assert.Same(t, h, tel.HTTP(h), "the router is not wrapped")
 			o := tel.TemporalOptions(client.Options{Namespace: "default"})
 			assert.Empty(t, o.Interceptors)
@@ -152,7 +153,7 @@ func TestEnabledBuildsExportersWithoutConnecting(t *testing.T) {
 		}
 		return "", false
 	}
-	tel, err := telemetry.New(context.Background(), cfg, telemetry.Options{Lookup: lookup, Version: "test"})
+	tel, err := telemetry.New(context.Background(), cfg, telemetry.Options{Lookup: lookup, Version: "test", Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	assert.True(t, tel.Enabled())
 	assert.IsType(t, &sdktrace.TracerProvider{}, tel.TracerProvider)
@@ -172,7 +173,7 @@ func TestEnabledBuildsExportersWithoutConnecting(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 
 	// An unresolvable header token is a startup error.
-	_, err = telemetry.New(context.Background(), cfg, telemetry.Options{Lookup: func(string) (string, bool) { return "", false }})
+	_, err = telemetry.New(context.Background(), cfg, telemetry.Options{Lookup: func(string) (string, bool) { return "", false }, Log: slog.New(slog.DiscardHandler)})
 	var ve *config.ValidationError
 	require.ErrorAs(t, err, &ve)
 	assert.NotContains(t, err.Error(), "secret")
@@ -202,7 +203,7 @@ func TestMetricsHonourDisabledList(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	tel, err := telemetry.FromProviders(nil, mp, []string{telemetry.MetricProviderLatency, telemetry.MetricSessionsTotal}, nil)
+	tel, err := telemetry.FromProviders(nil, mp, []string{telemetry.MetricProviderLatency, telemetry.MetricSessionsTotal}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	src := &counts{c: store.ActivityCounts{OpenSessions: 2, TotalSessions: 5, Events: 40, Drivers: 3}}
 	require.NoError(t, tel.Metrics.ObserveCounts(src))

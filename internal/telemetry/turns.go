@@ -24,9 +24,6 @@ import (
 // Nothing here touches workflow state or history, so workflow code and
 // replay are unaffected.
 func TurnInterceptor(spans *Spans, log *slog.Logger) interceptor.WorkerInterceptor {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &turnInterceptor{spans: spans, log: log}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/sdk"
 	"github.com/bae-go/bae-go/store"
 )
@@ -22,20 +23,19 @@ import (
 type api struct {
 	http      *http.Client
 	clientURL string
-	adminURL  string
-	adminKey  string
+	admin     benchstack.Admin
 	clientKey string
 }
 
 func newAPI(clientAddr, adminAddr, adminKey string, aim *aimer) *api {
+	hc := &http.Client{Transport: &watchTransport{
+		base: &http.Transport{DisableKeepAlives: true, DisableCompression: true},
+		aim:  aim,
+	}}
 	return &api{
-		http: &http.Client{Transport: &watchTransport{
-			base: &http.Transport{DisableKeepAlives: true, DisableCompression: true},
-			aim:  aim,
-		}},
+		http:      hc,
 		clientURL: "http://" + clientAddr,
-		adminURL:  "http://" + adminAddr,
-		adminKey:  adminKey,
+		admin:     benchstack.Admin{HTTP: hc, URL: "http://" + adminAddr, Key: adminKey},
 	}
 }
 
@@ -66,43 +66,6 @@ func (w *watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (a *api) doJSON(ctx context.Context, method, u, token string, body, out any, want int) error {
-	var rd io.Reader
-	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("marshal request: %w", err)
-		}
-		rd = bytes.NewReader(buf)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read body: %w", method, u, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d: %s", method, u, resp.StatusCode, bytes.TrimSpace(raw))
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: decode reply: %w", method, u, err)
-		}
-	}
-	return nil
-}
-
 // setup creates a profile with the client tool, the bench's MCP server and
 // the sandbox image (as the run needs them), and one client key.
 func (a *api) setup(ctx context.Context, mcp bool, image string) error {
@@ -113,20 +76,11 @@ func (a *api) setup(ctx context.Context, mcp bool, image string) error {
 	if image != "" {
 		body["available_sandboxes"] = []string{image}
 	}
-	var prof struct {
-		ID string `json:"id"`
+	key, err := a.admin.Setup(ctx, body)
+	if err != nil {
+		return err
 	}
-	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/profiles", a.adminKey, body, &prof, http.StatusCreated); err != nil {
-		return fmt.Errorf("create profile: %w", err)
-	}
-	var key struct {
-		Key string `json:"key"`
-	}
-	if err := a.doJSON(ctx, http.MethodPost, a.adminURL+"/admin/v1/keys", a.adminKey,
-		map[string]any{"name": "crash", "profile_id": prof.ID}, &key, http.StatusCreated); err != nil {
-		return fmt.Errorf("create client key: %w", err)
-	}
-	a.clientKey = key.Key
+	a.clientKey = key
 	return nil
 }
 
@@ -194,7 +148,7 @@ func (a *api) adminSessions(ctx context.Context) ([]adminSession, error) {
 	var all []adminSession
 	cursor := ""
 	for {
-		u := a.adminURL + "/admin/v1/sessions?limit=200"
+		u := "/admin/v1/sessions?limit=200"
 		if cursor != "" {
 			u += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -202,7 +156,7 @@ func (a *api) adminSessions(ctx context.Context) ([]adminSession, error) {
 			Items      []adminSession `json:"items"`
 			NextCursor *string        `json:"next_cursor"`
 		}
-		if err := a.doJSON(ctx, http.MethodGet, u, a.adminKey, nil, &page, http.StatusOK); err != nil {
+		if err := a.admin.Do(ctx, http.MethodGet, u, nil, &page, http.StatusOK); err != nil {
 			return nil, err
 		}
 		all = append(all, page.Items...)

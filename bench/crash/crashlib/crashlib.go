@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -141,7 +141,7 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // DefaultDatabaseURL is BAE_TEST_DATABASE_URL, else the local postgres
-// maintenance database (as internal/testdb).
+// maintenance database (as internal/testing/testdb).
 func DefaultDatabaseURL() string {
 	if u := os.Getenv("BAE_TEST_DATABASE_URL"); u != "" {
 		return u
@@ -183,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return nil, err
 	}
-	rep := &Report{Options: o, WorkDir: st.workDir, Database: st.dbName}
+	rep := &Report{Options: o, WorkDir: st.workDir, Database: st.dbName()}
 	var drivers []*driver
 	defer func() {
 		if sb != nil {

@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/fakeprovider"
+	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -339,7 +340,7 @@ func respond(maxDelay, toolFor time.Duration, aim *aimer) func(fakeprovider.Reco
 		msgs := rec.Messages()
 		if len(msgs) > 0 {
 			last := msgs[len(msgs)-1]
-			text := anyText(last["content"])
+			text := provider.Text(last["content"])
 			if last["role"] == "user" {
 				switch {
 				case strings.Contains(text, toolMarker):
@@ -361,25 +362,6 @@ func respond(maxDelay, toolFor time.Duration, aim *aimer) func(fakeprovider.Reco
 		}
 		return reply.After(delay)
 	}
-}
-
-// anyText is the text of string content or of an array's text blocks.
-func anyText(content any) string {
-	switch c := content.(type) {
-	case string:
-		return c
-	case []any:
-		var parts []string
-		for _, b := range c {
-			if m, ok := b.(map[string]any); ok && m["type"] == "text" {
-				if t, ok := m["text"].(string); ok {
-					parts = append(parts, t)
-				}
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
-	return ""
 }
 
 type block = map[string]any

@@ -19,16 +19,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
-	"github.com/bae-go/bae-go/internal/devstack"
-	"github.com/bae-go/bae-go/internal/engine"
-	"github.com/bae-go/bae-go/internal/fakeprovider"
-	"github.com/bae-go/bae-go/internal/ids"
-	"github.com/bae-go/bae-go/internal/tcpproxy"
+	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
 const (
@@ -49,8 +47,7 @@ type stack struct {
 	logDir  string
 
 	baseDB string
-	dbName string
-	dbURL  string // direct, for the bench's own checks
+	db     *benchstack.Database // dialled directly for the bench's own checks
 	// proxy sits between baesrv and PostgreSQL: Down/Up is an outage.
 	proxy *tcpproxy.Proxy
 
@@ -101,10 +98,10 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 			return nil, err
 		}
 	}
-	if err = s.createDatabase(ctx); err != nil {
+	if s.db, err = benchstack.CreateDatabase(ctx, s.baseDB, "bae_crash_", nil); err != nil {
 		return nil, err
 	}
-	srvDB, err := url.Parse(s.dbURL)
+	srvDB, err := url.Parse(s.db.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
@@ -133,7 +130,7 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}
 
-	ports, err := freePorts(2)
+	ports, err := benchstack.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +138,7 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 	s.clientAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.adminAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
 	cfgPath := filepath.Join(s.workDir, "bae-config.toml")
-	toml := fmt.Sprintf(`
-[[providers.entries]]
-name       = "fake"
-provider   = "anthropic"
-base_url   = %q
-model      = "fake-model"
-auth_token = "not-a-secret"
-`, s.fake.URL()) + extraTOML
+	toml := benchstack.ProviderTOML(s.fake.URL()) + extraTOML
 	if err = os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
@@ -242,31 +232,11 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func (s *stack) createDatabase(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, s.baseDB)
-	if err != nil {
-		return fmt.Errorf("connect to %s (is PostgreSQL running? scripts/pg-up.sh): %w", redact(s.baseDB), err)
-	}
-	defer conn.Close(ctx)
-	name := "bae_crash_" + ids.New("")[:16]
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return fmt.Errorf("create database %s: %w", name, err)
-	}
-	s.dbName = name
-	u, err := url.Parse(s.baseDB)
-	if err != nil {
-		return fmt.Errorf("parse database url: %w", err)
-	}
-	u.Path = "/" + name
-	s.dbURL = u.String()
-	return nil
-}
-
 // startTemporal starts the devstack. With -kill-temporal its state lives in
 // a SQLite file, so a Stop/Start keeps every workflow.
 func (s *stack) startTemporal(ctx context.Context) error {
 	if s.devOpts.FrontendPort == 0 {
-		ports, err := freePorts(1)
+		ports, err := benchstack.FreePorts(1)
 		if err != nil {
 			return err
 		}
@@ -274,10 +244,11 @@ func (s *stack) startTemporal(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.devOpts = devstack.Options{FrontendPort: ports[0], UIPort: -1, Logger: tlog, SearchAttributes: engine.SearchAttributes}
+		dataDir := ""
 		if s.o.KillTemporal {
-			s.devOpts.DataDir = filepath.Join(s.workDir, "temporal")
+			dataDir = filepath.Join(s.workDir, "temporal")
 		}
+		s.devOpts = benchstack.TemporalOptions(ports[0], dataDir, tlog)
 	}
 	dev, err := devstack.Start(ctx, s.devOpts)
 	if err != nil {
@@ -385,6 +356,14 @@ func (s *stack) awaitHealthy(ctx context.Context) error {
 	return nil
 }
 
+// dbName is the run's database, "" before it is created.
+func (s *stack) dbName() string {
+	if s.db == nil {
+		return ""
+	}
+	return s.db.Name
+}
+
 func (s *stack) unexpectedExits() []string {
 	s.srvMu.Lock()
 	defer s.srvMu.Unlock()
@@ -425,52 +404,16 @@ func (s *stack) close(keep bool) {
 	}
 	if keep {
 		if s.workDir != "" {
-			s.log.Info("kept for inspection", "work_dir", s.workDir, "database", s.dbName)
+			s.log.Info("kept for inspection", "work_dir", s.workDir, "database", s.dbName())
 		}
 		return
 	}
-	if s.dbName != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, s.baseDB); err != nil {
-			s.log.Warn("drop crash database: connect", "db", s.dbName, "err", err)
-		} else {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
-				s.log.Warn("drop crash database", "db", s.dbName, "err", err)
-			}
-			_ = conn.Close(ctx)
+	if s.db != nil {
+		if err := s.db.Drop(); err != nil {
+			s.log.Warn("drop crash database", "err", err)
 		}
 	}
 	if s.workDir != "" {
 		_ = os.RemoveAll(s.workDir)
 	}
-}
-
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
-	}
-	p.User = url.User(p.User.Username())
-	return p.String()
 }

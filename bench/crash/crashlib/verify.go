@@ -51,7 +51,7 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 	pausedAbandons := 0            // pauses the client left unanswered on purpose
 	dropped := map[string]string{} // turn id -> the client call it dropped
 	seenIDs := map[string]string{}
-	conn, err := pgx.Connect(ctx, st.dbURL)
+	conn, err := pgx.Connect(ctx, st.db.URL)
 	if err != nil {
 		return fmt.Errorf("connect to the run's database: %w", err)
 	}

@@ -2,8 +2,9 @@ package fakeprovider
 
 import (
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/bae-go/bae-go/internal/provider"
 )
 
 // Format is the wire format of the endpoint a request hit.
@@ -72,7 +73,7 @@ func (r Recorded) LastUserText() string {
 		if msgs[i]["role"] != "user" {
 			continue
 		}
-		if text := contentText(msgs[i]["content"]); text != "" {
+		if text := provider.Text(msgs[i]["content"]); text != "" {
 			return text
 		}
 	}
@@ -96,25 +97,4 @@ func (r Recorded) HasToolResult() bool {
 		}
 	}
 	return false
-}
-
-// contentText reads string content or the text blocks/parts of an array.
-func contentText(content any) string {
-	switch c := content.(type) {
-	case string:
-		return c
-	case []any:
-		var parts []string
-		for _, b := range c {
-			block, ok := b.(map[string]any)
-			if !ok || block["type"] != "text" {
-				continue
-			}
-			if t, ok := block["text"].(string); ok {
-				parts = append(parts, t)
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
-	return ""
 }

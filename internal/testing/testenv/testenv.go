@@ -17,13 +17,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 
-	"github.com/bae-go/bae-go/internal/adminkey"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
-	"github.com/bae-go/bae-go/internal/ids"
-	"github.com/bae-go/bae-go/internal/secretguard"
+	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/lib/secretguard"
 	"github.com/bae-go/bae-go/internal/telemetry"
-	"github.com/bae-go/bae-go/internal/testdb"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
 // Temporal starts an embedded Temporal server for t.

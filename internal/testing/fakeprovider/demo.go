@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/bae-go/bae-go/internal/provider"
 )
 
 // demoToolPrefix marks tool_use ids the Demo responder made, so it answers
@@ -143,7 +145,7 @@ func (r Recorded) demoResults() []string {
 		if m["role"] == "tool" { // OpenAI: one message per result
 			id, _ := m["tool_call_id"].(string)
 			if name, ok := names[id]; ok {
-				out = append(out, quoteResult(name, contentText(m["content"])))
+				out = append(out, quoteResult(name, provider.Text(m["content"])))
 			}
 			continue
 		}
@@ -155,7 +157,7 @@ func (r Recorded) demoResults() []string {
 			}
 			id, _ := block["tool_use_id"].(string)
 			if name, ok := names[id]; ok {
-				out = append(out, quoteResult(name, contentText(block["content"])))
+				out = append(out, quoteResult(name, provider.Text(block["content"])))
 			}
 		}
 	}

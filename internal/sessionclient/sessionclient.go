@@ -1,6 +1,6 @@
-// Package engine is the API's handle on Session workflows: it starts them,
+// Package sessionclient is the API's handle on Session workflows: it starts them,
 // submits SendMessage updates and closes them, over a Temporal client.
-package engine
+package sessionclient
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// Engine implements api.Engine.
-type Engine struct {
+// Client implements api.Engine: the session workflows over a Temporal client.
+type Client struct {
 	Client      client.Client
 	TaskQueue   string
 	TurnTimeout time.Duration
@@ -30,7 +30,7 @@ type Engine struct {
 	// TurnsPerRun is passed to new sessions (0 = workflow default); tests
 	// set it low to see continue-as-new.
 	TurnsPerRun int
-	Log         *slog.Logger
+	Log         *slog.Logger // required
 	// UseSearchAttributes is set by EnsureSearchAttributes when the
 	// namespace has (or accepted) the custom attributes.
 	UseSearchAttributes bool
@@ -45,7 +45,7 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 // EnsureSearchAttributes registers the custom search attributes on the
 // namespace. Clusters that refuse (for example without operator access)
 // still work; sessions then carry only a memo.
-func (e *Engine) EnsureSearchAttributes(ctx context.Context, namespace string) {
+func (e *Client) EnsureSearchAttributes(ctx context.Context, namespace string) {
 	missing := map[string]enumspb.IndexedValueType{}
 	resp, err := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	for name, typ := range SearchAttributes {
@@ -69,14 +69,7 @@ func (e *Engine) EnsureSearchAttributes(ctx context.Context, namespace string) {
 		e.UseSearchAttributes = true
 		return
 	}
-	e.log().Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
-}
-
-func (e *Engine) log() *slog.Logger {
-	if e.Log == nil {
-		return slog.Default()
-	}
-	return e.Log
+	e.Log.Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
 }
 
 // startOperation is the start half of every update-with-start call: a
@@ -85,7 +78,7 @@ func (e *Engine) log() *slog.Logger {
 // nothing, and a burst of opens adds no workflow tasks in front of other
 // sessions' turns. A run that is gone while the session is still open (its
 // history lost, or terminated by an operator) is started again the same way.
-func (e *Engine) startOperation(ref workflows.SessionRef) client.WithStartWorkflowOperation {
+func (e *Client) startOperation(ref workflows.SessionRef) client.WithStartWorkflowOperation {
 	memo := map[string]any{"profile_id": ref.ProfileID}
 	if ref.ClientVersion != nil {
 		memo["client_version"] = *ref.ClientVersion
@@ -111,7 +104,7 @@ func (e *Engine) startOperation(ref workflows.SessionRef) client.WithStartWorkfl
 
 // updateWithStart submits an update to the session's workflow, starting
 // the workflow first when it is not running, and waits for stage.
-func (e *Engine) updateWithStart(ctx context.Context, ref workflows.SessionRef, updateID, name string, arg any, stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {
+func (e *Client) updateWithStart(ctx context.Context, ref workflows.SessionRef, updateID, name string, arg any, stage client.WorkflowUpdateStage) (client.WorkflowUpdateHandle, error) {
 	return e.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: e.startOperation(ref),
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -125,7 +118,7 @@ func (e *Engine) updateWithStart(ctx context.Context, ref workflows.SessionRef, 
 }
 
 // Ready reports whether the Temporal frontend answers.
-func (e *Engine) Ready(ctx context.Context) error {
+func (e *Client) Ready(ctx context.Context) error {
 	if _, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		return fmt.Errorf("temporal health check: %w", err)
 	}
@@ -134,7 +127,7 @@ func (e *Engine) Ready(ctx context.Context) error {
 
 // SendMessage submits a SendMessage update and waits for the turn result.
 // The update id is the turn id, so a repeated submission is deduplicated.
-func (e *Engine) SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error) {
+func (e *Client) SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error) {
 	h, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageCompleted)
 	if err != nil {
 		return workflows.TurnResult{}, fmt.Errorf("send message update: %w", err)
@@ -151,7 +144,7 @@ func (e *Engine) SendMessage(ctx context.Context, ref workflows.SessionRef, in w
 // false when the session's current workflow run has no update with that
 // turn id: it was never accepted, or it finished in an earlier run (before a
 // continue-as-new).
-func (e *Engine) AwaitTurn(ctx context.Context, sessionID, turnID string) (res workflows.TurnResult, found bool, err error) {
+func (e *Client) AwaitTurn(ctx context.Context, sessionID, turnID string) (res workflows.TurnResult, found bool, err error) {
 	h := e.Client.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: sessionID, UpdateID: turnID})
 	if err := h.Get(ctx, &res); err != nil {
 		var nf *serviceerror.NotFound
@@ -167,7 +160,7 @@ func (e *Engine) AwaitTurn(ctx context.Context, sessionID, turnID string) (res w
 // A session that never had a turn gets a workflow for this alone, so its
 // server resources (a sandbox started over RPC, MCP connections) are
 // released by the same cleanup as any other.
-func (e *Engine) CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error {
+func (e *Client) CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	h, err := e.updateWithStart(ctx, ref, "", workflows.UpdateClose, in, client.WorkflowUpdateStageCompleted)
@@ -181,7 +174,7 @@ func (e *Engine) CloseSession(ctx context.Context, ref workflows.SessionRef, in 
 }
 
 // CancelSubagent stops a remote subagent's background run.
-func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID string) error {
+func (e *Client) CancelSubagent(ctx context.Context, sessionID, subagentID string) error {
 	if err := e.updateUnlessGone(ctx, sessionID, workflows.UpdateCancelSubagent, subagentID); err != nil {
 		return fmt.Errorf("cancel subagent update: %w", err)
 	}
@@ -190,7 +183,7 @@ func (e *Engine) CancelSubagent(ctx context.Context, sessionID, subagentID strin
 
 // updateUnlessGone runs an update to completion; a workflow that no longer
 // exists has nothing left to do, so that is not an error.
-func (e *Engine) updateUnlessGone(ctx context.Context, sessionID, name string, arg any) error {
+func (e *Client) updateUnlessGone(ctx context.Context, sessionID, name string, arg any) error {
 	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   sessionID,
 		UpdateName:   name,
@@ -210,7 +203,7 @@ func (e *Engine) updateUnlessGone(ctx context.Context, sessionID, name string, a
 // ResubmitTurn submits a stored message's SendMessage update again and
 // returns once the workflow accepted it. The update id is the turn id, so a
 // submission that is still alive is deduplicated, not doubled.
-func (e *Engine) ResubmitTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+func (e *Client) ResubmitTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
 	if _, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageAccepted); err != nil {
 		return fmt.Errorf("resubmit turn %s: %w", in.TurnID, err)
 	}

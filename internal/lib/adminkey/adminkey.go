@@ -16,7 +16,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/bae-go/bae-go/internal/ids"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/store"
 )
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Revision is the Git revision, set at link time by `make build`
-// (-ldflags "-X github.com/bae-go/bae-go/internal/version.Revision=…").
+// (-ldflags "-X github.com/bae-go/bae-go/internal/lib/version.Revision=…").
 // When empty, the revision the go command stamped into the binary is used
 // (absent under -buildvcs=false or outside a Git checkout).
 var Revision string
