@@ -291,28 +291,38 @@ func (e *convEntry) add(fresh []cachedMsg) error {
 }
 
 // appendArray appends the conversation as of counter n, a JSON array, to
-// dst. Without a removal at or before n it is one slice of buf.
+// dst.
 func (e *convEntry) appendArray(dst []byte, n int64) []byte {
-	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n }) // messages [0,k) have seq <= n
 	dst = append(dst, '[')
-	if k == 0 {
-		return append(dst, ']')
-	}
-	if len(e.drops) == 0 || e.drops[0] > n {
-		dst = append(dst, e.buf[:e.msgs[k-1].end]...)
-		return append(dst, ']')
-	}
-	// Copy runs of messages still in the conversation as of n.
-	first, runStart := true, -1
-	flush := func(end int) {
-		if runStart < 0 {
-			return
-		}
-		if !first {
+	for i, run := range e.runs(n) {
+		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, e.buf[runStart:end]...)
-		first, runStart = false, -1
+		dst = append(dst, run...)
+	}
+	return append(dst, ']')
+}
+
+// runs are the encoded messages in the conversation as of counter n, as
+// views of buf: one per stretch of messages not removed at or before n
+// (without such a removal, one slice). Each view is capped, so appending
+// to it never writes into buf.
+func (e *convEntry) runs(n int64) [][]byte {
+	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n }) // messages [0,k) have seq <= n
+	if k == 0 {
+		return nil
+	}
+	if len(e.drops) == 0 || e.drops[0] > n {
+		end := e.msgs[k-1].end
+		return [][]byte{e.buf[:end:end]}
+	}
+	var out [][]byte
+	runStart := -1
+	flush := func(end int) {
+		if runStart >= 0 {
+			out = append(out, e.buf[runStart:end:end])
+			runStart = -1
+		}
 	}
 	for i := range k {
 		m := e.msgs[i]
@@ -327,7 +337,7 @@ func (e *convEntry) appendArray(dst []byte, n int64) []byte {
 		}
 	}
 	flush(e.msgs[k-1].end)
-	return append(dst, ']')
+	return out
 }
 
 // Conversation is the session's conversation as sent upstream: a JSON array
@@ -546,38 +556,12 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 
 // appendArrayParts is appendArray as views of buf.
 func (e *convEntry) appendArrayParts(parts [][]byte, n int64) [][]byte {
-	k := sort.Search(len(e.msgs), func(i int) bool { return e.msgs[i].seq > n })
-	if k == 0 {
-		return append(parts, []byte(`[]`))
-	}
-	buf := e.buf[:e.msgs[k-1].end:e.msgs[k-1].end]
-	if len(e.drops) == 0 || e.drops[0] > n {
-		return append(parts, []byte{'['}, buf, []byte{']'})
-	}
 	parts = append(parts, []byte{'['})
-	first, runStart := true, -1
-	flush := func(end int) {
-		if runStart < 0 {
-			return
-		}
-		if !first {
+	for i, run := range e.runs(n) {
+		if i > 0 {
 			parts = append(parts, []byte{','})
 		}
-		parts = append(parts, buf[runStart:end])
-		first, runStart = false, -1
+		parts = append(parts, run)
 	}
-	for i := range k {
-		m := e.msgs[i]
-		if m.dropped != 0 && m.dropped <= n {
-			if i > 0 {
-				flush(e.msgs[i-1].end)
-			}
-			continue
-		}
-		if runStart < 0 {
-			runStart = m.start
-		}
-	}
-	flush(e.msgs[k-1].end)
 	return append(parts, []byte{']'})
 }

@@ -45,7 +45,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	for _, m := range migs {
-		f, base, version := m.file, strings.TrimPrefix(m.file, "migrations/"), m.version
+		f, base, version := m.file, m.name, m.version
 		var applied bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", version).Scan(&applied); err != nil {
 			return fmt.Errorf("check migration %d: %w", version, err)
@@ -77,8 +77,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 type migration struct {
-	file    string
-	version int
+	file, name string // the embedded path, and its base name
+	version    int
 }
 
 // migrationVersions orders the migration files by version. Two files with
@@ -97,7 +97,7 @@ func migrationVersions(files []string) ([]migration, error) {
 			return nil, fmt.Errorf("migrations %s and %s share version %d", other, base, version)
 		}
 		seen[version] = base
-		out = append(out, migration{file: f, version: version})
+		out = append(out, migration{file: f, name: base, version: version})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
