@@ -168,7 +168,7 @@ func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
 
 func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.ProfileInput, *Problem) {
 	var b profileBody
-	c := &clientAPI{a.Deps}
+	c := &clientAPI{Deps: a.Deps}
 	if p := c.decodeBody(w, r, &b); p != nil {
 		return store.ProfileInput{}, p
 	}
@@ -358,7 +358,7 @@ func (a *adminAPI) createKey(w http.ResponseWriter, r *http.Request) *Problem {
 		Name      *string `json:"name"`
 		ProfileID *string `json:"profile_id"`
 	}
-	c := &clientAPI{a.Deps}
+	c := &clientAPI{Deps: a.Deps}
 	if p := c.decodeBody(w, r, &b); p != nil {
 		return p
 	}

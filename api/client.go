@@ -18,11 +18,15 @@ import (
 )
 
 // clientAPI serves the client port.
-type clientAPI struct{ *Deps }
+type clientAPI struct {
+	*Deps
+	// opens bounds the session opens and joins doing their work at once.
+	opens *admission
+}
 
 // ClientRouter builds the client-port handler.
 func ClientRouter(d *Deps) http.Handler {
-	c := &clientAPI{d}
+	c := &clientAPI{Deps: d, opens: newAdmission(d.MaxConcurrentOpens, d.AdmissionWait)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.Log))
@@ -323,25 +327,18 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	if p := c.decodeBody(w, r, &body); p != nil {
 		return p
 	}
-	profile, p := c.profileChecks(r, key, key.ProfileID, body)
+	// Authenticated and with its whole body read, the open waits its turn
+	// for the database work (admission.go).
+	release, p := c.opens.enter(w, r)
 	if p != nil {
 		return p
 	}
-	if p := validateDecl(body, profile); p != nil {
+	sess, secret, profile, p := c.openSession(r, key, body)
+	release()
+	if p != nil {
 		return p
 	}
 	ctx := r.Context()
-	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
-	if err != nil {
-		return internalError(c.Log, err)
-	}
-	// The bae.session span is emitted when the session ends (by whichever
-	// replica runs its cleanup); its identity is kept with the session.
-	if ref := c.Spans.ChildRef(ctx); ref != "" {
-		if err := c.Store.SetSessionSpan(ctx, sess.ID, ref); err != nil {
-			c.Log.Warn("store session span", "session_id", sess.ID, "err", err)
-		}
-	}
 	if c.MCP != nil && len(profile.MCPServers) > 0 {
 		tools, derr := c.MCP.DiscoverTools(ctx, sess.ID, profile.MCPServers)
 		if derr != nil {
@@ -356,6 +353,31 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	// an idle session costs Temporal nothing.
 	writeJSON(w, http.StatusCreated, map[string]any{"session_id": sess.ID, "session_key": secret, "profile": c.publicProfile(profile)})
 	return nil
+}
+
+// openSession checks the profile and the declarations and stores the new
+// session with its session key.
+func (c *clientAPI) openSession(r *http.Request, key store.Key, body openBody) (store.Session, string, store.Profile, *Problem) {
+	profile, p := c.profileChecks(r, key, key.ProfileID, body)
+	if p != nil {
+		return store.Session{}, "", store.Profile{}, p
+	}
+	if p := validateDecl(body, profile); p != nil {
+		return store.Session{}, "", store.Profile{}, p
+	}
+	ctx := r.Context()
+	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
+	if err != nil {
+		return store.Session{}, "", store.Profile{}, internalError(c.Log, err)
+	}
+	// The bae.session span is emitted when the session ends (by whichever
+	// replica runs its cleanup); its identity is kept with the session.
+	if ref := c.Spans.ChildRef(ctx); ref != "" {
+		if err := c.Store.SetSessionSpan(ctx, sess.ID, ref); err != nil {
+			c.Log.Warn("store session span", "session_id", sess.ID, "err", err)
+		}
+	}
+	return sess, secret, profile, nil
 }
 
 func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem {
@@ -382,6 +404,11 @@ func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem
 	if p := c.decodeBody(w, r, &body); p != nil {
 		return p
 	}
+	release, p := c.opens.enter(w, r)
+	if p != nil {
+		return p
+	}
+	defer release()
 	profile, p := c.profileChecks(r, key, sess.ProfileID, body)
 	if p != nil {
 		return p

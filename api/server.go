@@ -82,6 +82,12 @@ type Deps struct {
 	// address the limiter counts (BAE_TRUSTED_PROXIES); empty ignores the
 	// header.
 	TrustedProxies []netip.Prefix
+	// MaxConcurrentOpens bounds the session opens and joins doing their
+	// work at once (BAE_MAX_CONCURRENT_OPENS; 0 = DefaultConcurrentOpens);
+	// the rest wait, up to AdmissionWait (default DefaultAdmissionWait),
+	// then get 503 server_busy.
+	MaxConcurrentOpens int
+	AdmissionWait      time.Duration
 	// RecheckInterval is how often open streams re-read their
 	// authorization without a notification (default DefaultRecheckInterval).
 	RecheckInterval time.Duration

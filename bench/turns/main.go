@@ -28,9 +28,14 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/bae-go/bae-go/internal/app"
 )
 
 type options struct {
+	// gcPercent is the garbage collector's target in force (GOGC or
+	// baesrv's default).
+	gcPercent       int
 	sessions        int
 	turns           int
 	duration        time.Duration
@@ -96,6 +101,8 @@ func defaultDBURL() string {
 
 func main() {
 	o := parseFlags()
+	// The garbage collector runs as in baesrv (which this process hosts).
+	o.gcPercent = app.TuneGC(os.LookupEnv)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if err := validate(o); err != nil {
 		fmt.Fprintln(os.Stderr, "turns:", err)

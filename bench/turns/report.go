@@ -33,6 +33,7 @@ type report struct {
 		Idle            int     `json:"idle_sessions"`
 		Rate            float64 `json:"offered_turns_per_s,omitempty"`
 		GRPCGzip        bool    `json:"grpc_gzip"`
+		GCPercent       int     `json:"gc_percent"`
 		ExtraPollers    int     `json:"extra_worker_pollers,omitempty"`
 	} `json:"config"`
 
@@ -152,6 +153,7 @@ func newReport(o options) *report {
 	}
 	r.Config.Sessions, r.Config.Warmup, r.Config.Idle = o.sessions, o.warmup, o.idle
 	r.Config.Rate, r.Config.GRPCGzip, r.Config.ExtraPollers = o.rate, o.gzip, o.extraPollers
+	r.Config.GCPercent = o.gcPercent
 	if o.duration > 0 {
 		r.Config.DurationS = o.duration.Seconds()
 	} else {
@@ -341,7 +343,7 @@ func writeTable(w io.Writer, r *report) {
 	if c.Rate > 0 {
 		load = fmt.Sprintf("paced at %.0f turns/s offered", c.Rate)
 	}
-	fmt.Fprintf(w, "%d sessions x %s, %s, warm-up %d/session, %d idle sessions, grpc gzip %v", c.Sessions, mode, load, c.Warmup, c.Idle, c.GRPCGzip)
+	fmt.Fprintf(w, "%d sessions x %s, %s, warm-up %d/session, %d idle sessions, grpc gzip %v, gogc %d", c.Sessions, mode, load, c.Warmup, c.Idle, c.GRPCGzip, c.GCPercent)
 	if c.ExtraPollers > 0 {
 		fmt.Fprintf(w, ", extra worker with %d pollers", c.ExtraPollers)
 	}

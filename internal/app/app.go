@@ -141,9 +141,10 @@ func Run(ctx context.Context, opts Options) error {
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
 		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
-		AuthFailures:     authFailures(cfg.AuthFailureLimit),
-		TrustedProxies:   cfg.TrustedProxies,
-		OnProfileWritten: func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
+		AuthFailures:       authFailures(cfg.AuthFailureLimit),
+		TrustedProxies:     cfg.TrustedProxies,
+		MaxConcurrentOpens: cfg.MaxConcurrentOpens,
+		OnProfileWritten:   func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
 	acts.Spans, deps.Spans = tel.Spans, tel.Spans

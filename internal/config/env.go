@@ -78,6 +78,10 @@ type Server struct {
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// (BAE_BODY_READ_TIMEOUT), against clients that trickle it.
 	BodyReadTimeout time.Duration
+	// MaxConcurrentOpens is BAE_MAX_CONCURRENT_OPENS: session opens, joins
+	// and driver registrations doing their work at once on this replica;
+	// 0 (unset) leaves the choice to the server (half its CPUs).
+	MaxConcurrentOpens int
 	// TrustedProxies (BAE_TRUSTED_PROXIES) are the reverse proxies whose
 	// X-Forwarded-For header names the client address for rate limiting.
 	TrustedProxies []netip.Prefix
@@ -160,13 +164,11 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	if s.TrustedProxies, err = ParseTrustedProxies(get("BAE_TRUSTED_PROXIES", "")); err != nil {
 		return Server{}, invalidf("BAE_TRUSTED_PROXIES: %v", err)
 	}
-	s.AuthFailureLimit = DefaultAuthFailureLimit
-	if v := get("BAE_AUTH_FAILURE_LIMIT", ""); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return Server{}, invalidf("BAE_AUTH_FAILURE_LIMIT: %q is not a non-negative whole number", v)
-		}
-		s.AuthFailureLimit = n
+	if s.AuthFailureLimit, err = parseCount("BAE_AUTH_FAILURE_LIMIT", get("BAE_AUTH_FAILURE_LIMIT", ""), DefaultAuthFailureLimit, 0); err != nil {
+		return Server{}, err
+	}
+	if s.MaxConcurrentOpens, err = parseCount("BAE_MAX_CONCURRENT_OPENS", get("BAE_MAX_CONCURRENT_OPENS", ""), 0, 1); err != nil {
+		return Server{}, err
 	}
 	if s.Console, err = consoleFromEnv(get, s.DataDir); err != nil {
 		return Server{}, err
@@ -184,6 +186,18 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, err
 	}
 	return s, nil
+}
+
+// parseCount reads a whole number no smaller than least; "" means def.
+func parseCount(name, v string, def, least int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, invalidf("%s: %q is not a whole number of at least %d", name, v, least)
+	}
+	return n, nil
 }
 
 // IsLoopbackAddr reports whether host:port names a loopback host:

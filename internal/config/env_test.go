@@ -54,6 +54,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_TEMPORAL_PORT":                  "17233",
 		"BAE_MAX_BODY_BYTES":                 "1024",
 		"BAE_BODY_READ_TIMEOUT":              "250ms",
+		"BAE_MAX_CONCURRENT_OPENS":           "4",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, Server{
@@ -62,7 +63,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
-		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond,
+		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4,
 		Console: Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
 	}, s)
 
@@ -134,6 +135,17 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	}
 	_, err = ServerFromEnv(envMap(map[string]string{"BAE_BODY_READ_TIMEOUT": "0s"}))
 	requireValidation(t, err, "BAE_BODY_READ_TIMEOUT")
+	for _, v := range []string{"0", "-2", "two"} {
+		_, err = ServerFromEnv(envMap(map[string]string{"BAE_MAX_CONCURRENT_OPENS": v}))
+		requireValidation(t, err, "BAE_MAX_CONCURRENT_OPENS")
+	}
+	for _, v := range []string{"-1", "x"} {
+		_, err = ServerFromEnv(envMap(map[string]string{"BAE_AUTH_FAILURE_LIMIT": v}))
+		requireValidation(t, err, "BAE_AUTH_FAILURE_LIMIT")
+	}
+	s, err := ServerFromEnv(envMap(map[string]string{"BAE_AUTH_FAILURE_LIMIT": "0"}))
+	require.NoError(t, err)
+	assert.Zero(t, s.AuthFailureLimit, "0 disables the limit")
 }
 
 func TestMetricsAddrFromEnv(t *testing.T) {

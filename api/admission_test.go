@@ -1,0 +1,96 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/app"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
+)
+
+// TestSessionOpensWaitForAdmission: with BAE_MAX_CONCURRENT_OPENS=1, an open
+// held inside its slot (its session insert waits on a lock) makes the next
+// open wait, then get 503 server_busy with Retry-After; once the first
+// finishes, opens go through again. A driver registration waits the same way.
+func TestSessionOpensWaitForAdmission(t *testing.T) {
+	s := testenv.Start(t, testenv.Options{
+		ConfigTOML: providersTOML,
+		Env:        map[string]string{"BAE_MAX_CONCURRENT_OPENS": "1"},
+		Extend: func(p *app.Parts) error {
+			p.Deps.AdmissionWait = 300 * time.Millisecond
+			return nil
+		},
+	})
+	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "main"})
+	_, clientKey := s.Key(t, pid)
+	sid, sk := s.Open(t, clientKey, nil)
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	exec := func(sql string) {
+		_, err := db.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	exec(`CREATE FUNCTION hold_session() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NEW; END $$`)
+	exec(`CREATE TRIGGER hold BEFORE INSERT ON sessions FOR EACH ROW EXECUTE FUNCTION hold_session()`)
+	exec(`SELECT pg_advisory_lock(4343)`)
+
+	first := make(chan int, 1)
+	go func() {
+		status := 0
+		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions", strings.NewReader("{}"))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+		}
+		first <- status
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		_ = db.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO sessions%'`).Scan(&waiting)
+		return waiting
+	}, 30*time.Second, 20*time.Millisecond, "the first open holds the only slot")
+
+	// Without admission this open would wait on the lock too: the client
+	// gives up long before the test's own deadline.
+	busyCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(busyCtx, http.MethodPost, s.ClientURL+"/api/v1/sessions", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "the second open is refused, not held")
+	var busy map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&busy))
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%v", busy)
+	assert.Equal(t, "server_busy", busy["type"])
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	// Registering a driver is the other half of connecting: it waits too.
+	reg := testenv.Terminal(t, s.Call(t, sid, sk, "session.registerDriver", nil))
+	require.Contains(t, reg, "error", "%v", reg)
+	rpcErr := reg["error"].(map[string]any)
+	assert.EqualValues(t, -32000, rpcErr["code"])
+	assert.Contains(t, rpcErr["message"], "server_busy")
+
+	exec(`SELECT pg_advisory_unlock(4343)`)
+	assert.Equal(t, http.StatusCreated, <-first, "the held open completes")
+	s.Open(t, clientKey, nil)
+	reg = testenv.Terminal(t, s.Call(t, sid, sk, "session.registerDriver", nil))
+	assert.Contains(t, reg, "result", "%v", reg)
+}
