@@ -54,6 +54,20 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "local_provider")
 	})
+	t.Run("begin_in_attempt", func(t *testing.T) {
+		// BeginTurn inside the first provider attempt (versionBeginInAttempt):
+		// a text turn, a failed primary (its begin read back) answered by
+		// the fallback, and a client tool pause resumed.
+		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}})
+		d := e.open("get_time")
+		d.send("hello")
+		e.fake.Lane("primary").Enqueue(fakeprovider.Error(500, "down"), fakeprovider.ToolUse("tu_1", "get_time", nil))
+		d.send("fall back")
+		d.send("what time?")
+		d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_1", "content": "noon"}})
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "begin_in_attempt")
+	})
 	t.Run("continue_as_new", func(t *testing.T) {
 		e := newEnv(t, envOpts{})
 		e.srv.Parts.Engine.TurnsPerRun = 2

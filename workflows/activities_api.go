@@ -1,6 +1,10 @@
 package workflows
 
-import "github.com/bae-go/bae-go/events"
+import (
+	"context"
+
+	"github.com/bae-go/bae-go/events"
+)
 
 // Activity names and their argument/result types. The implementations live
 // in package activities; the workflow refers to them by name so it does not
@@ -67,6 +71,32 @@ type CallProviderInput struct {
 	// completed OK=false result; workflow code that predates it leaves it
 	// unset.
 	FailAsError bool `json:",omitempty"`
+	// Begin, on a turn's first attempt (versionBeginInAttempt), begins the
+	// turn in the same local activity: BeginTurn runs first, and the attempt
+	// goes to the primary provider it names (Provider is then empty). A
+	// retry finds both the begin and the response already stored.
+	Begin *BeginTurnInput `json:",omitempty"`
+}
+
+// BeginThenCall is CallProvider with Begin set: begin the turn, then make
+// its first attempt with the primary provider. A turn that does not begin
+// (rejected, or its session ended) answers with Begin alone. The activity
+// and the tests' stand-ins share it.
+func BeginThenCall(ctx context.Context, in CallProviderInput,
+	begin func(context.Context, BeginTurnInput) (BeginTurnResult, error),
+	call func(context.Context, CallProviderInput) (CallProviderResult, error),
+) (CallProviderResult, error) {
+	b, err := begin(ctx, *in.Begin)
+	if err != nil {
+		return CallProviderResult{}, err
+	}
+	if b.Outcome != "" || len(b.Providers) == 0 {
+		return CallProviderResult{Begin: &b}, nil
+	}
+	in.Begin, in.Provider = nil, b.Providers[0]
+	res, err := call(ctx, in)
+	res.Begin = &b
+	return res, err
 }
 
 // ErrProviderAttemptFailed is the non-retryable application error type of
@@ -91,6 +121,8 @@ type CallProviderResult struct {
 	// LastSeq is the sequence of the last event the attempt appended, when
 	// known (0 otherwise): the relay of the turn reads up to it.
 	LastSeq int64 `json:",omitempty"`
+	// Begin is BeginTurn's result when the input carried Begin.
+	Begin *BeginTurnResult `json:",omitempty"`
 }
 
 // ToolCallInput dispatches one server-side tool call.

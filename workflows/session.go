@@ -26,6 +26,14 @@ const (
 	versionLocalProvider = 1
 )
 
+// versionBeginInAttempt: BeginTurn runs inside the turn's first provider
+// attempt, one local activity instead of two. Histories recorded before it
+// run BeginTurn on its own.
+const (
+	changeBeginInAttempt  = "begin-in-first-attempt"
+	versionBeginInAttempt = 1
+)
+
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
 // after this many turns (well under Temporal's per-run update limit).
 const defaultTurnsPerRun = 200
@@ -158,6 +166,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	o := s.turnOptions()
 	o.observable = workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability
 	o.localProvider = workflow.GetVersion(ctx, changeLocalProvider, workflow.DefaultVersion, versionLocalProvider) >= versionLocalProvider
+	o.beginInAttempt = o.localProvider && workflow.GetVersion(ctx, changeBeginInAttempt, workflow.DefaultVersion, versionBeginInAttempt) >= versionBeginInAttempt
 	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

@@ -38,6 +38,9 @@ func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnIn
 }
 
 func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+	if in.Begin != nil {
+		return workflows.BeginThenCall(ctx, in, f.BeginTurn, f.CallProvider)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pauseFor[in.ClientKeyID] && !resumed(f.begins, in.TurnID) {

@@ -34,6 +34,9 @@ type turnOptions struct {
 	// localProvider (versionLocalProvider): provider attempts run as local
 	// activities.
 	localProvider bool
+	// beginInAttempt (versionBeginInAttempt): BeginTurn runs inside the
+	// turn's first provider attempt (needs localProvider).
+	beginInAttempt bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -166,7 +169,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
-	begin, err := beginTurn.runLocal(dbCtx(ctx, o), in)
+	begin, first, err := begin(ctx, in, o)
 	if err != nil {
 		return turnResult{}, err
 	}
@@ -177,7 +180,11 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
 		for attempt, name := range begin.Providers {
-			res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			if it == 0 && attempt == 0 && first != nil {
+				res, err = first.res, first.err // made with the begin
+			} else {
+				res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			}
 			if detail, failed := attemptFailure(err); failed {
 				res = CallProviderResult{}
 				notes.lastError = name + ": " + detail
@@ -220,6 +227,38 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 		}
 	}
 	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
+}
+
+// firstAttempt is the outcome of a turn's first provider attempt when it
+// ran together with the begin.
+type firstAttempt struct {
+	res CallProviderResult
+	err error
+}
+
+// begin begins the turn: on its own, or (beginInAttempt) together with the
+// first provider attempt, whose outcome is then returned as first. When that
+// attempt failed, the begin's result is read back from where BeginTurn
+// stored it.
+func begin(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTurnResult, *firstAttempt, error) {
+	if !o.beginInAttempt {
+		b, err := beginTurn.runLocal(dbCtx(ctx, o), in)
+		return b, nil, err
+	}
+	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in})
+	if _, failed := attemptFailure(err); failed {
+		b, berr := beginTurn.runLocal(dbCtx(ctx, o), in)
+		return b, &firstAttempt{err: err}, berr
+	}
+	if err != nil {
+		return BeginTurnResult{}, nil, err
+	}
+	if res.Begin == nil {
+		return BeginTurnResult{}, nil, temporal.NewNonRetryableApplicationError("first attempt returned no begin result", "MissingBegin", nil)
+	}
+	b := *res.Begin
+	res.Begin = nil
+	return b, &firstAttempt{res: res}, nil
 }
 
 func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult, error) {

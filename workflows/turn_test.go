@@ -49,7 +49,10 @@ func (s *scripted) BeginTurn(_ context.Context, in workflows.BeginTurnInput) (wo
 	return s.begin, nil
 }
 
-func (s *scripted) CallProvider(_ context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+func (s *scripted) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+	if in.Begin != nil {
+		return workflows.BeginThenCall(ctx, in, s.BeginTurn, s.CallProvider)
+	}
 	s.record("CallProvider i%d a%d %s", in.Iteration, in.Attempt, in.Provider)
 	s.mu.Lock()
 	s.inputs = append(s.inputs, in)
@@ -183,6 +186,8 @@ func TestTurnBranches(t *testing.T) {
 			assert.Equal(t, []map[string]any{{workflows.MemoProfileName: "main"}}, s.memos, "the profile's name, once")
 		},
 	}, {
+		// The first attempt began the turn; having failed as an activity, it
+		// returned no begin result, which is read back from BeginTurn.
 		name: "a failed attempt is a failed activity, and the walk goes on",
 		script: &scripted{begin: primary(), provider: final, attemptErr: func(in workflows.CallProviderInput) error {
 			if in.Attempt == 0 {
@@ -191,7 +196,7 @@ func TestTurnBranches(t *testing.T) {
 			return nil
 		}},
 		outcome: workflows.OutcomeCompleted,
-		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "CleanupSession session_close"},
+		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "BeginTurn", "CallProvider i0 a1 fallback", "CleanupSession session_close"},
 		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
 			assert.Equal(t, "fallback", res.Provider)
 			assert.Empty(t, res.LastError, "the turn did not fail")
@@ -202,7 +207,7 @@ func TestTurnBranches(t *testing.T) {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("HTTP %d", 500+in.Attempt), workflows.ErrProviderAttemptFailed, nil)
 		}},
 		outcome: workflows.OutcomeProvidersFailed,
-		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallProvider i0 a1 fallback", "FailTurn all_providers_failed", "CleanupSession session_error"},
+		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "BeginTurn", "CallProvider i0 a1 fallback", "FailTurn all_providers_failed", "CleanupSession session_error"},
 		check: func(t *testing.T, s *scripted, res workflows.TurnResult) {
 			assert.Equal(t, events.ReasonAllProvidersFailed, res.Reason)
 			assert.Equal(t, "fallback: HTTP 501", res.LastError)

@@ -87,10 +87,10 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		if !ok || !h.complete() {
 			continue
 		}
-		marks := []time.Time{t.start, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
+		marks := []time.Time{t.start, s.input, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
 			t.fake.First, t.fake.Last, s.presp, h.actDone, h.wft2Start, h.wft2Done, t.end}
 		if h.local {
-			marks = []time.Time{t.start, h.wftSched, h.wftStart, s.cms, s.preq,
+			marks = []time.Time{t.start, s.input, h.wftSched, h.wftStart, s.cms, s.preq,
 				t.fake.First, t.fake.Last, s.presp, h.wft2Done, t.end}
 		}
 		if csv != nil {
@@ -118,7 +118,8 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 type phaseName struct{ name, what string }
 
 var activityPhases = []phaseName{
-	{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
+	{"http, input", "request sent -> turn input stored: HTTP, authentication, validation, the insert"},
+	{"update", "turn input stored -> workflow task scheduled: update-with-start reaches history"},
 	{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
 	{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
 	{"BeginTurn -> wft done", "BeginTurn tx -> workflow task completed: local activity, RespondWorkflowTaskCompleted"},
@@ -134,7 +135,8 @@ var activityPhases = []phaseName{
 }
 
 var localPhases = []phaseName{
-	{"http+update", "request sent -> workflow task scheduled: HTTP, auth, turn input stored, UpdateWorkflowExecution reaches history"},
+	{"http, input", "request sent -> turn input stored: HTTP, authentication, validation, the insert"},
+	{"update", "turn input stored -> workflow task scheduled: update-with-start reaches history"},
 	{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
 	{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, update accepted, local activity starts"},
 	{"BeginTurn -> request", "BeginTurn tx -> provider.request tx: local provider attempt starts, tools and history reads"},
@@ -157,8 +159,8 @@ func localTurns(hist map[string]*historyStamps) bool {
 }
 
 type dbStamps struct {
-	turnID           string
-	cms, preq, presp time.Time
+	turnID                  string
+	input, cms, preq, presp time.Time
 }
 
 func readDBStamps(ctx context.Context, dbURL string) (map[string]dbStamps, error) {
@@ -170,13 +172,14 @@ func readDBStamps(ctx context.Context, dbURL string) (map[string]dbStamps, error
 	// The client.message.send payload carries the turn's unique token, which
 	// joins the database's events to the bench's records.
 	rows, err := conn.Query(ctx, `
-		SELECT c.payload->>'content', c.turn_id, c.created_at,
+		SELECT c.payload->>'content', c.turn_id, t.created_at, c.created_at,
 		       min(e.created_at) FILTER (WHERE e.event_type = 'provider.request'),
 		       max(e.created_at) FILTER (WHERE e.event_type = 'provider.response')
 		FROM session_events c
 		JOIN session_events e ON e.session_id = c.session_id AND e.turn_id = c.turn_id
+		JOIN turn_inputs t ON t.turn_id = c.turn_id
 		WHERE c.event_type = 'client.message.send'
-		GROUP BY c.session_id, c.seq`)
+		GROUP BY c.session_id, c.seq, t.created_at`)
 	if err != nil {
 		return nil, fmt.Errorf("timeline: query: %w", err)
 	}
@@ -185,7 +188,7 @@ func readDBStamps(ctx context.Context, dbURL string) (map[string]dbStamps, error
 		var tok string
 		var s dbStamps
 		var preq, presp *time.Time
-		if err := rows.Scan(&tok, &s.turnID, &s.cms, &preq, &presp); err != nil {
+		if err := rows.Scan(&tok, &s.turnID, &s.input, &s.cms, &preq, &presp); err != nil {
 			return nil, fmt.Errorf("timeline: scan: %w", err)
 		}
 		if preq != nil && presp != nil {
