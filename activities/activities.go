@@ -8,7 +8,6 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"github.com/bae-go/bae-go/internal/sandbox"
 	"log/slog"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"

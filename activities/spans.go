@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/bae-go/bae-go/internal/sandbox"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/workflows"
 )

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/tooldecl"
 	"io"
 	"strings"
 	"time"
@@ -16,9 +14,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/tooldecl"
 	"github.com/bae-go/bae-go/workflows"
 )
 

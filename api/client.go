@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/tooldecl"
 	"net/http"
 	"strings"
 
@@ -13,7 +11,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/tooldecl"
 	"github.com/bae-go/bae-go/workflows"
 )
 

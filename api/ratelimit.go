@@ -1,7 +1,6 @@
 package api
 
 import (
-	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 )
 
 // authLimiter slows down key guessing: each client address may fail

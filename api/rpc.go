@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/internal/sessiontools"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -13,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 )

@@ -2,12 +2,12 @@ package api
 
 import (
 	"encoding/json"
-	"github.com/bae-go/bae-go/events"
-	"github.com/bae-go/bae-go/tooldecl"
 	"strings"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/tooldecl"
 )
 
 func (c *clientAPI) appendOne(call *rpcCall, payload events.Payload) bool {

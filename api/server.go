@@ -3,11 +3,11 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"github.com/bae-go/bae-go/events"
 	"log/slog"
 	"net/netip"
 	"time"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/telemetry"

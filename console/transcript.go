@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"strings"
 	"time"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
 )
 

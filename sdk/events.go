@@ -3,8 +3,9 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"time"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // EventType is the event_type of a session event: the server's closed set

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"strings"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // Roles of a conversation turn.

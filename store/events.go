@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 

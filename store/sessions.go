@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 

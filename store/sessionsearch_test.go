@@ -2,12 +2,12 @@ package store_test
 
 import (
 	"context"
-	"github.com/bae-go/bae-go/events"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
 )
 

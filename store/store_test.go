@@ -3,13 +3,13 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/workflows"
 )
 

@@ -2,11 +2,12 @@ package workflows
 
 import (
 	"errors"
-	"github.com/bae-go/bae-go/events"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 type turnResult struct {
@@ -169,7 +170,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
-	begin, first, err := begin(ctx, in, o)
+	begin, first, err := startTurn(ctx, in, o)
 	if err != nil {
 		return turnResult{}, err
 	}
@@ -236,11 +237,11 @@ type firstAttempt struct {
 	err error
 }
 
-// begin begins the turn: on its own, or (beginInAttempt) together with the
+// startTurn begins the turn: on its own, or (beginInAttempt) together with the
 // first provider attempt, whose outcome is then returned as first. When that
 // attempt failed, the begin's result is read back from where BeginTurn
 // stored it.
-func begin(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTurnResult, *firstAttempt, error) {
+func startTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTurnResult, *firstAttempt, error) {
 	if !o.beginInAttempt {
 		b, err := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, nil, err

@@ -3,7 +3,6 @@ package workflows_test
 import (
 	"context"
 	"fmt"
-	"github.com/bae-go/bae-go/events"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/workflows"
 )
 

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/tooldecl"
 	"regexp"
 	"strings"
+
+	"github.com/bae-go/bae-go/tooldecl"
 )
 
 // Bounds on one client's tool declarations (tools, sandbox_tools and

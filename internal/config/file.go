@@ -8,7 +8,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/bae-go/bae-go/internal/provider"
 	"io/fs"
 	"net/url"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
 

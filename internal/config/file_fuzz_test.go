@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"github.com/bae-go/bae-go/internal/provider"
 	"net/url"
 	"slices"
 	"strings"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/provider"
 )
 
 // fuzzSecret is what ${TOKEN} resolves to; it must never reach an error.

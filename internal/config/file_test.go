@@ -1,7 +1,6 @@
 package config
 
 import (
-	"github.com/bae-go/bae-go/internal/provider"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
 

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"fmt"
-	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -11,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bae-go/bae-go/internal/lib/httpstatus"
 )
 
 // HTTP wraps a router so each request gets a server span (scope baesrv)
