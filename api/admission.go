@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -29,33 +30,37 @@ func DefaultConcurrentOpens() int {
 type admission struct {
 	slots   chan struct{}
 	maxWait time.Duration
+	log     *slog.Logger
 }
 
-func newAdmission(n int, maxWait time.Duration) *admission {
+func newAdmission(n int, maxWait time.Duration, log *slog.Logger) *admission {
 	if n <= 0 {
 		n = DefaultConcurrentOpens()
 	}
 	if maxWait <= 0 {
 		maxWait = DefaultAdmissionWait
 	}
-	return &admission{slots: make(chan struct{}, n), maxWait: maxWait}
+	return &admission{slots: make(chan struct{}, n), maxWait: maxWait, log: log}
 }
 
 // acquire waits for a slot, up to maxWait or until ctx ends; ok is false
-// when none came.
-func (a *admission) acquire(ctx context.Context) (release func(), ok bool) {
+// when none came. waited says the caller had to wait: what it checked
+// before (its key, the session's state) may have changed meanwhile and is
+// checked again.
+func (a *admission) acquire(ctx context.Context) (release func(), waited, ok bool) {
 	select {
 	case a.slots <- struct{}{}:
-		return a.release, true
+		return a.release, false, true
 	default:
 	}
+	a.log.Debug("waiting for a session-open slot", "slots", cap(a.slots))
 	ctx, cancel := context.WithTimeout(ctx, a.maxWait)
 	defer cancel()
 	select {
 	case a.slots <- struct{}{}:
-		return a.release, true
+		return a.release, true, true
 	case <-ctx.Done():
-		return nil, false
+		return nil, true, false
 	}
 }
 
@@ -67,13 +72,13 @@ var busyDetail = fmt.Sprintf("too many sessions are being opened at once; retry 
 
 // enter is acquire for a REST handler: a refusal is 503 server_busy with
 // Retry-After set on w.
-func (a *admission) enter(w http.ResponseWriter, r *http.Request) (func(), *Problem) {
-	release, ok := a.acquire(r.Context())
+func (a *admission) enter(w http.ResponseWriter, r *http.Request) (release func(), waited bool, p *Problem) {
+	release, waited, ok := a.acquire(r.Context())
 	if ok {
-		return release, nil
+		return release, waited, nil
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(admissionRetry/time.Second)))
-	return nil, problem(http.StatusServiceUnavailable, "server_busy", busyDetail)
+	return nil, waited, problem(http.StatusServiceUnavailable, "server_busy", busyDetail)
 }
 
 func (a *admission) release() { <-a.slots }

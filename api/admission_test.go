@@ -94,3 +94,82 @@ func TestSessionOpensWaitForAdmission(t *testing.T) {
 	reg = testenv.Terminal(t, s.Call(t, sid, sk, "session.registerDriver", nil))
 	assert.Contains(t, reg, "result", "%v", reg)
 }
+
+// TestOpenThatWaitedRechecksItsKey: an open and a driver registration that
+// waited for a slot check their keys again once they have it. Both keys are
+// revoked while they wait; both are refused, and nothing is stored.
+func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
+	logs := &testenv.LogBuffer{}
+	s := testenv.Start(t, testenv.Options{
+		ConfigTOML: providersTOML,
+		Env:        map[string]string{"BAE_MAX_CONCURRENT_OPENS": "1"},
+		LogOutput:  logs,
+	})
+	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "main"})
+	_, holder := s.Key(t, pid)
+	openerID, opener := s.Key(t, pid)
+	driverID, driver := s.Key(t, pid)
+	// The driver joins a session another key opened: revoking its key
+	// revokes its session key and leaves the session open.
+	sid, _ := s.Open(t, holder, nil)
+	joined := s.Client(t, http.MethodPost, "/api/v1/sessions/"+sid+"/join", driver, map[string]any{})
+	require.Equal(t, http.StatusCreated, joined.Status, string(joined.Raw))
+	sk := joined.Body["session_key"].(string)
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	exec := func(sql string) {
+		_, err := db.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	exec(`CREATE FUNCTION hold_session() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(4344); RETURN NEW; END $$`)
+	exec(`CREATE TRIGGER hold BEFORE INSERT ON sessions FOR EACH ROW EXECUTE FUNCTION hold_session()`)
+	exec(`SELECT pg_advisory_lock(4344)`)
+	post := func(key string, out chan<- int) {
+		status := 0
+		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions", strings.NewReader("{}"))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+key)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+		}
+		out <- status
+	}
+	held, waiting := make(chan int, 1), make(chan int, 1)
+	go post(holder, held)
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO sessions%'`).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 20*time.Millisecond, "the first open holds the only slot")
+	waits := func() int { return strings.Count(logs.String(), "waiting for a session-open slot") }
+
+	go post(opener, waiting)
+	require.Eventually(t, func() bool { return waits() == 1 }, 30*time.Second, 10*time.Millisecond, "the second open waits")
+	registered := make(chan []map[string]any, 1)
+	go func() {
+		registered <- s.Call(t, sid, sk, "session.registerDriver", nil)
+	}()
+	require.Eventually(t, func() bool { return waits() == 2 }, 30*time.Second, 10*time.Millisecond, "the registration waits")
+
+	for _, id := range []string{openerID, driverID} {
+		require.Equal(t, http.StatusNoContent, s.Admin(t, http.MethodDelete, "/admin/v1/keys/"+id, nil).Status)
+	}
+	exec(`SELECT pg_advisory_unlock(4344)`)
+	assert.Equal(t, http.StatusCreated, <-held)
+	assert.Equal(t, http.StatusUnauthorized, <-waiting, "the waiting open's key was revoked")
+	reg := testenv.Terminal(t, <-registered)
+	require.Contains(t, reg, "error", "%v", reg)
+	assert.Contains(t, reg["error"].(map[string]any)["message"], "unauthorized")
+
+	var sessions, drivers int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE client_key_id = $1`, openerID).Scan(&sessions))
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND registered_at IS NOT NULL`, sid).Scan(&drivers))
+	assert.Zero(t, sessions, "no session for the revoked key")
+	assert.Zero(t, drivers, "no driver registered with a revoked key")
+}

@@ -281,12 +281,20 @@ func (c *clientAPI) requireOpen(call *rpcCall) bool {
 func (c *clientAPI) registerDriver(call *rpcCall) {
 	ctx := call.r.Context()
 	// Registering is the second half of connecting: it waits with the opens.
-	release, ok := c.opens.acquire(ctx)
+	release, waited, ok := c.opens.acquire(ctx)
 	if !ok {
 		call.fail(NewRPCError(-32000, "server_busy: %s", busyDetail))
 		return
 	}
 	defer release()
+	if waited {
+		// The keys may have been revoked, or the profile deleted, while the
+		// registration waited.
+		if e := c.guard(call, "").revoked(ctx); e != nil {
+			call.fail(e)
+			return
+		}
+	}
 	var events func() []store.NewEvent = func() []store.NewEvent {
 		evs := []store.NewEvent{{ClientKeyID: call.clientID, Payload: events.DriverRegister{}}}
 		if c.Tools == nil {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -440,29 +439,11 @@ func TestTelemetrySandboxAndSubagentSpans(t *testing.T) {
 	assert.False(t, sub.failed())
 }
 
-// lockedBuffer is a log sink for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The final metric collection at shutdown reads the store-backed gauges:
 // the store must still be open then.
 func TestTelemetryShutdownReadsGaugesBeforeTheStoreCloses(t *testing.T) {
 	rcv := startOTLPReceiver(t)
-	logs := &lockedBuffer{}
+	logs := &testenv.LogBuffer{}
 	tel := otlpTelemetry(t, rcv, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := testenv.Start(t, testenv.Options{Telemetry: tel, LogOutput: logs})
 	srv.Stop()
