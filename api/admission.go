@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/bae-go/bae-go/store"
 )
 
 // DefaultAdmissionWait is how long a session open or join waits for a slot
@@ -82,3 +84,19 @@ func (a *admission) enter(w http.ResponseWriter, r *http.Request) (release func(
 }
 
 func (a *admission) release() { <-a.slots }
+
+// admitOpen takes a slot for an open or join authenticated with key. After
+// a wait it authenticates again, since the key may have been revoked
+// meanwhile, and returns the key as read then.
+func (c *clientAPI) admitOpen(w http.ResponseWriter, r *http.Request, key store.Key) (func(), store.Key, *Problem) {
+	release, waited, p := c.opens.enter(w, r)
+	if p != nil || !waited {
+		return release, key, p
+	}
+	fresh, p := c.authClient(r)
+	if p != nil {
+		release()
+		return nil, key, p
+	}
+	return release, fresh, nil
+}

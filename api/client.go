@@ -329,16 +329,9 @@ func (c *clientAPI) createSession(w http.ResponseWriter, r *http.Request) *Probl
 	}
 	// Authenticated and with its whole body read, the open waits its turn
 	// for the database work (admission.go).
-	release, waited, p := c.opens.enter(w, r)
+	release, key, p := c.admitOpen(w, r, key)
 	if p != nil {
 		return p
-	}
-	if waited {
-		// The key may have been revoked while the open waited.
-		if key, p = c.authClient(r); p != nil {
-			release()
-			return p
-		}
 	}
 	sess, secret, profile, p := c.openSession(r, key, body)
 	release()
@@ -411,17 +404,11 @@ func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem
 	if p := c.decodeBody(w, r, &body); p != nil {
 		return p
 	}
-	release, waited, p := c.opens.enter(w, r)
+	release, key, p := c.admitOpen(w, r, key)
 	if p != nil {
 		return p
 	}
 	defer release()
-	if waited {
-		// The key may have been revoked while the join waited.
-		if key, p = c.authClient(r); p != nil {
-			return p
-		}
-	}
 	profile, p := c.profileChecks(r, key, sess.ProfileID, body)
 	if p != nil {
 		return p
