@@ -464,9 +464,15 @@ func checkFree(addr string) error {
 	return l.Close()
 }
 
-// freePorts asks the kernel for n distinct free ports, holding all listeners
-// until every port is chosen so none is handed out twice.
+// freePorts picks n ports on ip that are free now, for the server to bind
+// a moment later. They come from below every common ephemeral range (Linux
+// hands out 32768 and up, macOS and Windows 49152 and up): a port the
+// kernel picked (bind to 0) can be handed to any process's outgoing
+// connection in between, and the server then runs a service with no
+// listener and crashes on it. Every listener is held until all n are
+// chosen, so no port is picked twice.
 func freePorts(ip string, n int) ([]int, error) {
+	const lo, hi = 20000, 32768
 	ports := make([]int, 0, n)
 	var listeners []net.Listener
 	defer func() {
@@ -474,10 +480,13 @@ func freePorts(ip string, n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("devstack: no free port between %d and %d on %s", lo, hi, ip)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(lo+rand.IntN(hi-lo))))
 		if err != nil {
-			return nil, err
+			continue // taken
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
