@@ -95,9 +95,10 @@ func TestSessionOpensWaitForAdmission(t *testing.T) {
 	assert.Contains(t, reg, "result", "%v", reg)
 }
 
-// TestOpenThatWaitedRechecksItsKey: an open and a driver registration that
-// waited for a slot check their keys again once they have it. Both keys are
-// revoked while they wait; both are refused, and nothing is stored.
+// TestOpenThatWaitedRechecksItsKey: an open, a driver registration and a
+// join that waited for a slot check their keys again once they have it. The
+// keys are revoked while they wait; all three are refused, and nothing is
+// stored.
 func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 	logs := &testenv.LogBuffer{}
 	s := testenv.Start(t, testenv.Options{
@@ -109,6 +110,7 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 	_, holder := s.Key(t, pid)
 	openerID, opener := s.Key(t, pid)
 	driverID, driver := s.Key(t, pid)
+	joinerID, joiner := s.Key(t, pid)
 	// The driver joins a session another key opened: revoking its key
 	// revokes its session key and leaves the session open.
 	sid, _ := s.Open(t, holder, nil)
@@ -156,13 +158,28 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 		registered <- s.Call(t, sid, sk, "session.registerDriver", nil)
 	}()
 	require.Eventually(t, func() bool { return waits() == 2 }, 30*time.Second, 10*time.Millisecond, "the registration waits")
+	joining := make(chan int, 1)
+	go func() {
+		status := 0
+		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions/"+sid+"/join", strings.NewReader("{}"))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+joiner)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+		}
+		joining <- status
+	}()
+	require.Eventually(t, func() bool { return waits() == 3 }, 30*time.Second, 10*time.Millisecond, "the join waits")
 
-	for _, id := range []string{openerID, driverID} {
+	for _, id := range []string{openerID, driverID, joinerID} {
 		require.Equal(t, http.StatusNoContent, s.Admin(t, http.MethodDelete, "/admin/v1/keys/"+id, nil).Status)
 	}
 	exec(`SELECT pg_advisory_unlock(4344)`)
 	assert.Equal(t, http.StatusCreated, <-held)
 	assert.Equal(t, http.StatusUnauthorized, <-waiting, "the waiting open's key was revoked")
+	assert.Equal(t, http.StatusUnauthorized, <-joining, "the waiting join's key was revoked")
 	reg := testenv.Terminal(t, <-registered)
 	require.Contains(t, reg, "error", "%v", reg)
 	assert.Contains(t, reg["error"].(map[string]any)["message"], "unauthorized")
@@ -170,6 +187,9 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 	var sessions, drivers int
 	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE client_key_id = $1`, openerID).Scan(&sessions))
 	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND registered_at IS NOT NULL`, sid).Scan(&drivers))
+	var joins int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sid, joinerID).Scan(&joins))
+	assert.Zero(t, joins, "no join with a revoked key")
 	assert.Zero(t, sessions, "no session for the revoked key")
 	assert.Zero(t, drivers, "no driver registered with a revoked key")
 }
