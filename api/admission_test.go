@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
 
 // TestSessionOpensWaitForAdmission: with BAE_MAX_CONCURRENT_OPENS=1, an open
@@ -34,36 +36,9 @@ func TestSessionOpensWaitForAdmission(t *testing.T) {
 	sid, sk := s.Open(t, clientKey, nil)
 
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, s.DatabaseURL)
-	require.NoError(t, err)
-	defer db.Close(ctx)
-	exec := func(sql string) {
-		_, err := db.Exec(ctx, sql)
-		require.NoError(t, err)
-	}
-	exec(`CREATE FUNCTION hold_session() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NEW; END $$`)
-	exec(`CREATE TRIGGER hold BEFORE INSERT ON sessions FOR EACH ROW EXECUTE FUNCTION hold_session()`)
-	exec(`SELECT pg_advisory_lock(4343)`)
-
-	first := make(chan int, 1)
-	go func() {
-		status := 0
-		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions", strings.NewReader("{}"))
-		if err == nil {
-			req.Header.Set("Authorization", "Bearer "+clientKey)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				status = resp.StatusCode
-				resp.Body.Close()
-			}
-		}
-		first <- status
-	}()
-	require.Eventually(t, func() bool {
-		var waiting bool
-		_ = db.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO sessions%'`).Scan(&waiting)
-		return waiting
-	}, 30*time.Second, 20*time.Millisecond, "the first open holds the only slot")
+	held := holdSessionInserts(t, s.DatabaseURL)
+	first := post(s.ClientURL+"/api/v1/sessions", clientKey)
+	held.awaitOne(t)
 
 	// Without admission this open would wait on the lock too: the client
 	// gives up long before the test's own deadline.
@@ -88,7 +63,7 @@ func TestSessionOpensWaitForAdmission(t *testing.T) {
 	assert.EqualValues(t, -32000, rpcErr["code"])
 	assert.Contains(t, rpcErr["message"], "server_busy")
 
-	exec(`SELECT pg_advisory_unlock(4343)`)
+	held.release(t)
 	assert.Equal(t, http.StatusCreated, <-first, "the held open completes")
 	s.Open(t, clientKey, nil)
 	reg = testenv.Terminal(t, s.Call(t, sid, sk, "session.registerDriver", nil))
@@ -100,7 +75,7 @@ func TestSessionOpensWaitForAdmission(t *testing.T) {
 // keys are revoked while they wait; all three are refused, and nothing is
 // stored.
 func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
-	logs := &testenv.LogBuffer{}
+	logs := &testlog.Buffer{}
 	s := testenv.Start(t, testenv.Options{
 		ConfigTOML: providersTOML,
 		Env:        map[string]string{"BAE_MAX_CONCURRENT_OPENS": "1"},
@@ -118,21 +93,92 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 	require.Equal(t, http.StatusCreated, joined.Status, string(joined.Raw))
 	sk := joined.Body["session_key"].(string)
 
+	held := holdSessionInserts(t, s.DatabaseURL)
+	holding := post(s.ClientURL+"/api/v1/sessions", holder)
+	held.awaitOne(t)
+	waits := func() int { return strings.Count(logs.String(), "waiting for a session-open slot") }
+
+	waiting := post(s.ClientURL+"/api/v1/sessions", opener)
+	require.Eventually(t, func() bool { return waits() == 1 }, 30*time.Second, 10*time.Millisecond, "the second open waits")
+	registered := make(chan []map[string]any, 1)
+	go func() {
+		registered <- s.Call(t, sid, sk, "session.registerDriver", nil)
+	}()
+	require.Eventually(t, func() bool { return waits() == 2 }, 30*time.Second, 10*time.Millisecond, "the registration waits")
+	joining := post(s.ClientURL+"/api/v1/sessions/"+sid+"/join", joiner)
+	require.Eventually(t, func() bool { return waits() == 3 }, 30*time.Second, 10*time.Millisecond, "the join waits")
+
+	for _, id := range []string{openerID, driverID, joinerID} {
+		require.Equal(t, http.StatusNoContent, s.Admin(t, http.MethodDelete, "/admin/v1/keys/"+id, nil).Status)
+	}
+	held.release(t)
+	assert.Equal(t, http.StatusCreated, <-holding)
+	assert.Equal(t, http.StatusUnauthorized, <-waiting, "the waiting open's key was revoked")
+	assert.Equal(t, http.StatusUnauthorized, <-joining, "the waiting join's key was revoked")
+	reg := testenv.Terminal(t, <-registered)
+	require.Contains(t, reg, "error", "%v", reg)
+	assert.Contains(t, reg["error"].(map[string]any)["message"], "unauthorized")
+
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, s.DatabaseURL)
+	var sessions, drivers int
+	require.NoError(t, held.db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE client_key_id = $1`, openerID).Scan(&sessions))
+	require.NoError(t, held.db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND registered_at IS NOT NULL`, sid).Scan(&drivers))
+	var joins int
+	require.NoError(t, held.db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sid, joinerID).Scan(&joins))
+	assert.Zero(t, joins, "no join with a revoked key")
+	assert.Zero(t, sessions, "no session for the revoked key")
+	assert.Zero(t, drivers, "no driver registered with a revoked key")
+}
+
+// heldInserts holds every session insert on an advisory lock until release.
+type heldInserts struct {
+	db *pgx.Conn
+}
+
+const holdLock = 4343
+
+func holdSessionInserts(t *testing.T, dbURL string) *heldInserts {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
-	defer db.Close(ctx)
-	exec := func(sql string) {
+	t.Cleanup(func() { db.Close(context.Background()) })
+	for _, sql := range []string{
+		fmt.Sprintf(`CREATE FUNCTION hold_session() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_xact_lock(%d); RETURN NEW; END $$`, holdLock),
+		`CREATE TRIGGER hold BEFORE INSERT ON sessions FOR EACH ROW EXECUTE FUNCTION hold_session()`,
+		fmt.Sprintf(`SELECT pg_advisory_lock(%d)`, holdLock),
+	} {
 		_, err := db.Exec(ctx, sql)
 		require.NoError(t, err)
 	}
-	exec(`CREATE FUNCTION hold_session() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock(4344); RETURN NEW; END $$`)
-	exec(`CREATE TRIGGER hold BEFORE INSERT ON sessions FOR EACH ROW EXECUTE FUNCTION hold_session()`)
-	exec(`SELECT pg_advisory_lock(4344)`)
-	post := func(key string, out chan<- int) {
+	return &heldInserts{db: db}
+}
+
+// awaitOne waits until one session insert is held: the open doing it has the
+// only admission slot.
+func (h *heldInserts) awaitOne(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		_ = h.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO sessions%'`).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 20*time.Millisecond, "an open holds the only slot")
+}
+
+func (h *heldInserts) release(t *testing.T) {
+	t.Helper()
+	_, err := h.db.Exec(context.Background(), fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, holdLock))
+	require.NoError(t, err)
+}
+
+// post sends an empty JSON body with key as bearer, in the background; the
+// channel gets the status (0 when the request failed).
+func post(url, key string) <-chan int {
+	out := make(chan int, 1)
+	go func() {
 		status := 0
-		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions", strings.NewReader("{}"))
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
 		if err == nil {
 			req.Header.Set("Authorization", "Bearer "+key)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -141,55 +187,6 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 			}
 		}
 		out <- status
-	}
-	held, waiting := make(chan int, 1), make(chan int, 1)
-	go post(holder, held)
-	require.Eventually(t, func() bool {
-		var n int
-		_ = db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO sessions%'`).Scan(&n)
-		return n == 1
-	}, 30*time.Second, 20*time.Millisecond, "the first open holds the only slot")
-	waits := func() int { return strings.Count(logs.String(), "waiting for a session-open slot") }
-
-	go post(opener, waiting)
-	require.Eventually(t, func() bool { return waits() == 1 }, 30*time.Second, 10*time.Millisecond, "the second open waits")
-	registered := make(chan []map[string]any, 1)
-	go func() {
-		registered <- s.Call(t, sid, sk, "session.registerDriver", nil)
 	}()
-	require.Eventually(t, func() bool { return waits() == 2 }, 30*time.Second, 10*time.Millisecond, "the registration waits")
-	joining := make(chan int, 1)
-	go func() {
-		status := 0
-		req, err := http.NewRequest(http.MethodPost, s.ClientURL+"/api/v1/sessions/"+sid+"/join", strings.NewReader("{}"))
-		if err == nil {
-			req.Header.Set("Authorization", "Bearer "+joiner)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				status = resp.StatusCode
-				resp.Body.Close()
-			}
-		}
-		joining <- status
-	}()
-	require.Eventually(t, func() bool { return waits() == 3 }, 30*time.Second, 10*time.Millisecond, "the join waits")
-
-	for _, id := range []string{openerID, driverID, joinerID} {
-		require.Equal(t, http.StatusNoContent, s.Admin(t, http.MethodDelete, "/admin/v1/keys/"+id, nil).Status)
-	}
-	exec(`SELECT pg_advisory_unlock(4344)`)
-	assert.Equal(t, http.StatusCreated, <-held)
-	assert.Equal(t, http.StatusUnauthorized, <-waiting, "the waiting open's key was revoked")
-	assert.Equal(t, http.StatusUnauthorized, <-joining, "the waiting join's key was revoked")
-	reg := testenv.Terminal(t, <-registered)
-	require.Contains(t, reg, "error", "%v", reg)
-	assert.Contains(t, reg["error"].(map[string]any)["message"], "unauthorized")
-
-	var sessions, drivers int
-	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE client_key_id = $1`, openerID).Scan(&sessions))
-	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND registered_at IS NOT NULL`, sid).Scan(&drivers))
-	var joins int
-	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sid, joinerID).Scan(&joins))
-	assert.Zero(t, joins, "no join with a revoked key")
-	assert.Zero(t, sessions, "no session for the revoked key")
-	assert.Zero(t, drivers, "no driver registered with a revoked key")
+	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -443,7 +444,7 @@ func TestTelemetrySandboxAndSubagentSpans(t *testing.T) {
 // the store must still be open then.
 func TestTelemetryShutdownReadsGaugesBeforeTheStoreCloses(t *testing.T) {
 	rcv := startOTLPReceiver(t)
-	logs := &testenv.LogBuffer{}
+	logs := &testlog.Buffer{}
 	tel := otlpTelemetry(t, rcv, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := testenv.Start(t, testenv.Options{Telemetry: tel, LogOutput: logs})
 	srv.Stop()

@@ -24,29 +24,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
-
-// syncBuffer is a log sink safe to read while transport goroutines log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type fixture struct {
 	m    *Manager
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 // newFixture builds a Manager over the given registry and environment and
@@ -57,7 +40,7 @@ func newFixture(t *testing.T, servers []ServerConfig, env map[string]string, twe
 	for _, s := range servers {
 		reg[s.Name] = s
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	opts := Options{
 		Lookup: func(name string) (ServerConfig, bool) { s, ok := reg[name]; return s, ok },
 		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },

@@ -23,6 +23,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
 
 var testAttrs = map[string]enumspb.IndexedValueType{
@@ -198,28 +200,11 @@ func (w *tWriter) Write(p []byte) (int, error) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The Web UI asks for history pages larger than the frontend's threshold,
 // and the frontend warns each time: that is routine in a dev server, so it
 // stays below the warnings an operator sees. Other warnings still show.
 func TestHistoryPageSizeWarningIsBelowWarn(t *testing.T) {
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	level := new(slog.LevelVar)
 	level.Set(slog.LevelWarn)
@@ -232,7 +217,7 @@ func TestHistoryPageSizeWarningIsBelowWarn(t *testing.T) {
 	// The same through a real frontend, with the UI's request.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	served := &syncBuffer{}
+	served := &testlog.Buffer{}
 	s, err := Start(ctx, Options{FrontendPort: testPorts(t, 1)[0], UIPort: -1,
 		Logger: slog.New(slog.NewTextHandler(served, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
