@@ -30,44 +30,61 @@ func rejected(why workflows.Rejection, detail string) workflows.BeginTurnResult 
 func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
 	var res workflows.BeginTurnResult
 	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
-		// Every read in one round trip; the locks are taken in order.
-		bi, err := tx.BeginInputs(ctx, in.TurnID, in.SessionID, in.ClientKeyID)
-		if err != nil {
+		var (
+			evs []store.NewEvent
+			err error
+		)
+		if res, evs, err = a.beginInTx(ctx, tx, in); err != nil || len(evs) == 0 {
 			return err
 		}
-		if errors.Is(bi.InputErr, store.ErrNotFound) {
-			res = rejected(workflows.RejectTurnInputMissing, "")
-			return nil
-		}
-		if len(bi.Input.BeginResult) > 0 {
-			return json.Unmarshal(bi.Input.BeginResult, &res)
-		}
-		res, err = a.beginTx(ctx, tx, in, bi)
-		if err != nil {
-			return err
-		}
-		return tx.SetBeginResult(ctx, in.TurnID, res)
+		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
+		return err
 	})
 	return res, err
 }
 
-func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.BeginTurnInput, bi store.BeginInputs) (workflows.BeginTurnResult, error) {
+// beginInTx is BeginTurn inside a caller's transaction, except that the
+// events of a turn that began (its client.message.send and client tool
+// results) are returned for the caller to append, so that they can share
+// one append with what the caller stores next.
+func (a *Activities) beginInTx(ctx context.Context, tx *store.Tx, in workflows.BeginTurnInput) (workflows.BeginTurnResult, []store.NewEvent, error) {
+	// Every read in one round trip; the locks are taken in order.
+	bi, err := tx.BeginInputs(ctx, in.TurnID, in.SessionID, in.ClientKeyID)
+	if err != nil {
+		return workflows.BeginTurnResult{}, nil, err
+	}
+	if errors.Is(bi.InputErr, store.ErrNotFound) {
+		return rejected(workflows.RejectTurnInputMissing, ""), nil, nil
+	}
+	var res workflows.BeginTurnResult
+	if len(bi.Input.BeginResult) > 0 {
+		err := json.Unmarshal(bi.Input.BeginResult, &res)
+		return res, nil, err
+	}
+	res, evs, err := a.beginTx(ctx, tx, in, bi)
+	if err != nil {
+		return workflows.BeginTurnResult{}, nil, err
+	}
+	return res, evs, tx.SetBeginResult(in.TurnID, res)
+}
+
+func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.BeginTurnInput, bi store.BeginInputs) (workflows.BeginTurnResult, []store.NewEvent, error) {
 	sid, cid, turn := in.SessionID, in.ClientKeyID, in.TurnID
 	ti := bi.Input
 	// A message queued by a key revoked since never runs. (The key row was
 	// locked before the session row, in the order a revocation takes them.)
 	if !bi.KeyLive {
-		return rejected(workflows.RejectClientKeyRevoked, ""), nil
+		return rejected(workflows.RejectClientKeyRevoked, ""), nil, nil
 	}
 	pending, state := bi.Pending, bi.State
 	if state != store.StateOpen {
 		r := rejected(workflows.RejectSessionNotOpen, state)
 		r.SessionEnded = true
-		return r, nil
+		return r, nil, nil
 	}
 	var msg userMessage
 	if err := json.Unmarshal(ti.Message, &msg); err != nil {
-		return rejected(workflows.RejectInvalidMessage, ""), nil
+		return rejected(workflows.RejectInvalidMessage, ""), nil, nil
 	}
 	if msg.Role == "" {
 		msg.Role = "user"
@@ -77,14 +94,14 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 	if pending == nil && hasToolResult(content) {
 		// No provider accepts a tool_result that answers no tool_use: stored,
 		// it would fail this turn and every later one.
-		return rejected(workflows.RejectNoPausedTurn, ""), nil
+		return rejected(workflows.RejectNoPausedTurn, ""), nil, nil
 	}
 	if pending == nil {
 		// Only a paused turn may leave the conversation mid-exchange; any
 		// other unfinished tail is a turn that died past every retry.
 		removed, err := tx.RepairConversationFrom(ctx, sid, bi.Tail)
 		if err != nil {
-			return workflows.BeginTurnResult{}, err
+			return workflows.BeginTurnResult{}, nil, err
 		}
 		if len(removed) > 0 {
 			a.logger(ctx, turn).Warn("unfinished turns taken out of the conversation", "turns", removed)
@@ -103,7 +120,7 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner,
 				Payload: events.SessionErrorPayload{Reason: events.ReasonDriverTurnAbandoned, OwnerClientKeyID: pending.Owner},
 			}); err != nil {
-				return workflows.BeginTurnResult{}, err
+				return workflows.BeginTurnResult{}, nil, err
 			}
 		}
 		var merged []block
@@ -117,25 +134,25 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 			merged, merr = mergeToolResults(toolUses, server, content)
 		}
 		if err := tx.SetPendingTurn(ctx, sid, nil); err != nil {
-			return workflows.BeginTurnResult{}, err
+			return workflows.BeginTurnResult{}, nil, err
 		}
 		if merr != nil {
 			if _, err := tx.AppendEvents(ctx, sid, store.NewEvent{
 				IdemKey: idem(turn, "merge_invalid"), TurnID: turn, ClientKeyID: cid,
 				Payload: events.SessionErrorPayload{Reason: events.ReasonToolResultMergeInvalid, Detail: merr.Error()},
 			}); err != nil {
-				return workflows.BeginTurnResult{}, err
+				return workflows.BeginTurnResult{}, nil, err
 			}
 			if _, err := tx.EndSession(ctx, sid, store.StateError); err != nil {
-				return workflows.BeginTurnResult{}, err
+				return workflows.BeginTurnResult{}, nil, err
 			}
 			r := rejected(workflows.RejectMergeInvalid, merr.Error())
 			r.SessionEnded = true
-			return r, nil
+			return r, nil, nil
 		}
 		var err error
 		if content, err = json.Marshal(merged); err != nil {
-			return workflows.BeginTurnResult{}, fmt.Errorf("marshal merged content: %w", err)
+			return workflows.BeginTurnResult{}, nil, fmt.Errorf("marshal merged content: %w", err)
 		}
 	}
 
@@ -155,26 +172,21 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 			})
 		}
 	}
-	if _, err := tx.AppendEvents(ctx, sid, evs...); err != nil {
-		return workflows.BeginTurnResult{}, err
-	}
-	if _, err := tx.AppendMessage(ctx, sid, idem(turn, "user"), msg.Role, content); err != nil {
-		return workflows.BeginTurnResult{}, err
-	}
+	tx.AppendMessage(sid, idem(turn, "user"), msg.Role, content)
 
 	// Read with the rest, inside the transaction: with every pool
 	// connection held by a BeginTurn, a second connection would never come.
 	sess, profile, err := bi.Session, bi.Profile, bi.ProfileErr
 	if errors.Is(err, store.ErrNotFound) {
-		return a.endInTx(ctx, tx, in.TurnRef, "profile_unavailable", events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: sess.ProfileID},
+		return a.endInTx(ctx, tx, in.TurnRef, evs, "profile_unavailable", events.SessionErrorPayload{Reason: events.ReasonProfileUnavailable, ProfileID: sess.ProfileID},
 			rejected(workflows.RejectProfileUnavailable, ""))
 	}
 	if err != nil {
-		return workflows.BeginTurnResult{}, err
+		return workflows.BeginTurnResult{}, nil, err
 	}
 	if _, ok := a.Config.Provider(profile.PrimaryProvider); !ok {
 		a.logger(ctx, turn).Error("profile's primary provider not found in bae-config.toml", "profile_id", profile.ID, "primary_provider", profile.PrimaryProvider)
-		return a.endInTx(ctx, tx, in.TurnRef, "provider_config", events.SessionErrorPayload{
+		return a.endInTx(ctx, tx, in.TurnRef, evs, "provider_config", events.SessionErrorPayload{
 			Reason: events.ReasonProviderConfig, Detail: fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
 		}, workflows.BeginTurnResult{Outcome: workflows.OutcomeProvidersFailed})
 	}
@@ -186,21 +198,22 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 		}
 		providers = append(providers, name)
 	}
-	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name}, nil
+	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name}, evs, nil
 }
 
-// endInTx records a session.error and moves the session to error.
-func (a *Activities) endInTx(ctx context.Context, tx *store.Tx, ref workflows.TurnRef, step string, payload events.SessionErrorPayload, res workflows.BeginTurnResult) (workflows.BeginTurnResult, error) {
-	if _, err := tx.AppendEvents(ctx, ref.SessionID, store.NewEvent{
+// endInTx records the turn's events, before, and a session.error, and
+// moves the session to error.
+func (a *Activities) endInTx(ctx context.Context, tx *store.Tx, ref workflows.TurnRef, before []store.NewEvent, step string, payload events.SessionErrorPayload, res workflows.BeginTurnResult) (workflows.BeginTurnResult, []store.NewEvent, error) {
+	if _, err := tx.AppendEvents(ctx, ref.SessionID, append(before, store.NewEvent{
 		IdemKey: idem(ref.TurnID, step), TurnID: ref.TurnID, ClientKeyID: ref.ClientKeyID, Payload: payload,
-	}); err != nil {
-		return workflows.BeginTurnResult{}, err
+	})...); err != nil {
+		return workflows.BeginTurnResult{}, nil, err
 	}
 	if _, err := tx.EndSession(ctx, ref.SessionID, store.StateError); err != nil {
-		return workflows.BeginTurnResult{}, err
+		return workflows.BeginTurnResult{}, nil, err
 	}
 	res.SessionEnded = true
-	return res, nil
+	return res, nil, nil
 }
 
 func hasToolResult(content json.RawMessage) bool {

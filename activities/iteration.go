@@ -60,8 +60,8 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 	if !hasClient {
 		content, _ := json.Marshal(results)
 		err := a.Store.Tx(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
-			return err
+			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
+			return nil
 		})
 		return workflows.FinishIterationResult{}, err
 	}

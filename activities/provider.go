@@ -18,6 +18,11 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
+// attemptStep names an attempt in its events' idempotency keys.
+func attemptStep(in workflows.CallProviderInput) string {
+	return fmt.Sprintf("i%d/a%d", in.Iteration, in.Attempt)
+}
+
 func attemptKind(attempt int) string {
 	if attempt == 0 {
 		return "primary"
@@ -34,54 +39,76 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	if in.Begin != nil {
 		return a.beginThenCall(ctx, in)
 	}
-	step := fmt.Sprintf("i%d/a%d", in.Iteration, in.Attempt)
-	kind := attemptKind(in.Attempt)
-	entry, configured := a.Config.Provider(in.Provider)
-	var (
-		stored   *store.Event
-		ts       toolset
-		messages json.RawMessage
-		tools    json.RawMessage
-	)
+	var prep attemptPrep
 	// One transaction: the stored answer of an earlier run, the tools, the
 	// conversation (only what this worker has not read yet) and the
 	// provider.request event.
 	err := a.untilStored(ctx, "prepare provider request", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
-			inputs, conv, at, err := tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
-			if err != nil {
-				return err
-			}
-			if inputs.Stored != nil {
-				stored = inputs.Stored
-				return nil
-			}
-			if !configured {
-				return nil
-			}
-			if ts, err = toolsFrom(inputs); err != nil {
-				return err
-			}
-			messages, tools = conv, ts.json()
-			// The conversation is stored once, as messages; the event names
-			// it by counter and is materialized whenever it is read.
-			_, err = tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
-				IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-				Payload: events.ProviderRequestPayload{
-					Attempt: in.Attempt, Kind: kind, Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
-					Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: tools,
-				},
-				MessagesAt: &at,
-			})
+			var err error
+			prep, err = a.prepareAttempt(ctx, tx, in, nil)
 			return err
 		})
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
 	}
-	if stored != nil {
-		return a.storedAttempt(ctx, in, *stored)
+	return a.callPrepared(ctx, in, prep)
+}
+
+// attemptPrep is what an attempt read and stored before its HTTP call.
+type attemptPrep struct {
+	stored   *store.Event // the response an earlier run stored, if any
+	ts       toolset
+	messages json.RawMessage
+	tools    json.RawMessage
+}
+
+// prepareAttempt reads the attempt's inputs and appends its
+// provider.request, in tx, after the events before (a beginning turn's).
+func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
+	var p attemptPrep
+	step := attemptStep(in)
+	inputs, conv, at, err := tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
+	if err != nil {
+		return p, err
 	}
+	entry, configured := a.Config.Provider(in.Provider)
+	evs := before
+	switch {
+	case inputs.Stored != nil:
+		p.stored = inputs.Stored
+	case configured:
+		if p.ts, err = toolsFrom(inputs); err != nil {
+			return p, err
+		}
+		p.messages, p.tools = conv, p.ts.json()
+		// The conversation is stored once, as messages; the event names it
+		// by counter and is materialized whenever it is read.
+		evs = append(evs, store.NewEvent{
+			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ProviderRequestPayload{
+				Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
+				Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: p.tools,
+			},
+			MessagesAt: &at,
+		})
+	}
+	if len(evs) > 0 {
+		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
+	}
+	return p, err
+}
+
+// callPrepared makes the HTTP call of a prepared attempt and stores its
+// outcome (or answers from what an earlier run stored).
+func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProviderInput, prep attemptPrep) (workflows.CallProviderResult, error) {
+	if prep.stored != nil {
+		return a.storedAttempt(ctx, in, *prep.stored)
+	}
+	step := attemptStep(in)
+	entry, configured := a.Config.Provider(in.Provider)
+	messages, tools, ts := prep.messages, prep.tools, prep.ts
 	ctx, span := a.attemptSpan(ctx, in, entry)
 	defer span.End()
 	if !configured {
@@ -138,18 +165,48 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
 }
 
-// beginThenCall begins the turn, then makes its first attempt, in one local
-// activity: one handoff less on every turn's path. The begin waits out a
-// database outage like the attempt's own steps.
+// beginThenCall begins the turn and makes its first attempt in one local
+// activity and one transaction: the begin and the provider.request commit
+// together, one handoff and one commit less on every turn's path. It keeps
+// workflows.BeginThenCall's contract (a rejected or provider-less begin
+// makes no attempt; the result carries the begin). The transaction waits
+// out a database outage like the attempt's own steps.
 func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
-	begin := func(ctx context.Context, in workflows.BeginTurnInput) (res workflows.BeginTurnResult, err error) {
-		err = a.untilStored(ctx, "begin turn", func(ctx context.Context) error {
-			res, err = a.BeginTurn(ctx, in)
+	var (
+		b    workflows.BeginTurnResult
+		prep attemptPrep
+	)
+	call := in
+	err := a.untilStored(ctx, "begin turn", func(ctx context.Context) error {
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			var (
+				evs []store.NewEvent
+				err error
+			)
+			if b, evs, err = a.beginInTx(ctx, tx, *in.Begin); err != nil {
+				return err
+			}
+			if b.Outcome != "" || len(b.Providers) == 0 {
+				if len(evs) > 0 {
+					_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
+				}
+				return err
+			}
+			call.Begin, call.Provider = nil, b.Providers[0]
+			// The turn's first events and its provider.request: one append.
+			prep, err = a.prepareAttempt(ctx, tx, call, evs)
 			return err
 		})
-		return res, err
+	})
+	if err != nil {
+		return workflows.CallProviderResult{}, err
 	}
-	return workflows.BeginThenCall(ctx, in, begin, a.CallProvider)
+	if b.Outcome != "" || len(b.Providers) == 0 {
+		return workflows.CallProviderResult{Begin: &b}, nil
+	}
+	res, err := a.callPrepared(ctx, call, prep)
+	res.Begin = &b
+	return res, err
 }
 
 // heartbeatEvery heartbeats every d until the returned stop is called, and
@@ -233,6 +290,8 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	// database is back, never fetched again from the provider.
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			// Made first, the message rides with the append's first round trip.
+			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
 			all := append([]store.NewEvent{{
 				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
@@ -242,8 +301,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 				return err
 			}
 			res.LastSeq = lastSeq(stored)
-			_, err = tx.AppendMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
-			return err
+			return nil
 		})
 	})
 	if err != nil {

@@ -18,30 +18,20 @@ type Message struct {
 }
 
 // AppendMessage appends a conversation message unless one with idemKey is
-// already stored, in which case the stored one is returned. One statement:
-// the key check, the counter and the insert.
-func (t *Tx) AppendMessage(ctx context.Context, sessionID, idemKey, role string, content json.RawMessage) (Message, error) {
-	tx := t.db
-	var m Message
-	var c []byte
-	err := tx.QueryRow(ctx, `WITH found AS (
-			SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND idem_key = $2
+// already stored. One statement (the key check, the counter and the
+// insert), sent with the transaction's next round trip; it fails the
+// transaction with ErrNotFound when the session does not exist.
+func (t *Tx) AppendMessage(sessionID, idemKey, role string, content json.RawMessage) {
+	t.db.queue(queuedWrite{what: "append message", sql: `WITH found AS (
+			SELECT 1 FROM session_messages WHERE session_id = $1 AND idem_key = $2
 		), counter AS (
 			UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM found) RETURNING last_message_seq
 		), ins AS (
 			INSERT INTO session_messages (session_id, seq, idem_key, role, content)
-			SELECT $1::text, last_message_seq, $2::text, $3::text, $4::json FROM counter RETURNING seq, role, content
+			SELECT $1::text, last_message_seq, $2::text, $3::text, $4::json FROM counter RETURNING 1
 		)
-		SELECT seq, role, content FROM found UNION ALL SELECT seq, role, content FROM ins`,
-		sessionID, idemKey, role, string(content)).Scan(&m.Seq, &m.Role, &c)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Message{}, fmt.Errorf("append message: session %s: %w", sessionID, ErrNotFound)
-	}
-	if err != nil {
-		return Message{}, fmt.Errorf("append message: %w", err)
-	}
-	m.Content = c
-	return m, nil
+		SELECT 1 FROM found UNION ALL SELECT 1 FROM ins`,
+		args: []any{sessionID, idemKey, role, string(content)}, rows: 1})
 }
 
 // MessageByIdem returns a stored message by idempotency key.

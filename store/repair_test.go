@@ -19,8 +19,8 @@ func TestRepairConversation(t *testing.T) {
 	sess, _ := newSession(t, st)
 	put := func(key, role, content string) {
 		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendMessage(ctx, sess.ID, key, role, json.RawMessage(content))
-			return err
+			tx.AppendMessage(sess.ID, key, role, json.RawMessage(content))
+			return nil
 		}))
 	}
 	repair := func(turn string) []string {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 
@@ -161,21 +159,6 @@ func (t *eventTail) after(sessionID string, after int64, limit int) ([]Event, bo
 	i := int(after - st.evs[0].Seq + 1)
 	j := min(len(st.evs), i+limit)
 	return append([]Event(nil), st.evs[i:j]...), true
-}
-
-// trackedTx is a transaction begun by Store.Tx: it remembers the events
-// appended in it, which are handed to the tail once it committed.
-type trackedTx struct {
-	pgx.Tx
-	origin   string
-	appended map[string][]Event
-}
-
-func (t *trackedTx) record(sessionID string, evs []Event) {
-	if t.appended == nil {
-		t.appended = map[string][]Event{}
-	}
-	t.appended[sessionID] = append(t.appended[sessionID], evs...)
 }
 
 // settle hands a finished transaction's events to the tail and wakes the

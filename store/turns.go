@@ -79,16 +79,14 @@ func (t *Tx) TurnInput(ctx context.Context, turnID string) (TurnInput, error) {
 	return ti, nil
 }
 
-// SetBeginResult records BeginTurn's outcome for idempotent re-runs.
-func (t *Tx) SetBeginResult(ctx context.Context, turnID string, result any) error {
-	tx := t.db
+// SetBeginResult records BeginTurn's outcome for idempotent re-runs. The
+// write goes to the server with the transaction's next round trip.
+func (t *Tx) SetBeginResult(turnID string, result any) error {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return fmt.Errorf("marshal begin result: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE turn_inputs SET begin_result = $2 WHERE turn_id = $1`, turnID, string(b)); err != nil {
-		return fmt.Errorf("store begin result: %w", err)
-	}
+	t.db.queue(queuedWrite{what: "store begin result", sql: `UPDATE turn_inputs SET begin_result = $2 WHERE turn_id = $1`, args: []any{turnID, string(b)}, rows: -1})
 	return nil
 }
 

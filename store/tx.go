@@ -45,8 +45,17 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 func (s *Store) tx(ctx context.Context, fn func(t *trackedTx) error) error {
 	t := &trackedTx{origin: s.origin}
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		t.Tx, t.appended = tx, nil
-		return fn(t)
+		t.Tx = tx
+		err := fn(t)
+		if t.queueErr != nil {
+			// A queued write failed: whatever fn saw after it was the
+			// aborted transaction; this is the cause.
+			return t.queueErr
+		}
+		if err != nil {
+			return err
+		}
+		return t.flush(ctx)
 	})
 	s.settle(t, err)
 	return err

@@ -12,8 +12,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -58,15 +62,18 @@ type mode struct {
 
 func main() {
 	n := flag.Int("n", 500, "updates per mode")
+	sessions := flag.Int("sessions", 50, "workflows updated concurrently in the closed-loop phase (0 skips it)")
+	dur := flag.Duration("duration", 20*time.Second, "length of the closed-loop phase")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the closed-loop phase to this file")
 	flag.Parse()
 	gc := app.TuneGC(os.LookupEnv)
-	if err := run(*n, gc); err != nil {
+	if err := run(*n, *sessions, *dur, *cpuprofile, gc); err != nil {
 		fmt.Fprintln(os.Stderr, "updatefloor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, gc int) error {
+func run(n, sessions int, dur time.Duration, cpuprofile string, gc int) error {
 	ctx := context.Background()
 	ports, err := benchstack.FreePorts(1)
 	if err != nil {
@@ -116,6 +123,64 @@ func run(n, gc int) error {
 		at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
 		fmt.Printf("  %-36s p50 %5.2f ms  p90 %5.2f  p99 %5.2f\n", m.name, at(0.5), at(0.9), at(0.99))
 	}
+	if sessions > 0 {
+		return closedLoop(ctx, c, sessions, dur, cpuprofile)
+	}
+	return nil
+}
+
+// closedLoop sends update-with-start + one local activity to each of
+// sessions workflows, each waiting for its previous update, for dur: the
+// most turns per second Temporal alone lets through, to compare with
+// bench/turns's closed-loop capacity and its floor's.
+func closedLoop(ctx context.Context, c client.Client, sessions int, dur time.Duration, cpuprofile string) error {
+	m := mode{"update-with-start + local activity", true, true}
+	warm, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var done atomic.Int64
+	measuring := atomic.Bool{}
+	g, gctx := errgroup.WithContext(warm)
+	for i := range sessions {
+		id := fmt.Sprintf("loop-%d", i)
+		g.Go(func() error {
+			for gctx.Err() == nil {
+				if err := update(gctx, c, id, m); err != nil {
+					if gctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("closed loop %s: %w", id, err)
+				}
+				if measuring.Load() {
+					done.Add(1)
+				}
+			}
+			return nil
+		})
+	}
+	time.Sleep(dur / 10) // warm-up: every workflow started and cached
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	measuring.Store(true)
+	start := time.Now()
+	time.Sleep(dur)
+	measuring.Store(false)
+	if cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	fmt.Printf("closed loop, %d workflows, %s: %.1f updates/s\n", sessions, dur, float64(done.Load())/elapsed.Seconds())
 	return nil
 }
 
