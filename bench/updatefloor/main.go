@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,18 +63,19 @@ type mode struct {
 
 func main() {
 	n := flag.Int("n", 500, "updates per mode")
-	sessions := flag.Int("sessions", 50, "workflows updated concurrently in the closed-loop phase (0 skips it)")
-	dur := flag.Duration("duration", 20*time.Second, "length of the closed-loop phase")
+	sessions := flag.Int("sessions", 50, "workflows updated concurrently in the paced and closed-loop phases (0 skips them)")
+	rate := flag.Float64("rate", 40, "updates/s across all workflows in the paced phase (0 skips it)")
+	dur := flag.Duration("duration", 20*time.Second, "length of the paced and of the closed-loop phase")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the closed-loop phase to this file")
 	flag.Parse()
 	gc := app.TuneGC(os.LookupEnv)
-	if err := run(*n, *sessions, *dur, *cpuprofile, gc); err != nil {
+	if err := run(*n, *sessions, *rate, *dur, *cpuprofile, gc); err != nil {
 		fmt.Fprintln(os.Stderr, "updatefloor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, sessions int, dur time.Duration, cpuprofile string, gc int) error {
+func run(n, sessions int, rate float64, dur time.Duration, cpuprofile string, gc int) error {
 	ctx := context.Background()
 	ports, err := benchstack.FreePorts(1)
 	if err != nil {
@@ -119,39 +121,67 @@ func run(n, sessions int, dur time.Duration, cpuprofile string, gc int) error {
 				ds = append(ds, time.Since(start))
 			}
 		}
-		slices.Sort(ds)
-		at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
-		fmt.Printf("  %-36s p50 %5.2f ms  p90 %5.2f  p99 %5.2f\n", m.name, at(0.5), at(0.9), at(0.99))
+		fmt.Printf("  %-36s %s\n", m.name, quantiles(ds))
 	}
-	if sessions > 0 {
-		return closedLoop(ctx, c, sessions, dur, cpuprofile)
+	if sessions == 0 {
+		return nil
+	}
+	if rate > 0 {
+		if err := concurrent(ctx, c, sessions, rate, dur, ""); err != nil {
+			return fmt.Errorf("paced: %w", err)
+		}
+	}
+	if err := concurrent(ctx, c, sessions, 0, dur, cpuprofile); err != nil {
+		return fmt.Errorf("closed loop: %w", err)
 	}
 	return nil
 }
 
-// closedLoop sends update-with-start + one local activity to each of
-// sessions workflows, each waiting for its previous update, for dur: the
-// most turns per second Temporal alone lets through, to compare with
-// bench/turns's closed-loop capacity and its floor's.
-func closedLoop(ctx context.Context, c client.Client, sessions int, dur time.Duration, cpuprofile string) error {
+// concurrent sends update-with-start + one local activity to each of
+// sessions workflows for dur, after a warm-up of dur/10: each workflow
+// waits for its previous update, and with rate > 0 also sends at most one
+// update every sessions/rate seconds (staggered), as bench/turns paces its
+// turns. Closed loop (rate 0) it is the most turns per second Temporal
+// alone lets through, to compare with bench/turns's closed-loop capacity
+// and its floor's; paced, the latency Temporal alone adds at that load.
+func concurrent(ctx context.Context, c client.Client, sessions int, rate float64, dur time.Duration, cpuprofile string) error {
 	m := mode{"update-with-start + local activity", true, true}
-	warm, cancel := context.WithCancel(ctx)
+	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var done atomic.Int64
-	measuring := atomic.Bool{}
-	g, gctx := errgroup.WithContext(warm)
+	var (
+		measuring atomic.Bool
+		mu        sync.Mutex
+		ds        []time.Duration
+	)
+	var every time.Duration
+	if rate > 0 {
+		every = time.Duration(float64(sessions) / rate * float64(time.Second))
+	}
+	g, gctx := errgroup.WithContext(run)
 	for i := range sessions {
 		id := fmt.Sprintf("loop-%d", i)
 		g.Go(func() error {
+			next := time.Now().Add(every * time.Duration(i) / time.Duration(sessions))
 			for gctx.Err() == nil {
+				if every > 0 {
+					select {
+					case <-time.After(time.Until(next)):
+					case <-gctx.Done():
+						return nil
+					}
+					next = next.Add(every)
+				}
+				start := time.Now()
 				if err := update(gctx, c, id, m); err != nil {
 					if gctx.Err() != nil {
 						return nil
 					}
-					return fmt.Errorf("closed loop %s: %w", id, err)
+					return fmt.Errorf("%s: %w", id, err)
 				}
 				if measuring.Load() {
-					done.Add(1)
+					mu.Lock()
+					ds = append(ds, time.Since(start))
+					mu.Unlock()
 				}
 			}
 			return nil
@@ -180,8 +210,24 @@ func closedLoop(ctx context.Context, c client.Client, sessions int, dur time.Dur
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	fmt.Printf("closed loop, %d workflows, %s: %.1f updates/s\n", sessions, dur, float64(done.Load())/elapsed.Seconds())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ds) == 0 {
+		return fmt.Errorf("no update finished in %s", dur)
+	}
+	what := "closed loop"
+	if rate > 0 {
+		what = fmt.Sprintf("paced at %.0f/s", rate)
+	}
+	fmt.Printf("%s, %d workflows, %s: %.1f updates/s, %s\n", what, sessions, dur, float64(len(ds))/elapsed.Seconds(), quantiles(ds))
 	return nil
+}
+
+// quantiles sorts ds and prints its p50, p90 and p99 (nearest rank).
+func quantiles(ds []time.Duration) string {
+	slices.Sort(ds)
+	at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+	return fmt.Sprintf("p50 %5.2f ms  p90 %5.2f  p99 %5.2f", at(0.5), at(0.9), at(0.99))
 }
 
 func update(ctx context.Context, c client.Client, id string, m mode) error {
