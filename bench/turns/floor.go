@@ -250,6 +250,8 @@ type floorReport struct {
 	PGWork      PGWork   `json:"postgres_work"`
 	CPU         CPUStats `json:"cpu"`
 	Database    string   `json:"database"`
+	// Temporal is the Temporal round trip alone with the same load.
+	Temporal *temporalAlone `json:"temporal_alone,omitempty"`
 }
 
 // runFloor drives the floor with bae-go's sessions, warm-up, turns and

@@ -269,17 +269,23 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	if runErr != nil && len(recs) == 0 {
 		return rep, runErr
 	}
+	// Counted before the Temporal-alone phase adds workflows of its own.
+	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+	// Idle sessions have no workflow: it starts with a session's first
+	// message.
+	rep.Workflows.Expected = int64(o.sessions)
 	if o.floor && ctx.Err() == nil {
 		fl, err := runFloor(ctx, log, o, st)
 		if err != nil {
 			log.Warn("floor run failed", "err", err)
 		}
+		if fl != nil && ctx.Err() == nil {
+			if fl.Temporal, err = runTemporalAlone(ctx, log, o, st); err != nil {
+				log.Warn("Temporal-alone run failed", "err", err)
+			}
+		}
 		rep.Floor = fl
 	}
-	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
-	// Idle sessions have no workflow: it starts with a session's first
-	// message.
-	rep.Workflows.Expected = int64(o.sessions)
 	rep.summarise(recs, st)
 	if ss, err := pg.storage(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("storage stats unavailable", "err", err)

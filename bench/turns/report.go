@@ -480,6 +480,31 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	row("cpu per turn, postgres", "ms", f.CPU.PGMsPerTurn, r.CPU.PGMsPerTurn)
 	fmt.Fprintf(tw, "cpu other (cores)\t%.2f\t%.2f\t\n", f.CPU.Other, r.CPU.Other)
 	tw.Flush()
+	if tf := f.Temporal; tf != nil && tf.Completed > 0 {
+		writeTemporalAlone(w, t.ServerAdded, f, tf)
+	}
+}
+
+// writeTemporalAlone prints the Temporal round trip alone next to the floor
+// and bae-go: the floor plus it is the least a turn that is an Update can
+// take on this machine at this load.
+func writeTemporalAlone(w io.Writer, added dist, f *floorReport, tf *temporalAlone) {
+	fmt.Fprintf(w, "\nTemporal alone (same load, update-with-start + one local activity that does nothing, after the floor's phase): %d updates", tf.Completed)
+	if tf.Err != "" {
+		fmt.Fprintf(w, " (error: %s)", tf.Err)
+	}
+	fmt.Fprint(w, "\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tTemporal alone\tfloor + Temporal alone\t/ floor\tbae-go\tbae-go - floor - Temporal alone")
+	row := func(name string, tv, fv, bg float64) {
+		fmt.Fprintf(tw, "%s\t%.1f ms\t%.1f ms\t%.2fx\t%.1f ms\t%.1f ms\n", name, tv, fv+tv, ratio(fv+tv, fv), bg, bg-fv-tv)
+	}
+	row("p50", tf.Latency.P50, f.ServerAdded.P50, added.P50)
+	row("p90", tf.Latency.P90, f.ServerAdded.P90, added.P90)
+	row("p99", tf.Latency.P99, f.ServerAdded.P99, added.P99)
+	tw.Flush()
+	fmt.Fprintf(w, "throughput %.1f updates/s (%.2fx the floor's), process cpu %.1f ms per update (the floor's turn: %.1f + %.1f in postgres)\n",
+		tf.PerSecond, ratio(tf.PerSecond, f.PerSecond), tf.CPU.BenchMsPerTurn, f.CPU.BenchMsPerTurn, f.CPU.PGMsPerTurn)
 }
 
 // writeLong prints the long-session mode's figures.
