@@ -194,7 +194,7 @@ func (t *Tx) RepairConversationFrom(ctx context.Context, sessionID string, tail 
 	return repairConversation(ctx, tx, sessionID, "", tail)
 }
 
-func repairConversation(ctx context.Context, tx pgx.Tx, sessionID, turnID string, tail *TailMessage) ([]string, error) {
+func repairConversation(ctx context.Context, tx dbtx, sessionID, turnID string, tail *TailMessage) ([]string, error) {
 	var removed []string
 	drop := func(turn string) error {
 		// The removal takes the next counter value, which no message will

@@ -3,19 +3,21 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // trackedTx is a transaction begun by Store.Tx. It remembers the events
 // appended in it, which are handed to the tail once it committed, and it
-// holds back writes whose results nobody reads (queue) until the
-// transaction's next round trip: they go to the server ahead of that
-// statement or batch, or ahead of the commit, in the order they were made,
-// and cost no round trip of their own.
+// holds back writes whose results nobody reads (queue), its own BEGIN
+// first, until the transaction's next round trip: they go to the server
+// ahead of that statement or batch, or with the COMMIT, in the order they
+// were made, and cost no round trip of their own.
 type trackedTx struct {
-	pgx.Tx
+	conn     *pgx.Conn
 	origin   string
 	appended map[string][]Event
 	queued   []queuedWrite
@@ -33,6 +35,77 @@ type queuedWrite struct {
 	rows int64
 }
 
+// runTx runs fn in a transaction on a connection of pool: BEGIN goes with
+// fn's first round trip, COMMIT with its queued writes, if any are left.
+// The connection of a transaction that did not end cleanly is closed when
+// released, never reused mid-transaction.
+func runTx(ctx context.Context, pool *pgxpool.Pool, t *trackedTx, fn func(t *trackedTx) error) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer c.Release()
+	t.conn = c.Conn()
+	t.queue(queuedWrite{what: "begin transaction", sql: "begin", rows: -1})
+	err = fn(t)
+	if t.queueErr != nil {
+		// A queued write failed: whatever fn saw after it was the aborted
+		// transaction; this is the cause.
+		err = t.queueErr
+	}
+	if err == nil {
+		if err = t.commit(ctx); err == nil {
+			return nil
+		}
+	}
+	if len(t.queued) == 0 || t.queued[0].sql != "begin" {
+		// BEGIN reached the server: end the transaction. Should that fail
+		// too, Release sees the connection still in a transaction and
+		// closes it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = t.conn.Exec(rctx, "rollback")
+	}
+	return err
+}
+
+// commit sends the queued writes and COMMIT, in one round trip unless a
+// queued write's result must be checked first. A transaction that never
+// reached the server has nothing to commit.
+func (t *trackedTx) commit(ctx context.Context) error {
+	if len(t.queued) == 1 && t.queued[0].sql == "begin" {
+		t.queued = nil
+		return nil
+	}
+	for _, w := range t.queued {
+		if w.rows >= 0 {
+			// Its check is made here, not by the server: the server would
+			// commit right after a write that changed too few rows.
+			if err := t.flush(ctx); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("commit")
+	br := t.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case t.queueErr != nil:
+		return t.queueErr
+	case err != nil:
+		return fmt.Errorf("commit: %w", err)
+	case tag.String() == "ROLLBACK":
+		// The server had aborted the transaction.
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
 func (t *trackedTx) record(sessionID string, evs []Event) {
 	if t.appended == nil {
 		t.appended = map[string][]Event{}
@@ -48,7 +121,7 @@ func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
 // and the transaction ends with that write's error.
 func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if len(t.queued) == 0 {
-		return t.Tx.SendBatch(ctx, b)
+		return t.conn.SendBatch(ctx, b)
 	}
 	q := t.queued
 	t.queued = nil
@@ -57,7 +130,7 @@ func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 		all.Queue(w.sql, w.args...)
 	}
 	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
-	br := t.Tx.SendBatch(ctx, all)
+	br := t.conn.SendBatch(ctx, all)
 	for _, w := range q {
 		tag, err := br.Exec()
 		if err == nil && w.rows >= 0 && tag.RowsAffected() != w.rows {
@@ -85,21 +158,21 @@ func (t *trackedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if err := t.flush(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return t.Tx.Exec(ctx, sql, args...)
+	return t.conn.Exec(ctx, sql, args...)
 }
 
 func (t *trackedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := t.flush(ctx); err != nil {
 		return nil, err
 	}
-	return t.Tx.Query(ctx, sql, args...)
+	return t.conn.Query(ctx, sql, args...)
 }
 
 func (t *trackedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if err := t.flush(ctx); err != nil {
 		return errRow{err}
 	}
-	return t.Tx.QueryRow(ctx, sql, args...)
+	return t.conn.QueryRow(ctx, sql, args...)
 }
 
 // errRow is a row that could not be read.

@@ -3,12 +3,14 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -68,4 +70,31 @@ func TestFailedQueuedWriteFailsTheTransaction(t *testing.T) {
 			assert.ErrorIs(t, err, store.ErrNotFound, "the transaction was rolled back")
 		})
 	}
+}
+
+// TestFailedTransactionLeavesTheConnectionClean: after a transaction that
+// failed midway the pool's only connection serves the next one, outside
+// the failed transaction, which left nothing behind.
+func TestFailedTransactionLeavesTheConnectionClean(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testdb.New(t), store.Options{MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	sess, _ := newSession(t, st)
+	hi := events.ClientMessage{Role: "user", Content: json.RawMessage(`"hi"`)}
+	failed := errors.New("fn failed")
+	err = st.Tx(ctx, func(tx *store.Tx) error {
+		if _, err := tx.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: "rolled-back", Payload: hi}); err != nil {
+			return err
+		}
+		return failed
+	})
+	require.ErrorIs(t, err, failed)
+	require.NoError(t, st.Tx(ctx, func(*store.Tx) error { return nil }), "a transaction with no statement")
+	_, err = st.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: "kept", Payload: hi})
+	require.NoError(t, err)
+	_, err = st.EventByIdem(ctx, sess.ID, "rolled-back")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.EventByIdem(ctx, sess.ID, "kept")
+	assert.NoError(t, err)
 }

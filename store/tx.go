@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Tx is a transaction begun by Store.Tx. Its methods are the store's
@@ -44,19 +42,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 // tx runs fn in a tracked transaction (see trackedTx).
 func (s *Store) tx(ctx context.Context, fn func(t *trackedTx) error) error {
 	t := &trackedTx{origin: s.origin}
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		t.Tx = tx
-		err := fn(t)
-		if t.queueErr != nil {
-			// A queued write failed: whatever fn saw after it was the
-			// aborted transaction; this is the cause.
-			return t.queueErr
-		}
-		if err != nil {
-			return err
-		}
-		return t.flush(ctx)
-	})
+	err := runTx(ctx, s.Pool, t, fn)
 	s.settle(t, err)
 	return err
 }
