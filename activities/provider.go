@@ -168,7 +168,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 // beginThenCall begins the turn and makes its first attempt in one local
 // activity and one transaction: the begin and the provider.request commit
 // together, one handoff and one commit less on every turn's path. It keeps
-// workflows.BeginThenCall's contract (a rejected or provider-less begin
+// CallProviderInput.Begin's contract (a rejected or provider-less begin
 // makes no attempt; the result carries the begin). The transaction waits
 // out a database outage like the attempt's own steps.
 func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {

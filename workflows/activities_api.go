@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"context"
-
 	"github.com/bae-go/bae-go/events"
 )
 
@@ -73,30 +71,12 @@ type CallProviderInput struct {
 	FailAsError bool `json:",omitempty"`
 	// Begin, on a turn's first attempt (versionBeginInAttempt), begins the
 	// turn in the same local activity: BeginTurn runs first, and the attempt
-	// goes to the primary provider it names (Provider is then empty). A
-	// retry finds both the begin and the response already stored.
+	// goes to the primary provider it names (Provider is then empty); the
+	// result carries BeginTurn's in Begin. A turn that does not begin
+	// (rejected, or its session ended) makes no attempt and answers with
+	// Begin alone. A retry finds both the begin and the response already
+	// stored.
 	Begin *BeginTurnInput `json:",omitempty"`
-}
-
-// BeginThenCall is CallProvider with Begin set: begin the turn, then make
-// its first attempt with the primary provider. A turn that does not begin
-// (rejected, or its session ended) answers with Begin alone. The activity
-// and the tests' stand-ins share it.
-func BeginThenCall(ctx context.Context, in CallProviderInput,
-	begin func(context.Context, BeginTurnInput) (BeginTurnResult, error),
-	call func(context.Context, CallProviderInput) (CallProviderResult, error),
-) (CallProviderResult, error) {
-	b, err := begin(ctx, *in.Begin)
-	if err != nil {
-		return CallProviderResult{}, err
-	}
-	if b.Outcome != "" || len(b.Providers) == 0 {
-		return CallProviderResult{Begin: &b}, nil
-	}
-	in.Begin, in.Provider = nil, b.Providers[0]
-	res, err := call(ctx, in)
-	res.Begin = &b
-	return res, err
 }
 
 // ErrProviderAttemptFailed is the non-retryable application error type of

@@ -39,7 +39,7 @@ func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnIn
 
 func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	if in.Begin != nil {
-		return workflows.BeginThenCall(ctx, in, f.BeginTurn, f.CallProvider)
+		return beginThenCall(ctx, in, f.BeginTurn, f.CallProvider)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

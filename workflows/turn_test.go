@@ -51,7 +51,7 @@ func (s *scripted) BeginTurn(_ context.Context, in workflows.BeginTurnInput) (wo
 
 func (s *scripted) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	if in.Begin != nil {
-		return workflows.BeginThenCall(ctx, in, s.BeginTurn, s.CallProvider)
+		return beginThenCall(ctx, in, s.BeginTurn, s.CallProvider)
 	}
 	s.record("CallProvider i%d a%d %s", in.Iteration, in.Attempt, in.Provider)
 	s.mu.Lock()
