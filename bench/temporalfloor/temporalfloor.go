@@ -98,6 +98,8 @@ type Load struct {
 	Rate                    float64
 	// Prefix keeps the workflow ids of two runs on one server apart.
 	Prefix string
+	// Mode is how each update is sent (zero: Turn).
+	Mode Mode
 	// Measuring, when set, is called as the measured updates begin.
 	Measuring func()
 }
@@ -116,9 +118,13 @@ func (r Result) PerSecond() float64 {
 	return float64(len(r.Latencies)) / r.Elapsed.Seconds()
 }
 
-// Run sends l's updates with mode Turn through c (a worker from
-// StartWorker must be running).
+// Run sends l's updates through c (a worker from StartWorker must be
+// running). Plain updates need their workflows started: Run starts them.
 func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
+	m := l.Mode
+	if m == (Mode{}) {
+		m = Turn
+	}
 	var every time.Duration
 	if l.Rate > 0 {
 		every = time.Duration(float64(l.Sessions) / l.Rate * float64(time.Second))
@@ -136,8 +142,13 @@ func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
 		g.Go(func() error {
 			warm := func() error {
 				defer ready.Done()
+				if !m.WithStart {
+					if _, err := c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: id, TaskQueue: TaskQueue}, Echo); err != nil {
+						return fmt.Errorf("start %s: %w", id, err)
+					}
+				}
 				for range l.Warmup {
-					if err := Update(gctx, c, id, Turn); err != nil {
+					if err := Update(gctx, c, id, m); err != nil {
 						return fmt.Errorf("warm-up %s: %w", id, err)
 					}
 				}
@@ -162,7 +173,7 @@ func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
 					next = next.Add(every)
 				}
 				start := time.Now()
-				if err := Update(gctx, c, id, Turn); err != nil {
+				if err := Update(gctx, c, id, m); err != nil {
 					return fmt.Errorf("%s: %w", id, err)
 				}
 				mu.Lock()

@@ -37,7 +37,11 @@ func main() {
 	flag.IntVar(&o.load.Warmup, "warmup", 1, "unmeasured updates per workflow first")
 	flag.Float64Var(&o.load.Rate, "rate", 40, "updates/s across all workflows in the paced phase (0 skips it)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the closed-loop phase to this file")
+	plain := flag.Bool("plain", false, "paced and closed-loop phases send plain updates (+ local activity) instead of update-with-start")
 	flag.Parse()
+	if *plain {
+		o.load.Mode = temporalfloor.Modes[1]
+	}
 	gc := app.TuneGC(os.LookupEnv)
 	if err := run(o, gc); err != nil {
 		fmt.Fprintln(os.Stderr, "updatefloor:", err)
