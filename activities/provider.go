@@ -173,8 +173,9 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 // out a database outage like the attempt's own steps.
 func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	var (
-		b    workflows.BeginTurnResult
-		prep attemptPrep
+		b       workflows.BeginTurnResult
+		prep    attemptPrep
+		attempt bool // the turn began: its first attempt is prepared
 	)
 	call := in
 	err := a.untilStored(ctx, "begin turn", func(ctx context.Context) error {
@@ -186,22 +187,20 @@ func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProvide
 			if b, evs, err = a.beginInTx(ctx, tx, *in.Begin); err != nil {
 				return err
 			}
-			if b.Outcome != "" || len(b.Providers) == 0 {
-				if len(evs) > 0 {
-					_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
-				}
-				return err
+			if attempt = b.Outcome == "" && len(b.Providers) > 0; attempt {
+				call.Begin, call.Provider = nil, b.Providers[0]
+				// The turn's first events and its provider.request: one append.
+				prep, err = a.prepareAttempt(ctx, tx, call, evs)
+			} else if len(evs) > 0 {
+				_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
 			}
-			call.Begin, call.Provider = nil, b.Providers[0]
-			// The turn's first events and its provider.request: one append.
-			prep, err = a.prepareAttempt(ctx, tx, call, evs)
 			return err
 		})
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
 	}
-	if b.Outcome != "" || len(b.Providers) == 0 {
+	if !attempt {
 		return workflows.CallProviderResult{Begin: &b}, nil
 	}
 	res, err := a.callPrepared(ctx, call, prep)

@@ -46,7 +46,7 @@ func runTx(ctx context.Context, pool *pgxpool.Pool, t *trackedTx, fn func(t *tra
 	}
 	defer c.Release()
 	t.conn = c.Conn()
-	t.queue(queuedWrite{what: "begin transaction", sql: "begin", rows: -1})
+	t.queue(queuedWrite{what: "begin transaction", sql: beginSQL, rows: -1})
 	err = fn(t)
 	if t.queueErr != nil {
 		// A queued write failed: whatever fn saw after it was the aborted
@@ -58,10 +58,9 @@ func runTx(ctx context.Context, pool *pgxpool.Pool, t *trackedTx, fn func(t *tra
 			return nil
 		}
 	}
-	if len(t.queued) == 0 || t.queued[0].sql != "begin" {
-		// BEGIN reached the server: end the transaction. Should that fail
-		// too, Release sees the connection still in a transaction and
-		// closes it.
+	if t.begun() {
+		// End the transaction. Should that fail too, Release sees the
+		// connection still in a transaction and closes it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_, _ = t.conn.Exec(rctx, "rollback")
@@ -69,11 +68,17 @@ func runTx(ctx context.Context, pool *pgxpool.Pool, t *trackedTx, fn func(t *tra
 	return err
 }
 
+// beginSQL opens every tracked transaction, as its first queued write.
+const beginSQL = "begin"
+
+// begun reports whether BEGIN reached the server (it left the queue).
+func (t *trackedTx) begun() bool { return len(t.queued) == 0 || t.queued[0].sql != beginSQL }
+
 // commit sends the queued writes and COMMIT, in one round trip unless a
 // queued write's result must be checked first. A transaction that never
 // reached the server has nothing to commit.
 func (t *trackedTx) commit(ctx context.Context) error {
-	if len(t.queued) == 1 && t.queued[0].sql == "begin" {
+	if !t.begun() && len(t.queued) == 1 {
 		t.queued = nil
 		return nil
 	}
