@@ -89,9 +89,7 @@ func TestOpenThatWaitedRechecksItsKey(t *testing.T) {
 	// The driver joins a session another key opened: revoking its key
 	// revokes its session key and leaves the session open.
 	sid, _ := s.Open(t, holder, nil)
-	joined := s.Client(t, http.MethodPost, "/api/v1/sessions/"+sid+"/join", driver, map[string]any{})
-	require.Equal(t, http.StatusCreated, joined.Status, string(joined.Raw))
-	sk := joined.Body["session_key"].(string)
+	sk := s.Join(t, sid, driver, nil)
 
 	held := holdSessionInserts(t, s.DatabaseURL)
 	holding := post(s.ClientURL+"/api/v1/sessions", holder)

@@ -117,9 +117,8 @@ func (e *env) join(d *driver, tools ...string) *driver {
 	for _, n := range tools {
 		decl = append(decl, tool(n))
 	}
-	r := e.srv.Client(e.t, http.MethodPost, "/api/v1/sessions/"+d.sid+"/join", key, map[string]any{"tools": decl})
-	require.Equal(e.t, http.StatusCreated, r.Status, string(r.Raw))
-	j := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: r.Body["session_key"].(string)}
+	sk := e.srv.Join(e.t, d.sid, key, map[string]any{"tools": decl})
+	j := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: sk}
 	j.register()
 	return j
 }

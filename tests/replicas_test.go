@@ -41,9 +41,7 @@ auth_token = "t"
 	keyA, clientA := a.Key(t, pid)
 	keyB, clientB := b.Key(t, pid)
 	sid, skA := a.Open(t, clientA, nil)
-	r := b.Client(t, http.MethodPost, "/api/v1/sessions/"+sid+"/join", clientB, map[string]any{})
-	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
-	skB := r.Body["session_key"].(string)
+	skB := b.Join(t, sid, clientB, nil)
 	// Registered on A, sending on B (and vice versa) must work.
 	a.Call(t, sid, skB, "session.registerDriver", nil)
 	b.Call(t, sid, skA, "session.registerDriver", nil)

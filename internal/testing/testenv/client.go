@@ -92,6 +92,18 @@ func (s *Server) Open(t testing.TB, clientKey string, body map[string]any) (stri
 	return r.Body["session_id"].(string), r.Body["session_key"].(string)
 }
 
+// Join joins a session with another client key (body: its declarations,
+// nil for none) and returns the new session key.
+func (s *Server) Join(t testing.TB, sessionID, clientKey string, body map[string]any) string {
+	t.Helper()
+	if body == nil {
+		body = map[string]any{}
+	}
+	r := s.Client(t, http.MethodPost, "/api/v1/sessions/"+sessionID+"/join", clientKey, body)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	return r.Body["session_key"].(string)
+}
+
 // Stream is an open /rpc NDJSON response.
 type Stream struct {
 	resp  *http.Response
