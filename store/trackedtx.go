@@ -121,9 +121,10 @@ func (t *trackedTx) record(sessionID string, evs []Event) {
 // queue holds w back until the next round trip.
 func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
 
-// SendBatch sends the queued writes ahead of b, in one round trip. When one
-// of them failed, so does everything after it (the transaction is aborted),
-// and the transaction ends with that write's error.
+// SendBatch sends the queued writes ahead of b, in one round trip. A write
+// the server refused aborts the transaction, so what follows it in the
+// batch fails too; one that affected the wrong number of rows does not, and
+// b runs. Either way runTx ends the transaction with that write's error.
 func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if len(t.queued) == 0 {
 		return t.conn.SendBatch(ctx, b)
