@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/activities"
-	"github.com/bae-go/bae-go/console"
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/console"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
 	"github.com/bae-go/bae-go/internal/lib/live"
