@@ -223,7 +223,7 @@ func TestImportBAEDatabase(t *testing.T) {
 // checkLog compares a session's log read back with what BAE held.
 func checkLog(t *testing.T, ss *seededSession, want []seededEvent, got []map[string]any) {
 	t.Helper()
-	require.Len(t, got, len(want), ss.ID)
+	require.Equal(t, len(want), len(got), "events of %s", ss.ID)
 	for i, w := range want {
 		g := got[i]
 		assert.Equal(t, w.Type, g["event_type"], "%s event %d", ss.ID, i)
