@@ -357,3 +357,24 @@ func reopen(t *testing.T, b *baeDB) *sql.DB {
 	require.NoError(t, err)
 	return db
 }
+
+// A live profile name BAE used that the target already gives another
+// profile is refused before anything is written.
+func TestImportRefusesTakenProfileName(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, testdb.New(t))
+	taken, err := st.CreateProfile(ctx, store.ProfileInput{Name: "main", PrimaryProvider: "main"})
+	require.NoError(t, err)
+	before := tableCounts(t, st)
+	src := seed(t, false)
+	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
+	assert.ErrorContains(t, err, `profile name "main" is taken in the target by `+taken.ID)
+	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path, DryRun: true})
+	assert.ErrorContains(t, err, `profile name "main" is taken`)
+	assert.Equal(t, before, tableCounts(t, st))
+	// A deleted profile of that name is no obstacle.
+	require.NoError(t, st.DeleteProfile(ctx, taken.ID))
+	rep, err := baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
+	require.NoError(t, err)
+	assert.Equal(t, 4, rep.Imported.Sessions)
+}
