@@ -154,6 +154,9 @@ type SessionClosePayload struct {
 const (
 	CloseClientClose      = "client_close"
 	CloseClientKeyRevoked = "client_key_revoked"
+	// CloseImported ends, in the log, a session that was still open in the
+	// BAE database it was imported from (baesrv import); bae-go's own.
+	CloseImported = "imported"
 )
 
 // SessionErrorPayload is session.error. Only the fields of its reason are

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
 )
@@ -21,10 +22,10 @@ import (
 func TestConversationFollowsAppendsAndRemovals(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
-	a, err := store.Open(ctx, url, store.Options{})
+	a, err := store.Open(ctx, url, store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
-	b, err := store.Open(ctx, url, store.Options{}) // a second replica
+	b, err := store.Open(ctx, url, store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}}) // a second replica
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	sess, _ := newSession(t, a)
@@ -72,10 +73,10 @@ func TestConversationFollowsAppendsAndRemovals(t *testing.T) {
 func TestFollowEventsNeverSkips(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
-	a, err := store.Open(ctx, url, store.Options{})
+	a, err := store.Open(ctx, url, store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
 	require.NoError(t, err)
 	t.Cleanup(a.Close)
-	b, err := store.Open(ctx, url, store.Options{})
+	b, err := store.Open(ctx, url, store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	sess, _ := newSession(t, a)

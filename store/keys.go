@@ -10,6 +10,7 @@ import (
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 )
 
 // Key roles.
@@ -53,8 +54,12 @@ func nullable(s string) any {
 // returned once and never stored.
 func (s *Store) NewClientKey(ctx context.Context, name, profileID string) (Key, string, error) {
 	secret := ids.NewSecret(ids.ClientKeyPrefix)
+	hash, err := s.hashNewKey(secret)
+	if err != nil {
+		return Key{}, "", err
+	}
 	var k Key
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var ok bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM profiles WHERE id = $1 AND deleted_at IS NULL FOR SHARE`, profileID).Scan(&ok); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -63,17 +68,14 @@ func (s *Store) NewClientKey(ctx context.Context, name, profileID string) (Key, 
 			return fmt.Errorf("check profile: %w", err)
 		}
 		var err error
-		k, err = insertKey(ctx, tx, RoleClient, name, secret, ids.DisplayPrefix(secret, ids.ClientKeyPrefix), profileID, "", "")
+		k, err = insertKeyHash(ctx, tx, RoleClient, name, hash, ids.DisplayPrefix(secret, ids.ClientKeyPrefix), profileID, "", "")
 		return err
 	})
 	if err != nil {
 		return Key{}, "", err
 	}
+	s.remember(secret, k)
 	return k, secret, nil
-}
-
-func insertKey(ctx context.Context, q dbtx, role, name, secret, prefix, profileID, sessionID, clientKeyID string) (Key, error) {
-	return insertKeyHash(ctx, q, role, name, ids.HashSecret(secret), prefix, profileID, sessionID, clientKeyID)
 }
 
 func insertKeyHash(ctx context.Context, q dbtx, role, name, hash, prefix, profileID, sessionID, clientKeyID string) (Key, error) {
@@ -100,29 +102,74 @@ func (s *Store) ListClientKeys(ctx context.Context, after int64, limit int) (Pag
 }
 
 // Authenticate finds the active key of role whose hash matches secret and
-// stamps last_used_at. The lookup is by hash, so timing reveals nothing about
-// the stored secret; the final comparison is constant-time regardless.
+// stamps last_used_at. A "sha256:" key is found by its hash (so timing
+// reveals nothing about the stored secret; the final comparison is
+// constant-time regardless). An Argon2id key is found by its display prefix
+// and verified once per process; after that the secret's SHA-256 names the
+// row in verifiedKeys and the request costs what a "sha256:" key costs.
+// Either way the row is read, unrevoked, on every request.
 func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, error) {
 	h := ids.HashSecret(secret)
+	d := tokenDigest(secret)
+	cached, isCached := s.verified.get(d)
 	// last_used_at is stamped at most every 30 s per key: a write on every
-	// request would cost more than the lookup itself.
-	k, err := scanKey(s.Pool.QueryRow(ctx, `WITH found AS (
-			SELECT `+keyCols+` FROM keys WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL
+	// request would cost more than the lookup itself. Argon2id candidates
+	// (read only when the secret is not cached) are stamped once verified.
+	rows, err := s.Pool.Query(ctx, `WITH found AS (
+			SELECT `+keyCols+` FROM keys WHERE role = $2 AND deleted_at IS NULL
+			  AND (key_hash = $1 OR id = $3 OR ($3 = '' AND prefix = ANY($4) AND key_hash LIKE '$argon2id$%'))
 		), stamp AS (
-			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found)
+			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $3)
 			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
 		)
-		SELECT * FROM found`, h, role))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Key{}, ErrNotFound
-	}
+		SELECT * FROM found`, h, role, cached.id, lookupPrefixes(role, secret))
 	if err != nil {
 		return Key{}, fmt.Errorf("authenticate key: %w", err)
 	}
-	if !ids.EqualHash(k.Hash, h) {
-		return Key{}, ErrNotFound
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+	if err != nil {
+		return Key{}, fmt.Errorf("authenticate key: %w", err)
 	}
-	return k, nil
+	k, verify, ok := matchKey(list, h, cached, isCached)
+	if ok {
+		return k, nil
+	}
+	if isCached {
+		// The cached row is gone, revoked or rehashed.
+		s.verified.drop(d)
+	}
+	for _, k := range verify {
+		if ok, _ := s.hasher.VerifyPHC(k.Hash, secret); !ok {
+			continue
+		}
+		s.remember(secret, k)
+		if _, err := s.Pool.Exec(ctx, `UPDATE keys SET last_used_at = now() WHERE id = $1
+			AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')`, k.ID); err != nil {
+			return Key{}, fmt.Errorf("stamp key use: %w", err)
+		}
+		return k, nil
+	}
+	return Key{}, ErrNotFound
+}
+
+// matchKey picks the row a secret (its SHA-256 form h) names without an
+// Argon2id: a "sha256:" row with that hash, or the cached row still holding
+// the hash it was verified against. Otherwise it returns the Argon2id rows
+// left to verify.
+func matchKey(list []Key, h string, cached verifiedKey, isCached bool) (Key, []Key, bool) {
+	var verify []Key
+	for _, k := range list {
+		if ids.EqualHash(k.Hash, h) {
+			return k, nil, true
+		}
+		if isCached && k.ID == cached.id && k.Hash == cached.hash {
+			return k, nil, true
+		}
+		if keyhash.IsArgon2id(k.Hash) {
+			verify = append(verify, k)
+		}
+	}
+	return Key{}, verify, false
 }
 
 // ActiveAdminKeys returns every active admin key row.
@@ -132,6 +179,21 @@ func (s *Store) ActiveAdminKeys(ctx context.Context) ([]Key, error) {
 		return nil, fmt.Errorf("list admin keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+}
+
+// InsertAdminKey stores a freshly minted admin key, hashed by the store's
+// hasher.
+func (s *Store) InsertAdminKey(ctx context.Context, name, secret string) (Key, error) {
+	hash, err := s.hashNewKey(secret)
+	if err != nil {
+		return Key{}, err
+	}
+	k, err := insertKeyHash(ctx, s.Pool, RoleAdmin, name, hash, ids.DisplayPrefix(secret, ids.AdminKeyPrefix), "", "", "")
+	if err != nil {
+		return Key{}, err
+	}
+	s.remember(secret, k)
+	return k, nil
 }
 
 // InsertAdminKeyHash stores an admin key given only its hash.

@@ -84,8 +84,13 @@ func rawOrEmptyArray(r json.RawMessage) string {
 // It returns the session and the session key plaintext.
 func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations) (Session, string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
+	hash, err := s.hashNewKey(secret)
+	if err != nil {
+		return Session{}, "", err
+	}
 	var sess Session
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	var key Key
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var err error
 		sess, err = insertSession(ctx, tx, profileID, decl.ClientKeyID, StateOpen, decl.ClientVersion)
 		if err != nil {
@@ -94,7 +99,7 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 		if err := upsertClient(ctx, tx, sess.ID, decl); err != nil {
 			return err
 		}
-		if _, err := insertKey(ctx, tx, RoleSession, sess.ID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sess.ID, decl.ClientKeyID); err != nil {
+		if key, err = insertKeyHash(ctx, tx, RoleSession, sess.ID, hash, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sess.ID, decl.ClientKeyID); err != nil {
 			return err
 		}
 		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: openPayload}})
@@ -103,6 +108,7 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 	if err != nil {
 		return Session{}, "", err
 	}
+	s.remember(secret, key)
 	return sess, secret, nil
 }
 
@@ -184,7 +190,12 @@ func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) 
 // ErrSessionNotOpen if the session left the open state meanwhile.
 func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations) (string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	hash, err := s.hashNewKey(secret)
+	if err != nil {
+		return "", err
+	}
+	var key Key
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&state); err != nil {
 			return fmt.Errorf("lock session: %w", err)
@@ -195,16 +206,18 @@ func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, de
 		if err := upsertClient(ctx, tx, sessionID, decl); err != nil {
 			return err
 		}
-		if _, err := insertKey(ctx, tx, RoleSession, sessionID, secret, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sessionID, decl.ClientKeyID); err != nil {
+		var err error
+		if key, err = insertKeyHash(ctx, tx, RoleSession, sessionID, hash, ids.DisplayPrefix(secret, ids.SessionKeyPrefix), profileID, sessionID, decl.ClientKeyID); err != nil {
 			return err
 		}
 		joinPayload.Join = true
-		_, err := appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: joinPayload}})
+		_, err = appendEvents(ctx, tx, sessionID, []NewEvent{{ClientKeyID: decl.ClientKeyID, Payload: joinPayload}})
 		return err
 	})
 	if err != nil {
 		return "", err
 	}
+	s.remember(secret, key)
 	return secret, nil
 }
 
@@ -262,14 +275,11 @@ func (s *Store) EndSession(ctx context.Context, sessionID, state string, evs ...
 
 // AuthenticateSessionKey resolves a session key bound to sessionID.
 func (s *Store) AuthenticateSessionKey(ctx context.Context, secret, sessionID string) (Key, error) {
-	k, err := s.Authenticate(ctx, RoleSession, secret)
+	a, err := s.AuthenticateSession(ctx, secret, sessionID)
 	if err != nil {
 		return Key{}, err
 	}
-	if k.SessionID != sessionID {
-		return Key{}, ErrNotFound
-	}
-	return k, nil
+	return a.Key, nil
 }
 
 // Client returns one client's declarations on a session.
@@ -374,9 +384,64 @@ type SessionAuth struct {
 // the session, the acting client's declarations and the log's head, in one
 // query. A key that is unknown, revoked or bound to another session is
 // ErrNotFound; a valid key whose session row is missing yields a zero
-// Session.ID.
+// Session.ID. Like Authenticate, an Argon2id session key not yet verified by
+// this process is found among the session's keys and verified once.
 func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID string) (SessionAuth, error) {
 	h := ids.HashSecret(secret)
+	d := tokenDigest(secret)
+	cached, isCached := s.verified.get(d)
+	rows, err := s.Pool.Query(ctx, `WITH found AS (
+			SELECT * FROM keys WHERE role = 'session' AND deleted_at IS NULL
+			  AND (key_hash = $1 OR id = $2 OR ($2 = '' AND session_id = $3 AND key_hash LIKE '$argon2id$%'))
+		), stamp AS (
+			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $2)
+			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
+		)
+		SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
+			coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
+			c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
+		FROM found f
+		LEFT JOIN sessions s ON s.id = f.session_id
+		LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`, h, cached.id, sessionID)
+	if err != nil {
+		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionAuth, error) { return scanSessionAuth(r) })
+	if err != nil {
+		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
+	}
+	keys := make([]Key, len(list))
+	for i, a := range list {
+		keys[i] = a.Key
+	}
+	k, verify, ok := matchKey(keys, h, cached, isCached)
+	if !ok {
+		if isCached {
+			s.verified.drop(d)
+		}
+		for _, c := range verify {
+			if good, _ := s.hasher.VerifyPHC(c.Hash, secret); good {
+				k, ok = c, true
+				s.remember(secret, c)
+				if _, err := s.Pool.Exec(ctx, `UPDATE keys SET last_used_at = now() WHERE id = $1`, c.ID); err != nil {
+					return SessionAuth{}, fmt.Errorf("stamp key use: %w", err)
+				}
+				break
+			}
+		}
+	}
+	if !ok || k.SessionID != sessionID {
+		return SessionAuth{}, ErrNotFound
+	}
+	for _, a := range list {
+		if a.Key.ID == k.ID {
+			return a, nil
+		}
+	}
+	return SessionAuth{}, ErrNotFound
+}
+
+func scanSessionAuth(row pgx.Row) (SessionAuth, error) {
 	var a SessionAuth
 	var (
 		sSeq, sHead                    *int64
@@ -388,29 +453,11 @@ func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID strin
 		dTools, dSandbox, dSubagent    []byte
 		dRegistered                    *time.Time
 	)
-	err := s.Pool.QueryRow(ctx, `WITH found AS (
-			SELECT * FROM keys WHERE key_hash = $1 AND role = 'session' AND deleted_at IS NULL
-		), stamp AS (
-			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found)
-			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
-		)
-		SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
-			coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
-			c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
-		FROM found f
-		LEFT JOIN sessions s ON s.id = f.session_id
-		LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`, h).Scan(
+	if err := row.Scan(
 		&a.Key.Seq, &a.Key.ID, &a.Key.Role, &a.Key.Name, &a.Key.Prefix, &a.Key.Hash, &a.Key.ProfileID, &a.Key.SessionID, &a.Key.ClientKeyID, &a.Key.CreatedAt, &a.Key.LastUsedAt,
 		&sSeq, &sID, &sProfile, &sClient, &sState, &sVersion, &sMCP, &sCreated, &sClosed, &sHead, &sSpan,
-		&dClient, &dVersion, &dTools, &dSandbox, &dSubagent, &dRegistered)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return SessionAuth{}, ErrNotFound
-	}
-	if err != nil {
-		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
-	}
-	if !ids.EqualHash(a.Key.Hash, h) || a.Key.SessionID != sessionID {
-		return SessionAuth{}, ErrNotFound
+		&dClient, &dVersion, &dTools, &dSandbox, &dSubagent, &dRegistered); err != nil {
+		return SessionAuth{}, err
 	}
 	if sID != nil {
 		a.Session = Session{Seq: *sSeq, ID: *sID, ProfileID: *sProfile, ClientKeyID: *sClient, State: *sState, ClientVersion: sVersion,

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 )
 
 // ErrNotFound is returned when a looked-up row does not exist (or is deleted).
@@ -29,6 +31,8 @@ type Store struct {
 	// origin tags this process's own event notices (see Announced).
 	origin        string
 	onLocalAppend func(sessionID string)
+	hasher        keyhash.Hasher
+	verified      *verifiedKeys
 }
 
 // Options tune the pool and the in-process caches.
@@ -37,6 +41,11 @@ type Options struct {
 	// ConversationCacheBytes bounds the encoded conversations kept in
 	// memory (0 = DefaultConversationCacheBytes).
 	ConversationCacheBytes int
+	// KeyHasher writes new keys' hashes (nil = Argon2id with BAE's costs).
+	KeyHasher keyhash.Hasher
+	// VerifiedKeyCacheSize bounds the secrets remembered as verified
+	// against Argon2id hashes (0 = DefaultVerifiedKeyCacheSize).
+	VerifiedKeyCacheSize int
 }
 
 // Open connects to databaseURL, creating the database first when it does not
@@ -65,7 +74,10 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	s := &Store{reads: reads{q: pool}, Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
-		tail: newEventTail(), origin: newOrigin()}
+		tail: newEventTail(), origin: newOrigin(), hasher: opts.KeyHasher, verified: newVerifiedKeys(opts.VerifiedKeyCacheSize)}
+	if s.hasher == nil {
+		s.hasher = keyhash.Argon2id{Params: keyhash.BAEParams}
+	}
 	if err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
@@ -17,7 +18,7 @@ import (
 
 func open(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), testdb.New(t), store.Options{})
+	st, err := store.Open(context.Background(), testdb.New(t), store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st

@@ -141,6 +141,7 @@ variables and bae-config.toml; docs/configuration.md lists them all.`,
 				return ran(migrate(cmd.Context(), stderr, &f))
 			},
 		},
+		importCommand(stdout, stderr, &f),
 	)
 	// Flag errors name the flag; a usageError adds the usage after it.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })

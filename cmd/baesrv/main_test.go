@@ -214,3 +214,27 @@ func TestBadSettingTouchesNothing(t *testing.T) {
 		})
 	}
 }
+
+// `baesrv import` needs --from; a source it cannot read is a runtime
+// failure naming the file, and the target is left as it was.
+func TestImportCommandErrors(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := execute(context.Background(), []string{"import"}, &stdout, &stderr)
+	assert.Equal(t, app.ExitUsage, code)
+	assert.Contains(t, stderr.String(), "--from <path to BAE's database> is required")
+
+	t.Setenv("BAE_DATABASE_URL", testdb.New(t))
+	missing := filepath.Join(t.TempDir(), "bae.db")
+	stderr.Reset()
+	code = execute(context.Background(), []string{"import", "--from", missing, "--dry-run"}, &stdout, &stderr)
+	assert.Equal(t, app.ExitError, code)
+	assert.Contains(t, stderr.String(), "baesrv: import "+missing+": BAE database: stat "+missing+": no such file or directory")
+
+	notDB := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(notDB, bytes.Repeat([]byte("not a database "), 100), 0o600))
+	stderr.Reset()
+	code = execute(context.Background(), []string{"import", "--from", notDB}, &stdout, &stderr)
+	assert.Equal(t, app.ExitError, code)
+	assert.Contains(t, stderr.String(), "is not a readable SQLite database")
+	assert.Empty(t, stdout.String())
+}

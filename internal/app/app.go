@@ -22,6 +22,7 @@ import (
 	"github.com/bae-go/bae-go/console"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/lib/secretguard"
 	"github.com/bae-go/bae-go/internal/provider"
@@ -55,6 +56,9 @@ type Options struct {
 	// [telemetry] (tests record spans and metrics in memory); the caller
 	// owns its providers.
 	Telemetry *telemetry.Telemetry
+	// KeyHasher, when set, replaces the one BAE_KEY_HASH names (tests use
+	// cheap Argon2id costs).
+	KeyHasher keyhash.Hasher
 }
 
 // Parts are the assembled collaborators, exposed so tests and extensions
@@ -83,7 +87,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err := Check(opts); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
+	hasher := opts.KeyHasher
+	if hasher == nil {
+		var err error
+		if hasher, err = keyhash.ForScheme(cfg.KeyHash); err != nil {
+			return err
+		}
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{KeyHasher: hasher})
 	if err != nil {
 		return err
 	}

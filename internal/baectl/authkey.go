@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/spf13/pflag"
 )
 
@@ -25,9 +26,14 @@ const (
 func authCreateKeyCmd(fs *pflag.FlagSet) runFunc {
 	name := fs.String("name", "provisioned-admin", "`NAME` recorded in the hash file (display only)")
 	outDir := fs.String("out-dir", ".", "existing `DIR` to write admin-key.pem and admin-key-hash.pem into")
+	scheme := fs.String("hash", keyhash.SchemeArgon2id, "`SCHEME` of the stored hash: argon2id (BAE's PHC form and costs) or sha256")
 	return func(_ context.Context, e *invocation, _ []string) error {
 		if strings.TrimSpace(*name) == "" {
 			return usagef("--name must not be blank")
+		}
+		hasher, err := keyhash.ForScheme(*scheme)
+		if err != nil {
+			return usagef("--hash: %v", err)
 		}
 		// A missing directory is an error rather than created on the fly: a
 		// typo should not scatter a live credential into a fresh tree.
@@ -38,7 +44,10 @@ func authCreateKeyCmd(fs *pflag.FlagSet) runFunc {
 		if !st.IsDir() {
 			return fmt.Errorf("--out-dir %s is not a directory", *outDir)
 		}
-		secret, hash := adminkey.NewPair(*name)
+		secret, hash, err := adminkey.NewPair(*name, hasher)
+		if err != nil {
+			return fmt.Errorf("hash admin key: %w", err)
+		}
 		doc, err := json.MarshalIndent(hash, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode hash file: %w", err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 )
 
 func env(kv ...string) LookupEnv {
@@ -207,7 +209,9 @@ func TestExplicitKeyFileUnreadableIsRuntimeError(t *testing.T) {
 
 var (
 	adminKeyRe = regexp.MustCompile(`^bae_admin_[0-9a-f]{48}$`)
-	hashRe     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// BAE's PHC form and costs: 64 MiB, 3 passes, 1 lane, 16-byte salt,
+	// 32-byte digest.
+	hashRe = regexp.MustCompile(`^\$argon2id\$v=19\$m=65536,t=3,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$`)
 )
 
 // checkKeyPair asserts the files of `auth create key` and returns the key.
@@ -229,13 +233,17 @@ func checkKeyPair(t *testing.T, dir, name string) string {
 	hraw, err := os.ReadFile(hashPath)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(hraw, &doc))
-	sum := sha256.Sum256([]byte(key))
 	assert.Equal(t, map[string]string{
-		"key_hash": "sha256:" + hex.EncodeToString(sum[:]),
+		"key_hash": doc["key_hash"],
 		"prefix":   key[:len("bae_admin_")+4],
 		"name":     name,
 	}, doc)
 	assert.Regexp(t, hashRe, doc["key_hash"])
+	ok, err := keyhash.VerifyPHC(doc["key_hash"], key)
+	require.NoError(t, err)
+	assert.True(t, ok, "the hash verifies its key")
+	ok, _ = keyhash.VerifyPHC(doc["key_hash"], key+"0")
+	assert.False(t, ok)
 	return key
 }
 
@@ -251,6 +259,24 @@ func TestAuthCreateKeyWritesPair(t *testing.T) {
 	r = runCLI(t, nil, "auth", "create", "key", "--out-dir", dir)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.NotEqual(t, key, checkKeyPair(t, dir, "provisioned-admin"))
+}
+
+func TestAuthCreateKeySHA256(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, nil, "auth", "create", "key", "--hash", "sha256", "--out-dir", dir)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	key, err := os.ReadFile(filepath.Join(dir, "admin-key.pem"))
+	require.NoError(t, err)
+	var doc map[string]string
+	hraw, err := os.ReadFile(filepath.Join(dir, "admin-key-hash.pem"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(hraw, &doc))
+	sum := sha256.Sum256([]byte(strings.TrimSpace(string(key))))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), doc["key_hash"])
+
+	r = runCLI(t, nil, "auth", "create", "key", "--hash", "md5", "--out-dir", dir)
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `unknown key hash scheme "md5"`)
 }
 
 func TestAuthCreateKeyMissingDir(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 )
 
 // Defaults for the BAE_* environment variables.
@@ -61,11 +63,14 @@ type Server struct {
 	DBRetryBudget time.Duration
 	// AuthFailureLimit is BAE_AUTH_FAILURE_LIMIT: failed authentications
 	// per minute per client address before 429 (0 disables the limit).
-	AuthFailureLimit  int
-	ConfigPath        string // BAE_CONFIG; "" means no config file
-	AdminKeyFile      string
-	AdminKeyHashFile  string
-	DisableAdminAuth  bool
+	AuthFailureLimit int
+	ConfigPath       string // BAE_CONFIG; "" means no config file
+	AdminKeyFile     string
+	AdminKeyHashFile string
+	DisableAdminAuth bool
+	// KeyHash is BAE_KEY_HASH: how new keys' hashes are written
+	// ("argon2id", the default, or "sha256"); both are always read.
+	KeyHash           string
 	SandboxDriver     string
 	TemporalAddr      string
 	TemporalNamespace string
@@ -127,6 +132,10 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	s.AdminKeyFile = get("BAE_ADMIN_KEY_FILE", filepath.Join(s.DataDir, "admin-key.pem"))
 	s.AdminKeyHashFile = get("BAE_ADMIN_KEY_HASH_FILE", filepath.Join(s.DataDir, "admin-key-hash.pem"))
 	s.DisableAdminAuth = truthy(get("BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH", ""))
+	s.KeyHash = strings.ToLower(get("BAE_KEY_HASH", keyhash.SchemeArgon2id))
+	if _, err := keyhash.ForScheme(s.KeyHash); err != nil {
+		return Server{}, invalidf("BAE_KEY_HASH: %v", err)
+	}
 
 	if err = checkHostPort("BAE_ADDR", s.Addr); err != nil {
 		return Server{}, err

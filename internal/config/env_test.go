@@ -20,6 +20,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		HeartbeatTimeout:  10 * time.Second,
 		DBRetryBudget:     5 * time.Minute,
 		AuthFailureLimit:  30,
+		KeyHash:           "argon2id",
 		AdminKeyFile:      "bae-data/admin-key.pem",
 		AdminKeyHashFile:  "bae-data/admin-key-hash.pem",
 		SandboxDriver:     "docker",
@@ -56,13 +57,14 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_MAX_BODY_BYTES":                 "1024",
 		"BAE_BODY_READ_TIMEOUT":              "250ms",
 		"BAE_MAX_CONCURRENT_OPENS":           "4",
+		"BAE_KEY_HASH":                       "SHA256",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, Server{
 		Addr: "127.0.0.1:9000", AdminAddr: "[::1]:9001", DatabaseURL: "postgres://u@db/x",
 		ShutdownTimeout: 5 * time.Second, TurnTimeout: 500 * time.Millisecond, HeartbeatTimeout: 10 * time.Second, DBRetryBudget: 90 * time.Second, AuthFailureLimit: 30,
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
-		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
+		DisableAdminAuth: true, KeyHash: "sha256", SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
 		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4,
 		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
@@ -83,6 +85,11 @@ func TestServerFromEnvBlankIsUnset(t *testing.T) {
 	assert.Equal(t, "", s.ConfigPath)
 	assert.Equal(t, DefaultTurnTimeout, s.TurnTimeout)
 	assert.Equal(t, DefaultAddr, s.Addr)
+}
+
+func TestKeyHashScheme(t *testing.T) {
+	_, err := ServerFromEnv(envMap(map[string]string{"BAE_KEY_HASH": "bcrypt"}))
+	assert.ErrorContains(t, err, `BAE_KEY_HASH: unknown key hash scheme "bcrypt"`)
 }
 
 func TestDisableAdminAuthTruthiness(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -40,12 +40,8 @@ type HashFile struct {
 	Name    string `json:"name,omitempty"`
 }
 
-var sha256Hash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
 // ValidHash accepts our SHA-256 form and Argon2id PHC strings.
-func ValidHash(h string) bool {
-	return sha256Hash.MatchString(h) || validPHC(h)
-}
+func ValidHash(h string) bool { return keyhash.Valid(h) }
 
 // Bootstrap ensures an admin key exists according to opts.
 func Bootstrap(ctx context.Context, st *store.Store, opts Options, log *slog.Logger) error {
@@ -125,21 +121,23 @@ func readHashFile(path string) (*HashFile, error) {
 	return &hf, nil
 }
 
-// NewPair mints an admin key and its hash document (for baectl).
-func NewPair(name string) (string, HashFile) {
+// NewPair mints an admin key and its hash document, hashed by h.
+func NewPair(name string, h keyhash.Hasher) (string, HashFile, error) {
 	secret := ids.NewSecret(ids.AdminKeyPrefix)
-	return secret, HashFile{KeyHash: ids.HashSecret(secret), Prefix: ids.DisplayPrefix(secret, ids.AdminKeyPrefix), Name: name}
+	hash, err := h.Hash(secret)
+	if err != nil {
+		return "", HashFile{}, err
+	}
+	return secret, HashFile{KeyHash: hash, Prefix: ids.DisplayPrefix(secret, ids.AdminKeyPrefix), Name: name}, nil
 }
 
 func generate(ctx context.Context, st *store.Store, keyFile string) error {
-	secret, hf := NewPair("bootstrap")
+	secret := ids.NewSecret(ids.AdminKeyPrefix)
 	if err := WriteSecretFile(keyFile, secret+"\n"); err != nil {
 		return err
 	}
-	if _, err := st.InsertAdminKeyHash(ctx, hf.Name, hf.KeyHash, hf.Prefix); err != nil {
-		return err
-	}
-	return nil
+	_, err := st.InsertAdminKey(ctx, "bootstrap", secret)
+	return err
 }
 
 // WriteSecretFile writes content with 0600 permissions, creating parents.

@@ -8,18 +8,20 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
 )
 
 func setup(t *testing.T) (*store.Store, string) {
 	t.Helper()
-	st, err := store.Open(context.Background(), testdb.New(t), store.Options{})
+	st, err := store.Open(context.Background(), testdb.New(t), store.Options{KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st, t.TempDir()
@@ -68,13 +70,15 @@ func TestBootstrapWritesKeyOnceAndRotates(t *testing.T) {
 func TestPreProvisionedHashFile(t *testing.T) {
 	st, dir := setup(t)
 	ctx := context.Background()
-	secret, hf := NewPair("shared")
+	secret, hf, err := NewPair("shared", keyhash.Argon2id{Params: keyhash.TestParams})
+	require.NoError(t, err)
+	require.True(t, keyhash.IsArgon2id(hf.KeyHash))
 	b, _ := json.Marshal(hf)
 	hashPath := filepath.Join(dir, "admin-key-hash.pem")
 	require.NoError(t, os.WriteFile(hashPath, b, 0o600))
 	opts := Options{KeyFile: filepath.Join(dir, "admin-key.pem"), HashFile: hashPath}
 	require.NoError(t, Bootstrap(ctx, st, opts, quiet))
-	_, err := os.Stat(opts.KeyFile)
+	_, err = os.Stat(opts.KeyFile)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the server never learns the plaintext")
 	assert.True(t, verify(t, st, secret))
 
@@ -106,10 +110,24 @@ func TestArgon2PHCHashes(t *testing.T) {
 	salt := []byte("0123456789abcdef")
 	hash := phcFor(token, salt)
 	require.True(t, ValidHash(hash))
-	ok, err := checkPHC(hash, token)
+	ok, err := keyhash.VerifyPHC(hash, token)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	ok, _ = checkPHC(hash, token+"x")
+	ok, _ = keyhash.VerifyPHC(hash, token+"x")
 	assert.False(t, ok)
 	assert.False(t, ValidHash("$argon2id$v=19$m=0,t=1,p=1$AAAA$AAAA"))
+}
+
+// A hash file written by BAE's tooling stores the first eight characters
+// as the prefix ("bae_admi"); its key authenticates all the same.
+func TestBAEHashFileAuthenticates(t *testing.T) {
+	st, dir := setup(t)
+	token := "bae_admin_" + strings.Repeat("ab", 24)
+	b, _ := json.Marshal(HashFile{KeyHash: phcFor(token, []byte("fedcba9876543210")), Prefix: token[:8], Name: "from-bae"})
+	hashPath := filepath.Join(dir, "admin-key-hash.pem")
+	require.NoError(t, os.WriteFile(hashPath, b, 0o600))
+	require.NoError(t, Bootstrap(context.Background(), st, Options{KeyFile: filepath.Join(dir, "k.pem"), HashFile: hashPath}, quiet))
+	assert.True(t, verify(t, st, token))
+	assert.True(t, verify(t, st, token), "again, from the verified-key cache")
+	assert.False(t, verify(t, st, token[:len(token)-1]+"c"))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/lib/secretguard"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
@@ -68,6 +69,17 @@ type Options struct {
 	// LogOutput receives the server's log (text, debug level) besides
 	// $BAE_TEST_LOG's stderr; it must be safe for concurrent writes.
 	LogOutput io.Writer
+	// KeyHasher writes the server's new keys' hashes (default Argon2id
+	// at keyhash.TestParams: the production costs would add half a second
+	// to every session open).
+	KeyHasher keyhash.Hasher
+}
+
+func keyHasher(h keyhash.Hasher) keyhash.Hasher {
+	if h == nil {
+		return keyhash.Argon2id{Params: keyhash.TestParams}
+	}
+	return h
 }
 
 // Start runs a baesrv for t on loopback ports.
@@ -130,7 +142,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	go func() {
 		s.done <- app.Run(ctx, app.Options{
-			Server: srvCfg, File: file, Temporal: tc, Telemetry: opts.Telemetry,
+			Server: srvCfg, File: file, Temporal: tc, Telemetry: opts.Telemetry, KeyHasher: keyHasher(opts.KeyHasher),
 			Log:          slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Admin:        adminkey.Options{KeyFile: srvCfg.AdminKeyFile, HashFile: srvCfg.AdminKeyHashFile},
 			ConsoleReady: func(u string) { s.ConsoleURL = u },
