@@ -26,20 +26,8 @@ func run(t *testing.T, ctx context.Context, tool sdk.Tool, input any) (any, erro
 	return tool.Handler(ctx, raw)
 }
 
-func TestShellQuoteAndTemplates(t *testing.T) {
+func TestShellQuote(t *testing.T) {
 	assert.Equal(t, `'it'\''s'`, ShellQuote("it's"))
-	params, err := templateParams("grep {pattern} {file} | head -{n} {file}")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"pattern", "file", "n"}, params)
-	for _, bad := range []string{"echo {}", "echo {a", "echo a}", "echo {a b}", "awk '{print $1}'"} {
-		_, err := templateParams(bad)
-		assert.Error(t, err, bad)
-	}
-	out, err := interpolate("echo {a}{b}", map[string]string{"a": "{b}", "b": "x"})
-	require.NoError(t, err)
-	assert.Equal(t, `echo '{b}''x'`, out, "a substituted value is not re-read as a placeholder")
-	_, err = interpolate("echo {a}", nil)
-	assert.Error(t, err)
 }
 
 func TestRunShellNamedQuotesInput(t *testing.T) {
@@ -56,6 +44,40 @@ func TestRunShellNamedQuotesInput(t *testing.T) {
 
 	_, err = run(t, ctx, tool, map[string]any{"msg": 3})
 	assert.ErrorContains(t, err, "missing required string parameter")
+}
+
+// TestRunShellNamedRefusesInjections reproduces the two injections a
+// single-quoting template allowed, on the host's shell: a quoted
+// placeholder ran $(…), and a value beginning with "-" became an option.
+func TestRunShellNamedRefusesInjections(t *testing.T) {
+	_, ctx, rec := fakeSession(t)
+	dir := t.TempDir()
+
+	_, err := RunShellNamed("say", "Print a message.", `echo "{msg}"`, Host{}, nil)
+	assert.ErrorContains(t, err, "placeholder {msg} is inside double quotes")
+	_, err = RunShellNamed("say", "Print a message.", `echo '{msg}'`, Host{}, nil)
+	assert.ErrorContains(t, err, "placeholder {msg} is inside single quotes")
+
+	written := filepath.Join(dir, "written")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "in"), []byte("b\na\n"), 0o644))
+	sorter, err := RunShellNamed("sort", "Sort a file.", "cd "+ShellQuote(dir)+" && sort {file}", Host{}, nil)
+	require.NoError(t, err)
+	out, err := run(t, ctx, sorter, map[string]string{"file": "-o" + written})
+	require.NoError(t, err, "a refused value is an in-band result the model can read")
+	assert.Contains(t, out, `begins with \"-\"`)
+	assert.NoFileExists(t, written)
+	assert.Empty(t, rec.byMethod("session.reportLocalSandbox"), "nothing ran")
+
+	out, err = run(t, ctx, sorter, map[string]string{"file": "in"})
+	require.NoError(t, err)
+	assert.Equal(t, "a\nb\n", out.(sdk.ExecResult).Stdout)
+
+	afterDashes, err := RunShellNamed("sort", "Sort a file.", "cd "+ShellQuote(dir)+" && sort -- {file}", Host{}, nil)
+	require.NoError(t, err)
+	out, err = run(t, ctx, afterDashes, map[string]string{"file": "-o" + written})
+	require.NoError(t, err)
+	assert.NotZero(t, out.(sdk.ExecResult).ExitCode, "after --, the value is a file name sort cannot find")
+	assert.NoFileExists(t, written)
 }
 
 func TestRunShellCommandOnHost(t *testing.T) {
