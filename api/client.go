@@ -231,7 +231,7 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 			}
 			seen[s.Harness] = true
 			if strings.TrimSpace(s.CommandTemplate) == "" {
-				return bad("invalid command_template placeholders")
+				return bad(fmt.Sprintf("harness %q: command_template must not be empty", s.Harness))
 			}
 			if _, err := cmdtemplate.ParseSubagent(s.CommandTemplate, s.PromptVia); err != nil {
 				return bad(fmt.Sprintf("harness %q: %v", s.Harness, err))

@@ -106,6 +106,7 @@ type frame struct {
 	// wordStart: the current word has no unquoted constant character yet,
 	// so a value placed here begins the word.
 	wordStart bool
+	begun     bool            // the current word has any character or quote
 	endOpts   bool            // a "--" word ended options in this command
 	word      strings.Builder // the current word's unquoted literal text
 	plain     bool            // the current word is unquoted literal text only
@@ -115,6 +116,7 @@ func (f *frame) newWord() {
 	f.word.Reset()
 	f.plain = true
 	f.wordStart = true
+	f.begun = false
 }
 
 // endWord closes the current word; a bare "--" ends options.
@@ -134,12 +136,16 @@ func (f *frame) newCommand() {
 func (f *frame) literal(c byte) {
 	f.word.WriteByte(c)
 	f.wordStart = false
+	f.begun = true
 }
 
 // nonPlain marks the word as more than unquoted literal text. It may still
 // be empty (” or an empty $x), so a placeholder after it still starts the
 // word.
-func (f *frame) nonPlain() { f.plain = false }
+func (f *frame) nonPlain() {
+	f.plain = false
+	f.begun = true
+}
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
@@ -327,9 +333,14 @@ func Parse(src string) (*Template, error) {
 			f.newCommand()
 		case isBlank(c):
 			f.endWord()
-		case c == '#' && f.wordStart:
+		case c == '#' && !f.begun:
 			comment = true
-		case c == '<' && next(1) == '<' && next(2) != '<':
+		case c == '<' && next(1) == '<' && next(2) == '<':
+			// A here-string's word is an ordinary word.
+			f.endWord()
+			f.wordStart = false
+			i += 2
+		case c == '<' && next(1) == '<':
 			heredoc = true
 			f.endWord()
 			f.wordStart = false
