@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/bae-go/bae-go/cmdtemplate"
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
@@ -34,38 +35,6 @@ func subagentContent(v any) json.RawMessage {
 
 func subagentError(msg string) (json.RawMessage, bool) {
 	return subagentContent(map[string]any{"error": msg}), true
-}
-
-// shellQuote wraps s in single quotes for sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// interpolate fills {model} and {prompt} in one pass, so substituted text
-// is never re-scanned for placeholders.
-func interpolate(tpl, model, prompt, promptVia string) string {
-	var b strings.Builder
-	rest := tpl
-	for {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		b.WriteString(rest[:i])
-		rest = rest[i:]
-		switch {
-		case strings.HasPrefix(rest, "{model}"):
-			b.WriteString(shellQuote(model))
-			rest = rest[len("{model}"):]
-		case strings.HasPrefix(rest, "{prompt}"):
-			if promptVia == "arg" {
-				b.WriteString(shellQuote(prompt))
-			}
-			rest = rest[len("{prompt}"):]
-		default:
-			b.WriteByte('{')
-			rest = rest[1:]
-		}
-	}
 }
 
 // subagentID is derived from the turn and tool call, so a retried launch
@@ -158,6 +127,17 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 		return c, e, nil, nil
 	}
 	def := tool.Subagents[defIdx]
+	// Declarations are checked at open and join; parsing again here also
+	// refuses one stored before a rule was added.
+	var command string
+	tpl, err := cmdtemplate.ParseSubagent(def.CommandTemplate, def.PromptVia)
+	if err == nil {
+		command, err = tpl.ExpandSubagent(model, prompt)
+	}
+	if err != nil {
+		c, e := subagentError(fmt.Sprintf("cannot launch harness %q: %v", harness, err))
+		return c, e, nil, nil
+	}
 	limit := a.MaxSubagents
 	if limit <= 0 {
 		limit = defaultMaxSubagents
@@ -189,7 +169,7 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	sa := store.Subagent{
 		ID: subagentID(in.TurnID, in.Call.ID), SessionID: in.SessionID, ClientKeyID: in.ClientKeyID,
 		Harness: harness, Model: model, SandboxID: sb.ID, TimeoutSecs: timeout,
-		Command: interpolate(def.CommandTemplate, model, prompt, def.PromptVia),
+		Command: command,
 	}
 	if def.PromptVia != "arg" {
 		sa.Stdin = &prompt

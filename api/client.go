@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/cmdtemplate"
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/tooldecl"
@@ -229,11 +230,11 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 				return bad("harness must be non-empty and unique")
 			}
 			seen[s.Harness] = true
-			if strings.TrimSpace(s.CommandTemplate) == "" || !validTemplate(s.CommandTemplate, s.PromptVia) {
-				if s.PromptVia != "stdin" && s.PromptVia != "arg" {
-					return bad(`prompt_via must be "stdin" or "arg"`)
-				}
-				return bad("invalid command_template placeholders")
+			if strings.TrimSpace(s.CommandTemplate) == "" {
+				return bad(fmt.Sprintf("harness %q: command_template must not be empty", s.Harness))
+			}
+			if _, err := cmdtemplate.ParseSubagent(s.CommandTemplate, s.PromptVia); err != nil {
+				return bad(fmt.Sprintf("harness %q: %v", s.Harness, err))
 			}
 			if s.TimeoutSecs != nil && *s.TimeoutSecs <= 0 {
 				return bad("timeout_secs must be a positive integer")
@@ -241,44 +242,6 @@ func validateSubagentTools(tools []subagentToolDef) *Problem {
 		}
 	}
 	return nil
-}
-
-// validTemplate accepts only {model} and {prompt} placeholders, with exactly
-// one {prompt} when the prompt is passed as an argument and none for stdin.
-func validTemplate(tpl, promptVia string) bool {
-	prompts := 0
-	rest := tpl
-	for {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			break
-		}
-		if strings.ContainsRune(rest[:open], '}') {
-			return false
-		}
-		end := strings.IndexByte(rest[open+1:], '}')
-		if end < 0 {
-			return false
-		}
-		switch rest[open+1 : open+1+end] {
-		case "prompt":
-			prompts++
-		case "model":
-		default:
-			return false
-		}
-		rest = rest[open+2+end:]
-	}
-	if strings.ContainsRune(rest, '}') {
-		return false
-	}
-	switch promptVia {
-	case "arg":
-		return prompts == 1
-	case "stdin":
-		return prompts == 0
-	}
-	return false
 }
 
 // publicProfile is the sanitized profile returned to clients.

@@ -309,3 +309,79 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestRemoteSubagentTemplateInjections: a declaration whose placeholder sits
+// inside quotes is refused at open, and a model name or prompt chosen by the
+// model that would inject a command or an option never reaches the
+// sandbox's shell; a well-formed launch still runs there.
+func TestRemoteSubagentTemplateInjections(t *testing.T) {
+	image := busyboxImage(t)
+	e := newEnv(t, envOpts{})
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+
+	for tpl, via := range map[string]string{`echo "{model}"`: "stdin", `cli -p '{prompt}'`: "arg", "cli {prompt} {prompt}": "arg"} {
+		decl := subagentDecl(image)
+		decl["subagents"] = []any{map[string]any{"harness": "q", "command_template": tpl, "prompt_via": via}}
+		r := e.srv.Client(t, http.MethodPost, "/api/v1/sessions", key, map[string]any{"subagent_tools": []any{decl}})
+		assert.Equal(t, http.StatusUnprocessableEntity, r.Status, tpl)
+		assert.Equal(t, "invalid_subagent_tools", r.Body["type"], tpl)
+		assert.Contains(t, r.Body["detail"], `harness "q"`, tpl)
+	}
+
+	decl := subagentDecl(image)
+	decl["subagents"] = []any{
+		map[string]any{"harness": "argv", "command_template": "printf %s {model} {prompt}", "prompt_via": "arg"},
+		map[string]any{"harness": "dashes", "command_template": "printf %s {model} -- {prompt}", "prompt_via": "arg"},
+	}
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{decl}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	sbID := result(t, d.call("session.startRemoteSandbox", map[string]any{"image": image}))["sandbox_id"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obs := e.srv.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+
+	attacks := map[string]map[string]any{
+		"tu_semi":  {"harness": "argv", "model": "m; touch /tmp/pwned", "prompt": "p"},
+		"tu_subst": {"harness": "argv", "model": "$(touch /tmp/pwned)", "prompt": "p"},
+		"tu_quote": {"harness": "argv", "model": "m'; touch /tmp/pwned; '", "prompt": "p"},
+		"tu_opt":   {"harness": "argv", "model": "m", "prompt": "-o/tmp/pwned"},
+	}
+	step := fakeprovider.ToolUse("tu_semi", "launch_subagent", attacks["tu_semi"])
+	for _, id := range []string{"tu_subst", "tu_quote", "tu_opt"} {
+		step = step.WithToolUse(id, "launch_subagent", attacks[id])
+	}
+	e.fake.Lane("primary").Enqueue(step, fakeprovider.Text("refused"))
+	_, term := d.send("try it")
+	refusals := map[string]string{}
+	for _, ev := range resultEvents(term) {
+		assert.NotEqual(t, "session.subagent.start", ev["event_type"], "nothing is launched")
+		if ev["event_type"] == "tool.result" {
+			p := payload(ev)
+			assert.Equal(t, true, p["is_error"])
+			refusals[p["tool_use_id"].(string)] = p["content"].([]any)[0].(map[string]any)["text"].(string)
+		}
+	}
+	require.Len(t, refusals, 4)
+	for _, id := range []string{"tu_semi", "tu_subst", "tu_quote"} {
+		assert.Contains(t, refusals[id], "is not a model name", id)
+	}
+	assert.Contains(t, refusals["tu_opt"], `begins with \"-\"`)
+
+	e.fake.Lane("primary").Enqueue(
+		fakeprovider.ToolUse("tu_ok", "launch_subagent", map[string]any{"harness": "dashes", "model": "qwen2.5-coder:7b", "prompt": "- a list item"}),
+		fakeprovider.Text("launched"))
+	d.send("now properly")
+	done := waitEvent(t, obs, "session.subagent.completed")
+	sbaID := payload(done)["subagent_id"].(string)
+	sa, err := e.srv.Parts.Store.GetSubagent(context.Background(), sid, sbaID)
+	require.NoError(t, err)
+	assert.Equal(t, "qwen2.5-coder:7b--- a list item", deref(sa.Stdout), "after --, a prompt may begin with -")
+
+	res, err := e.srv.Parts.Services.Driver().Exec(context.Background(), sbID, "test -e /tmp/pwned; echo $?", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "1\n", res.Stdout, "no attack ran in the sandbox")
+}

@@ -8,15 +8,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bae-go/bae-go/sandboxlimits"
 )
 
-// Defaults of a sandbox container's bounds; docs/operations.md ("Sandbox
-// defaults") gives the reason for each.
+// Defaults of a sandbox container's bounds, shared with the Go SDK's local
+// sandbox; docs/operations.md ("Sandbox defaults") gives the reason for each.
 const (
-	DefaultMemoryMiB   = 512
-	DefaultCPUs        = 1.0
-	DefaultPids        = 256
-	DefaultNetwork     = "none"
+	DefaultMemoryMiB   = sandboxlimits.MemoryMiB
+	DefaultCPUs        = sandboxlimits.CPUs
+	DefaultPids        = sandboxlimits.Pids
+	DefaultNetwork     = sandboxlimits.Network
 	DefaultExecTimeout = 120 * time.Second
 	// MaxExecTimeout keeps an exec inside the 5-minute bound of the tool
 	// activity that runs it, with room for the kill and the database steps.

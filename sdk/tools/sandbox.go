@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/bae-go/bae-go/sandboxlimits"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -65,15 +67,76 @@ func report(ctx context.Context, r sdk.LocalSandboxReport) {
 // LocalSandbox is one container of the harness's own Docker engine, started
 // lazily from Image on the first Exec (sleep infinity keeps it alive) and
 // stopped by Stop or, with Option, by Session.Close. Every transition is
-// reported with session.reportLocalSandbox. The image is the whole security
-// boundary: no secrets, host mounts or network you would not hand the model.
+// reported with session.reportLocalSandbox. The container is bounded like
+// the server's remote sandboxes (see SandboxLimits): no capabilities, no
+// privilege gain, no network, and memory, CPU and process limits. The image
+// must still hold no secret you would not hand the model.
 type LocalSandbox struct {
 	Image string
 	// Engine is the docker-compatible CLI (default "docker").
 	Engine string
+	// Limits overrides the container's bounds; the zero value keeps every
+	// default.
+	Limits SandboxLimits
 
 	mu sync.Mutex
 	id string
+}
+
+// SandboxLimits bounds a LocalSandbox's container. Each zero field means
+// the default of the server's remote sandboxes (package sandboxlimits and
+// docs/operations.md, "Sandbox defaults"): 512 MiB of memory and no swap, 1
+// CPU, 256 processes, every capability dropped, no-new-privileges, the
+// image's user, and network "none" (loopback only).
+type SandboxLimits struct {
+	MemoryMiB int64
+	CPUs      float64
+	Pids      int64
+	// CapAdd lists capabilities added back after dropping all of them, such
+	// as "CHOWN", "SETUID", "SETGID" for a package manager.
+	CapAdd []string
+	// AllowNewPrivileges lets setuid binaries (sudo) raise privileges.
+	AllowNewPrivileges bool
+	// User runs the container's processes ("1000", "app:app"); "" keeps
+	// the image's.
+	User string
+	// Network is the network mode: "none" by default; "bridge" or a network
+	// of your own to let commands reach the network.
+	Network string
+}
+
+// runFlags are the docker run flags for l, each as one --flag=value
+// argument so no value can be read as another flag.
+func (l SandboxLimits) runFlags() []string {
+	mem, cpus, pids, network := l.MemoryMiB, l.CPUs, l.Pids, l.Network
+	if mem <= 0 {
+		mem = sandboxlimits.MemoryMiB
+	}
+	if !(cpus > 0) {
+		cpus = sandboxlimits.CPUs
+	}
+	if pids <= 0 {
+		pids = sandboxlimits.Pids
+	}
+	if network == "" {
+		network = sandboxlimits.Network
+	}
+	flags := []string{"--cap-drop=ALL"}
+	for _, c := range l.CapAdd {
+		flags = append(flags, "--cap-add="+c)
+	}
+	if !l.AllowNewPrivileges {
+		flags = append(flags, "--security-opt=no-new-privileges")
+	}
+	if l.User != "" {
+		flags = append(flags, "--user="+l.User)
+	}
+	m := strconv.FormatInt(mem, 10) + "m"
+	return append(flags,
+		"--network="+network,
+		"--memory="+m, "--memory-swap="+m, // equal: no swap on top
+		"--cpus="+strconv.FormatFloat(cpus, 'f', -1, 64),
+		"--pids-limit="+strconv.FormatInt(pids, 10))
 }
 
 // NewLocalSandbox returns a LocalSandbox for image.
@@ -129,7 +192,8 @@ func (l *LocalSandbox) start(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	out, err := l.docker(ctx, "run", "-d", "--rm", l.Image, "sleep", "infinity")
+	args := append(append([]string{"run", "-d", "--rm"}, l.Limits.runFlags()...), l.Image, "sleep", "infinity")
+	out, err := l.docker(ctx, args...)
 	if err != nil {
 		return "", err
 	}

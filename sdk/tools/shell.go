@@ -3,10 +3,10 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/bae-go/bae-go/cmdtemplate"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -59,16 +59,23 @@ func RemoteShellCommandSpec() sdk.ToolSpec {
 }
 
 // RunShellNamed is a tool that runs one command template. Each {param}
-// placeholder becomes a required string input, shell-quoted before it is
-// substituted, so a value can never become a second command.
+// placeholder becomes a required string input, substituted as one
+// single-quoted word, so a value can never become a second command. The
+// template is refused here when a placeholder sits where single quotes do
+// not protect it (inside quotes, for one: write `echo {msg}`, not
+// `echo "{msg}"`), and a call is refused, in band, when a value beginning
+// with "-" would start a word the command could read as an option; put a
+// "--" word before such a placeholder to accept those values
+// (`sort -- {file}`). See package cmdtemplate for the rules.
 func RunShellNamed(name, description, template string, ex Executor, render Render) (sdk.Tool, error) {
-	params, err := templateParams(template)
+	tpl, err := cmdtemplate.Parse(template)
 	if err != nil {
 		return sdk.Tool{}, err
 	}
+	params := tpl.Params()
 	props := map[string]any{}
 	for _, p := range params {
-		props[p] = map[string]any{"type": "string", "description": fmt.Sprintf("Value for {%s} (shell-quoted before use).", p)}
+		props[p] = map[string]any{"type": "string", "description": fmt.Sprintf("Value for {%s} (passed as one literal argument).", p)}
 	}
 	schema := map[string]any{"type": "object", "properties": props, "required": params, "additionalProperties": false}
 	return sdk.Tool{
@@ -86,7 +93,10 @@ func RunShellNamed(name, description, template string, ex Executor, render Rende
 				}
 				values[p] = v
 			}
-			cmd, err := interpolate(template, values)
+			cmd, err := tpl.Expand(values)
+			if _, refused := errors.AsType[*cmdtemplate.ValueError](err); refused {
+				return inBand("%s: %v", name, err), nil
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -106,79 +116,6 @@ func runRendered(ctx context.Context, ex Executor, cmd string, render Render) (a
 	return res, nil // JSON-encoded by the harness
 }
 
-// ShellQuote wraps s in single quotes for a POSIX shell, so it is always
-// one literal argument.
-func ShellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// templateParams lists a template's {name} placeholders, in order, once
-// each. Names are identifiers; anything else is an error, so a typo cannot
-// silently become literal text.
-func templateParams(template string) ([]string, error) {
-	var out []string
-	err := scanTemplate(template, func(lit string) {}, func(name string) error {
-		if !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// interpolate substitutes quoted values in one left-to-right pass, so a
-// substituted value is never re-read as a placeholder.
-func interpolate(template string, values map[string]string) (string, error) {
-	var sb strings.Builder
-	err := scanTemplate(template, func(lit string) { sb.WriteString(lit) }, func(name string) error {
-		v, ok := values[name]
-		if !ok {
-			return fmt.Errorf("missing value for {%s}", name)
-		}
-		sb.WriteString(ShellQuote(v))
-		return nil
-	})
-	return sb.String(), err
-}
-
-func scanTemplate(template string, literal func(string), placeholder func(string) error) error {
-	rest := template
-	for {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			if strings.Contains(rest, "}") {
-				return fmt.Errorf("command template %q: unmatched }", template)
-			}
-			literal(rest)
-			return nil
-		}
-		if strings.Contains(rest[:i], "}") {
-			return fmt.Errorf("command template %q: unmatched }", template)
-		}
-		literal(rest[:i])
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return fmt.Errorf("command template %q: unterminated {", template)
-		}
-		name := rest[i+1 : i+j]
-		if !isIdent(name) {
-			return fmt.Errorf("command template %q: placeholder {%s} is not an identifier", template, name)
-		}
-		if err := placeholder(name); err != nil {
-			return err
-		}
-		rest = rest[i+j+1:]
-	}
-}
-
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if r != '_' && !(r >= 'a' && r <= 'z') && !(r >= 'A' && r <= 'Z') && !(i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
+// ShellQuote wraps s in single quotes for a POSIX shell, so it is one
+// literal word (cmdtemplate.Quote).
+func ShellQuote(s string) string { return cmdtemplate.Quote(s) }

@@ -26,20 +26,8 @@ func run(t *testing.T, ctx context.Context, tool sdk.Tool, input any) (any, erro
 	return tool.Handler(ctx, raw)
 }
 
-func TestShellQuoteAndTemplates(t *testing.T) {
+func TestShellQuote(t *testing.T) {
 	assert.Equal(t, `'it'\''s'`, ShellQuote("it's"))
-	params, err := templateParams("grep {pattern} {file} | head -{n} {file}")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"pattern", "file", "n"}, params)
-	for _, bad := range []string{"echo {}", "echo {a", "echo a}", "echo {a b}", "awk '{print $1}'"} {
-		_, err := templateParams(bad)
-		assert.Error(t, err, bad)
-	}
-	out, err := interpolate("echo {a}{b}", map[string]string{"a": "{b}", "b": "x"})
-	require.NoError(t, err)
-	assert.Equal(t, `echo '{b}''x'`, out, "a substituted value is not re-read as a placeholder")
-	_, err = interpolate("echo {a}", nil)
-	assert.Error(t, err)
 }
 
 func TestRunShellNamedQuotesInput(t *testing.T) {
@@ -56,6 +44,40 @@ func TestRunShellNamedQuotesInput(t *testing.T) {
 
 	_, err = run(t, ctx, tool, map[string]any{"msg": 3})
 	assert.ErrorContains(t, err, "missing required string parameter")
+}
+
+// TestRunShellNamedRefusesInjections reproduces the two injections a
+// single-quoting template allowed, on the host's shell: a quoted
+// placeholder ran $(…), and a value beginning with "-" became an option.
+func TestRunShellNamedRefusesInjections(t *testing.T) {
+	_, ctx, rec := fakeSession(t)
+	dir := t.TempDir()
+
+	_, err := RunShellNamed("say", "Print a message.", `echo "{msg}"`, Host{}, nil)
+	assert.ErrorContains(t, err, "placeholder {msg} is inside double quotes")
+	_, err = RunShellNamed("say", "Print a message.", `echo '{msg}'`, Host{}, nil)
+	assert.ErrorContains(t, err, "placeholder {msg} is inside single quotes")
+
+	written := filepath.Join(dir, "written")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "in"), []byte("b\na\n"), 0o644))
+	sorter, err := RunShellNamed("sort", "Sort a file.", "cd "+ShellQuote(dir)+" && sort {file}", Host{}, nil)
+	require.NoError(t, err)
+	out, err := run(t, ctx, sorter, map[string]string{"file": "-o" + written})
+	require.NoError(t, err, "a refused value is an in-band result the model can read")
+	assert.Contains(t, out, `begins with \"-\"`)
+	assert.NoFileExists(t, written)
+	assert.Empty(t, rec.byMethod("session.reportLocalSandbox"), "nothing ran")
+
+	out, err = run(t, ctx, sorter, map[string]string{"file": "in"})
+	require.NoError(t, err)
+	assert.Equal(t, "a\nb\n", out.(sdk.ExecResult).Stdout)
+
+	afterDashes, err := RunShellNamed("sort", "Sort a file.", "cd "+ShellQuote(dir)+" && sort -- {file}", Host{}, nil)
+	require.NoError(t, err)
+	out, err = run(t, ctx, afterDashes, map[string]string{"file": "-o" + written})
+	require.NoError(t, err)
+	assert.NotZero(t, out.(sdk.ExecResult).ExitCode, "after --, the value is a file name sort cannot find")
+	assert.NoFileExists(t, written)
 }
 
 func TestRunShellCommandOnHost(t *testing.T) {
@@ -157,7 +179,7 @@ func TestLocalSandboxLifecycle(t *testing.T) {
 	assert.Equal(t, []string{
 		"image inspect alpine:3",
 		"pull alpine:3",
-		"run -d --rm alpine:3 sleep infinity",
+		"run -d --rm --cap-drop=ALL --security-opt=no-new-privileges --network=none --memory=512m --memory-swap=512m --cpus=1 --pids-limit=256 alpine:3 sleep infinity",
 		"exec cid123 sh -c echo inside",
 		"exec cid123 sh -c true",
 		"rm -f cid123",
@@ -191,15 +213,14 @@ func TestLocalSandboxCloseHook(t *testing.T) {
 	assert.Contains(t, string(calls), "rm -f cid123")
 }
 
-// TestLocalSandboxRealDocker runs the local sandbox against the real
-// engine, on a busybox image it builds itself (no registry is needed, as in
-// the server's Docker tests) and removes afterwards.
-func TestLocalSandboxRealDocker(t *testing.T) {
+// busyboxTestImage builds a busybox image for t on the real engine (no
+// registry is needed, as in the server's Docker tests) and removes it, and
+// any container left from it, afterwards.
+func busyboxTestImage(t *testing.T, ctx context.Context) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("docker test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	if err := sandbox.EngineAvailable(ctx); err != nil {
 		t.Skipf("docker engine not reachable: %v", err)
 	}
@@ -225,6 +246,15 @@ func TestLocalSandboxRealDocker(t *testing.T) {
 			assert.NoError(t, exec.CommandContext(ctx, "docker", "rm", "-f", id).Run())
 		}
 	})
+	return image
+}
+
+// TestLocalSandboxRealDocker runs the local sandbox against the real
+// engine, on a busybox image it builds itself.
+func TestLocalSandboxRealDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	image := busyboxTestImage(t, ctx)
 
 	_, sctx, rec := fakeSession(t)
 	sb := NewLocalSandbox(image)
@@ -246,4 +276,71 @@ func TestLocalSandboxRealDocker(t *testing.T) {
 	out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(string(out)), "Stop removes the container")
+}
+
+// hostConfig is the part of `docker inspect`'s HostConfig the bounds set.
+type hostConfig struct {
+	CapDrop     []string
+	CapAdd      []string
+	SecurityOpt []string
+	NetworkMode string
+	Memory      int64
+	MemorySwap  int64
+	NanoCpus    int64
+	PidsLimit   *int64
+}
+
+func inspectHostConfig(t *testing.T, ctx context.Context, id string) (hostConfig, string) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "--format", "{{json .HostConfig}}|{{.Config.User}}", id).Output()
+	require.NoError(t, err)
+	hc, user, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	var h hostConfig
+	require.NoError(t, json.Unmarshal([]byte(hc), &h))
+	return h, user
+}
+
+// TestLocalSandboxBoundsRealDocker: the SDK's local sandbox starts with the
+// server's bounded defaults, as `docker inspect` shows them, and each bound
+// can be overridden.
+func TestLocalSandboxBoundsRealDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	image := busyboxTestImage(t, ctx)
+	_, sctx, _ := fakeSession(t)
+
+	sb := NewLocalSandbox(image)
+	t.Cleanup(func() { _ = sb.Stop(sctx) })
+	id, err := sb.Start(sctx)
+	require.NoError(t, err)
+	h, user := inspectHostConfig(t, ctx, id)
+	pids := int64(sandbox.DefaultPids)
+	assert.Equal(t, hostConfig{
+		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, NetworkMode: "none",
+		Memory: sandbox.DefaultMemoryMiB << 20, MemorySwap: sandbox.DefaultMemoryMiB << 20,
+		NanoCpus: int64(sandbox.DefaultCPUs * 1e9), PidsLimit: &pids,
+	}, h)
+	assert.Empty(t, user)
+	// What the bounds mean inside: no effective capability, loopback only.
+	res, err := sb.Exec(sctx, "grep CapEff /proc/self/status; ls /sys/class/net")
+	require.NoError(t, err)
+	assert.Equal(t, "CapEff:\t0000000000000000\nlo\n", res.Stdout)
+	require.NoError(t, sb.Stop(sctx))
+
+	custom := &LocalSandbox{Image: image, Limits: SandboxLimits{
+		MemoryMiB: 64, CPUs: 0.5, Pids: 64, CapAdd: []string{"CHOWN"}, AllowNewPrivileges: true, User: "65534", Network: "bridge",
+	}}
+	t.Cleanup(func() { _ = custom.Stop(sctx) })
+	id, err = custom.Start(sctx)
+	require.NoError(t, err)
+	h, user = inspectHostConfig(t, ctx, id)
+	pids = 64
+	assert.Equal(t, hostConfig{
+		CapDrop: []string{"ALL"}, CapAdd: []string{"CAP_CHOWN"}, NetworkMode: "bridge", // the CLI adds the prefix
+		Memory: 64 << 20, MemorySwap: 64 << 20, NanoCpus: 5e8, PidsLimit: &pids,
+	}, h)
+	assert.Equal(t, "65534", user)
+	res, err = custom.Exec(sctx, "id -u")
+	require.NoError(t, err)
+	assert.Equal(t, "65534\n", res.Stdout)
 }

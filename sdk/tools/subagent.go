@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bae-go/bae-go/cmdtemplate"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -33,7 +34,7 @@ const (
 	// PromptViaStdin pipes the prompt, byte for byte, to the CLI's stdin;
 	// the template must not contain {prompt}.
 	PromptViaStdin PromptVia = "stdin"
-	// PromptViaArg substitutes the shell-quoted prompt for {prompt}.
+	// PromptViaArg substitutes the single-quoted prompt for {prompt}.
 	PromptViaArg PromptVia = "arg"
 )
 
@@ -42,7 +43,11 @@ type SubagentDef struct {
 	// Harness is the name the model picks, e.g. "claude".
 	Harness string
 	// CommandTemplate is the shell command; {model} (and {prompt} with
-	// PromptViaArg) are replaced by shell-quoted values.
+	// PromptViaArg, exactly once) are replaced by single-quoted values.
+	// Placeholders must be bare words (cmdtemplate.Parse), the model name
+	// must match cmdtemplate.ModelPattern, and a prompt beginning with "-"
+	// is refused unless a "--" word comes before {prompt}
+	// (`claude -p -- {prompt}`).
 	CommandTemplate string
 	// PromptVia defaults to PromptViaStdin.
 	PromptVia PromptVia
@@ -50,11 +55,18 @@ type SubagentDef struct {
 	Timeout time.Duration
 }
 
-func checkDefs(defs []SubagentDef) ([]SubagentDef, []string, error) {
+// checkedDef is a SubagentDef with its defaults applied and its template
+// parsed.
+type checkedDef struct {
+	SubagentDef
+	tpl *cmdtemplate.Template
+}
+
+func checkDefs(defs []SubagentDef) ([]checkedDef, []string, error) {
 	if len(defs) == 0 {
 		return nil, nil, errors.New("launch_subagent needs at least one SubagentDef")
 	}
-	out := make([]SubagentDef, 0, len(defs))
+	out := make([]checkedDef, 0, len(defs))
 	var names []string
 	for _, d := range defs {
 		if strings.TrimSpace(d.Harness) == "" {
@@ -70,29 +82,11 @@ func checkDefs(defs []SubagentDef) ([]SubagentDef, []string, error) {
 		if d.Timeout <= 0 {
 			d.Timeout = DefaultSubagentTimeout
 		}
-		params, err := templateParams(d.CommandTemplate)
+		tpl, err := cmdtemplate.ParseSubagent(d.CommandTemplate, string(d.PromptVia))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("subagent %q: %w", d.Harness, err)
 		}
-		for _, p := range params {
-			if p != "model" && p != "prompt" {
-				return nil, nil, fmt.Errorf("subagent %q: placeholder {%s} is not allowed (only {model} and {prompt})", d.Harness, p)
-			}
-		}
-		hasPrompt := slices.Contains(params, "prompt")
-		switch d.PromptVia {
-		case PromptViaArg:
-			if !hasPrompt {
-				return nil, nil, fmt.Errorf("subagent %q: prompt_via arg needs {prompt} in the template", d.Harness)
-			}
-		case PromptViaStdin:
-			if hasPrompt {
-				return nil, nil, fmt.Errorf("subagent %q: prompt_via stdin must not put {prompt} in the template", d.Harness)
-			}
-		default:
-			return nil, nil, fmt.Errorf("subagent %q: unknown prompt_via %q", d.Harness, d.PromptVia)
-		}
-		out = append(out, d)
+		out = append(out, checkedDef{SubagentDef: d, tpl: tpl})
 	}
 	return out, names, nil
 }
@@ -121,12 +115,12 @@ func RemoteSubagents(image string, defs ...SubagentDef) (sdk.SubagentToolSpec, e
 	if strings.TrimSpace(image) == "" {
 		return sdk.SubagentToolSpec{}, errors.New("remote subagents need an image")
 	}
-	defs, names, err := checkDefs(defs)
+	checked, names, err := checkDefs(defs)
 	if err != nil {
 		return sdk.SubagentToolSpec{}, err
 	}
 	spec := sdk.SubagentToolSpec{Name: LaunchSubagentName, Description: launchDescription(names), InputSchema: launchSchema(names), Image: image}
-	for _, d := range defs {
+	for _, d := range checked {
 		spec.Subagents = append(spec.Subagents, sdk.SubagentCommand{
 			Harness: d.Harness, CommandTemplate: d.CommandTemplate, PromptVia: string(d.PromptVia), TimeoutSecs: int(d.Timeout / time.Second),
 		})
@@ -168,7 +162,7 @@ func (t *task) terminal() bool { return t.info.Status != "running" }
 // A LocalSubagents belongs to one session: pass Option to Connect or Join.
 type LocalSubagents struct {
 	target Executor
-	defs   map[string]SubagentDef
+	defs   map[string]checkedDef
 	names  []string
 
 	// mu serializes task-set changes together with the tool-list update
@@ -190,12 +184,12 @@ func NewLocalSubagents(target Executor, defs ...SubagentDef) (*LocalSubagents, e
 	if target == nil {
 		return nil, errors.New("local subagents need a target executor")
 	}
-	defs, names, err := checkDefs(defs)
+	checked, names, err := checkDefs(defs)
 	if err != nil {
 		return nil, err
 	}
-	m := &LocalSubagents{target: target, defs: map[string]SubagentDef{}, names: names, tasks: map[string]*task{}}
-	for _, d := range defs {
+	m := &LocalSubagents{target: target, defs: map[string]checkedDef{}, names: names, tasks: map[string]*task{}}
+	for _, d := range checked {
 		if d.PromptVia == PromptViaStdin && !takesStdin(target) {
 			return nil, fmt.Errorf("subagent %q: target %T has no stdin; use PromptViaArg", d.Harness, target)
 		}
@@ -261,9 +255,9 @@ func (m *LocalSubagents) launch(ctx context.Context, raw json.RawMessage) (any, 
 	if !ok {
 		return inBand("unknown harness %q", harness), nil
 	}
-	cmd, err := interpolate(def.CommandTemplate, map[string]string{"model": model, "prompt": prompt})
+	cmd, err := def.tpl.ExpandSubagent(model, prompt)
 	if err != nil {
-		return inBand("failed to build the subagent command: %v", err), nil
+		return inBand("launch_subagent: %v", err), nil
 	}
 	var stdin []byte
 	if def.PromptVia == PromptViaStdin {

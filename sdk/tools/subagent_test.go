@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -227,6 +228,34 @@ func TestLocalSubagentInputErrorsAreInBand(t *testing.T) {
 	assert.Contains(t, errMsg, "unknown")
 }
 
+// TestLocalSubagentRefusesInjectedValues: the model chooses the model name
+// and the prompt; a model name with shell metacharacters, or a prompt that
+// would become the CLI's option, never reaches the shell.
+func TestLocalSubagentRefusesInjectedValues(t *testing.T) {
+	dir := t.TempDir()
+	pwned := filepath.Join(dir, "pwned")
+	m, err := NewLocalSubagents(Host{},
+		SubagentDef{Harness: "p", CommandTemplate: "printf %s {model} {prompt}", PromptVia: PromptViaArg},
+		SubagentDef{Harness: "dd", CommandTemplate: "printf %s {model} -- {prompt}", PromptVia: PromptViaArg})
+	require.NoError(t, err)
+	_, ctx, rec := subagentSession(t, m)
+	for _, model := range []string{"m; touch " + pwned, "$(touch " + pwned + ")", "-o" + pwned, "m'x"} {
+		out, err := m.launch(ctx, mustJSON(map[string]string{"harness": "p", "model": model, "prompt": "hi"}))
+		require.NoError(t, err)
+		assert.Contains(t, out, "is not a model name", model)
+	}
+	out, err := m.launch(ctx, mustJSON(map[string]string{"harness": "p", "model": "m", "prompt": "--help"}))
+	require.NoError(t, err)
+	assert.Contains(t, out, `begins with \"-\"`)
+	assert.Empty(t, rec.byMethod("session.reportLocalSubagent"), "nothing was launched")
+
+	id := launch(t, ctx, m, "dd", "claude-sonnet-4-5", "- a list item")
+	wait(t, m, id)
+	got, _ := statusOf(t, ctx, m, id)
+	assert.Equal(t, "claude-sonnet-4-5--- a list item", *got[0].Stdout, "after --, a prompt may begin with -")
+	assert.NoFileExists(t, pwned)
+}
+
 func TestLocalSubagentRemoteTarget(t *testing.T) {
 	m, err := NewLocalSubagents(Remote{}, SubagentDef{Harness: "r", CommandTemplate: "run {model} {prompt}", PromptVia: PromptViaArg})
 	require.NoError(t, err)
@@ -249,6 +278,10 @@ func TestSubagentDefValidation(t *testing.T) {
 	assert.ErrorContains(t, err, "needs {prompt}")
 	_, err = NewLocalSubagents(Host{}, SubagentDef{Harness: "a", CommandTemplate: "x {cwd}"})
 	assert.ErrorContains(t, err, "not allowed")
+	_, err = NewLocalSubagents(Host{}, SubagentDef{Harness: "a", CommandTemplate: `x --model "{model}"`})
+	assert.ErrorContains(t, err, "inside double quotes")
+	_, err = NewLocalSubagents(Host{}, SubagentDef{Harness: "a", CommandTemplate: "x {prompt} {prompt}", PromptVia: PromptViaArg})
+	assert.ErrorContains(t, err, "exactly once")
 	_, err = NewLocalSubagents(Host{}, SubagentDef{Harness: "a", CommandTemplate: "x"}, SubagentDef{Harness: "a", CommandTemplate: "y"})
 	assert.ErrorContains(t, err, "twice")
 	_, err = NewLocalSubagents(Remote{}, SubagentDef{Harness: "a", CommandTemplate: "claude"})
