@@ -67,9 +67,20 @@ func (c *verifiedKeys) drop(d [sha256.Size]byte) {
 // KeyHasher is the hasher new keys are written with.
 func (s *Store) KeyHasher() keyhash.Hasher { return s.hasher }
 
-// hashNewKey hashes a freshly minted secret.
+// hashNewKey hashes a freshly minted client or admin key: long-lived keys
+// people copy around get the configured hasher (Argon2id, as BAE writes).
 func (s *Store) hashNewKey(secret string) (string, error) {
 	return s.hasher.Hash(secret)
+}
+
+// hashSessionKey hashes a freshly minted session key with one SHA-256. A
+// session key is a random 192-bit secret nobody types: a slow hash defends
+// guessable secrets, not these, and Argon2id at BAE's costs would make
+// every open and join pay about half a second and 64 MiB (a lever for
+// anyone holding a client key). Session keys imported from BAE keep their
+// Argon2id hashes and are verified (once per process) like any other.
+func hashSessionKey(secret string) (string, error) {
+	return keyhash.SHA256{}.Hash(secret)
 }
 
 // remember records a key this process minted (so its first use costs no

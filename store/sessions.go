@@ -84,7 +84,7 @@ func rawOrEmptyArray(r json.RawMessage) string {
 // It returns the session and the session key plaintext.
 func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations) (Session, string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
-	hash, err := s.hashNewKey(secret)
+	hash, err := hashSessionKey(secret)
 	if err != nil {
 		return Session{}, "", err
 	}
@@ -190,7 +190,7 @@ func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) 
 // ErrSessionNotOpen if the session left the open state meanwhile.
 func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations) (string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
-	hash, err := s.hashNewKey(secret)
+	hash, err := hashSessionKey(secret)
 	if err != nil {
 		return "", err
 	}
