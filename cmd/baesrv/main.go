@@ -23,6 +23,7 @@ import (
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
+	"github.com/bae-go/bae-go/internal/lib/logfilter"
 	"github.com/bae-go/bae-go/internal/lib/version"
 	"github.com/bae-go/bae-go/store"
 )
@@ -179,12 +180,21 @@ func options(f *cliFlags) (config.Server, bool, error) {
 
 // newLogger is the server's stderr log: text, or one JSON object per line
 // with BAE_LOG_FORMAT=json (for log collectors).
+// BAE_LOG takes BAE's filter strings (package logfilter); directives that
+// map to nothing here are named once, at info level.
 func newLogger(stderr io.Writer) *slog.Logger {
-	o := &slog.HandlerOptions{Level: logLevel()}
+	filter := logfilter.Parse(os.Getenv("BAE_LOG"))
+	o := &slog.HandlerOptions{Level: filter.Level()}
+	var l *slog.Logger
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("BAE_LOG_FORMAT")), "json") {
-		return slog.New(slog.NewJSONHandler(stderr, o))
+		l = slog.New(slog.NewJSONHandler(stderr, o))
+	} else {
+		l = slog.New(slog.NewTextHandler(stderr, o))
 	}
-	return slog.New(slog.NewTextHandler(stderr, o))
+	if len(filter.Ignored) > 0 {
+		l.Info("BAE_LOG directives ignored: they name no part of this server", "ignored", strings.Join(filter.Ignored, ","))
+	}
+	return l
 }
 
 // loadFile reads the config file, naming where its path came from when it
@@ -238,18 +248,6 @@ func migrate(ctx context.Context, stderr io.Writer, f *cliFlags) error {
 	st.Close()
 	newLogger(stderr).Info("migrations applied", "database", redactURL(srv.DatabaseURL))
 	return nil
-}
-
-func logLevel() slog.Level {
-	switch strings.ToLower(os.Getenv("BAE_LOG")) {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
 }
 
 func redactURL(u string) string {
