@@ -51,8 +51,16 @@ type setupMCP struct {
 	name, transport, command string
 	args                     []string
 	url                      string
-	bundled                  bool // examples/mcp-words: its path depends on the mode
+	headers                  map[string]string
+	// secret is the environment variable a header reads (${VAR}),
+	// collected like a provider's key.
+	secret  string
+	bundled bool // examples/mcp-words: its path depends on the mode
 }
+
+// mcpPresets are BAE's setup choices for an MCP server; "custom" asks for
+// everything.
+var mcpPresets = []string{"filesystem", "fetch", "github", "custom"}
 
 // deployment is everything the wizard decided; render turns it into files.
 type deployment struct {
@@ -75,6 +83,7 @@ type setupFlags struct {
 	dir, mode, repo, image               string
 	kind, providerName, model, apiKeyEnv string
 	words                                bool
+	mcpPresets                           []string
 	clientPort, uiPort                   int
 	logLevel                             string
 	public, yes, force, launch, noLaunch bool
@@ -91,6 +100,7 @@ func setupCmd(fs *pflag.FlagSet) runFunc {
 	fs.StringVar(&f.model, "model", "", "`MODEL` of the first provider (default: by kind)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "`VAR` holding the first provider's API key (default: ANTHROPIC_API_KEY or OPENAI_API_KEY)")
 	fs.BoolVar(&f.words, "mcp-words", true, "register the bundled example MCP server \"words\" (examples/mcp-words)")
+	fs.StringArrayVar(&f.mcpPresets, "mcp-preset", nil, "add an MCP server from a `PRESET` with its defaults, repeatable: filesystem (npx, /data), fetch (uvx) or github (hosted, token in GITHUB_TOKEN)")
 	fs.IntVar(&f.clientPort, "client-port", 8080, "host `PORT` of the client API")
 	fs.IntVar(&f.uiPort, "ui-port", 8233, "host `PORT` of the Temporal Web UI")
 	fs.StringVar(&f.logLevel, "log-level", "info", "baesrv `LEVEL`: debug, info, warn or error")
@@ -177,8 +187,18 @@ func (f *setupFlags) decide(fs *pflag.FlagSet, p *prompter, env LookupEnv) (*dep
 	if words {
 		d.mcp = append(d.mcp, setupMCP{name: exampleMCPServer, transport: "stdio", bundled: true})
 	}
+	for _, name := range f.mcpPresets {
+		m, ok := presetMCP(name, d.mcp)
+		if !ok {
+			return nil, usagef("--mcp-preset must be one of filesystem, fetch, github (got %q)", name)
+		}
+		d.mcp = append(d.mcp, m)
+		d.collectSecret(m.secret, p, env)
+	}
 	for p.yesNo("Add another MCP server?", false, true) {
-		d.mcp = append(d.mcp, p.mcpServer(d.mcp))
+		m := p.mcpServer(d.mcp)
+		d.mcp = append(d.mcp, m)
+		d.collectSecret(m.secret, p, env)
 	}
 
 	d.clientPort = f.clientPort
@@ -395,6 +415,14 @@ func (p *prompter) name(q, def string, taken []string) string {
 	}
 }
 
+// freeName is base, or base with a suffix when base is taken.
+func freeName(base string, taken []string) string {
+	if !slices.Contains(taken, base) {
+		return base
+	}
+	return uniqueName(base, taken)
+}
+
 func uniqueName(base string, taken []string) string {
 	for i := 2; ; i++ {
 		if n := fmt.Sprintf("%s-%d", base, i); !slices.Contains(taken, n) {
@@ -428,10 +456,48 @@ func (p *prompter) provider(have []setupProvider, defKind string) setupProvider 
 	return pr
 }
 
+// presetMCP is a preset with its defaults, named apart from have.
+func presetMCP(preset string, have []setupMCP) (setupMCP, bool) {
+	taken := make([]string, len(have))
+	for i, h := range have {
+		taken[i] = h.name
+	}
+	name := freeName(preset, taken)
+	switch preset {
+	case "filesystem":
+		return setupMCP{name: name, transport: "stdio", command: "npx", args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}}, true
+	case "fetch":
+		return setupMCP{name: name, transport: "stdio", command: "uvx", args: []string{"mcp-server-fetch"}}, true
+	case "github":
+		return setupMCP{name: name, transport: "http", url: "https://api.githubcopilot.com/mcp/", secret: "GITHUB_TOKEN",
+			headers: map[string]string{"Authorization": "Bearer ${GITHUB_TOKEN}"}}, true
+	}
+	return setupMCP{}, false
+}
+
 func (p *prompter) mcpServer(have []setupMCP) setupMCP {
 	taken := make([]string, len(have))
 	for i, h := range have {
 		taken[i] = h.name
+	}
+	switch preset := p.choose("Which MCP server: filesystem (npx), fetch (uvx), github (GitHub's hosted server, token in GITHUB_TOKEN) or custom?", mcpPresets, "custom"); preset {
+	case "filesystem":
+		m := setupMCP{name: p.name("MCP server name?", freeName("filesystem", taken), taken), transport: "stdio", command: "npx"}
+		m.args = []string{"-y", "@modelcontextprotocol/server-filesystem", p.ask("Directory it may read and write (on baesrv's host or container)?", "/data")}
+		return m
+	case "fetch":
+		return setupMCP{name: p.name("MCP server name?", freeName("fetch", taken), taken), transport: "stdio", command: "uvx", args: []string{"mcp-server-fetch"}}
+	case "github":
+		m := setupMCP{name: p.name("MCP server name?", freeName("github", taken), taken), transport: "http", url: "https://api.githubcopilot.com/mcp/"}
+		for {
+			m.secret = p.ask("Environment variable holding the GitHub token?", "GITHUB_TOKEN")
+			if envVarRe.MatchString(m.secret) {
+				break
+			}
+			fmt.Fprintln(p.out, "  use A-Z, 0-9 and _")
+		}
+		m.headers = map[string]string{"Authorization": "Bearer ${" + m.secret + "}"}
+		return m
 	}
 	m := setupMCP{name: p.name("MCP server name?", "", taken)}
 	m.transport = p.choose("Transport?", []string{"stdio", "http", "sse"}, "stdio")

@@ -106,6 +106,18 @@ func (d *deployment) configTOML() string {
 			}
 		} else {
 			fmt.Fprintf(&b, "url       = %s\n", quote(m.url))
+			if len(m.headers) > 0 {
+				keys := make([]string, 0, len(m.headers))
+				for k := range m.headers {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				kv := make([]string, len(keys))
+				for i, k := range keys {
+					kv[i] = quote(k) + " = " + quote(m.headers[k])
+				}
+				fmt.Fprintf(&b, "headers   = { %s }\n", strings.Join(kv, ", "))
+			}
 		}
 	}
 	return b.String()
@@ -229,12 +241,19 @@ services:
       BAE_LOG: "${BAE_LOG:-info}"
 `, build)
 	seen := map[string]bool{}
+	vars := []string{}
 	for _, p := range d.providers {
-		if p.envVar == "" || seen[p.envVar] {
+		vars = append(vars, p.envVar)
+	}
+	for _, m := range d.mcp {
+		vars = append(vars, m.secret)
+	}
+	for _, v := range vars {
+		if v == "" || seen[v] {
 			continue
 		}
-		seen[p.envVar] = true
-		fmt.Fprintf(&b, "      %s: %s\n", p.envVar, quote(fmt.Sprintf("${%s:?%s is not set: add it to .env or export it}", p.envVar, p.envVar)))
+		seen[v] = true
+		fmt.Fprintf(&b, "      %s: %s\n", v, quote(fmt.Sprintf("${%s:?%s is not set: add it to .env or export it}", v, v)))
 	}
 	fmt.Fprintf(&b, `    volumes:
       - baedata:/var/lib/bae
