@@ -77,7 +77,13 @@ type deployment struct {
 	secrets    map[string]string // env var -> value written to .env
 	missing    []string          // secrets left for the operator to supply
 	pgPassword string
+	// consolePassword (dev mode) unlocks the operator console; setup prints
+	// it once and keeps it in .env.
+	consolePassword string
 }
+
+// consolePort is where the dev mode's console listens (loopback).
+const consolePort = 8082
 
 type setupFlags struct {
 	dir, mode, repo, image               string
@@ -224,6 +230,13 @@ func (f *setupFlags) decide(fs *pflag.FlagSet, p *prompter, env LookupEnv) (*dep
 		return nil, usagef("--log-level must be one of %s (got %q)", strings.Join(levels, ", "), d.logLevel)
 	}
 	d.public = f.public
+	if d.mode == modeDev {
+		pw := make([]byte, 16)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, fmt.Errorf("generate the console password: %w", err)
+		}
+		d.consolePassword = hex.EncodeToString(pw)
+	}
 	if d.mode == modeCompose {
 		pw := make([]byte, 16)
 		if _, err := rand.Read(pw); err != nil {
@@ -579,6 +592,8 @@ func printSetupSummary(e *invocation, d *deployment, files []setupFile) {
 		fmt.Fprintf(w, "Then, in another shell:\n")
 		fmt.Fprintf(w, "  BAE_DATA_DIR=%s %s quickstart --provider %s --client-url http://127.0.0.1:%d\n",
 			shellQuote(filepath.Join(d.dir, "bae-data")), shellQuote(filepath.Join(d.repo, "bin", "baectl")), d.providers[0].name, d.clientPort)
+		fmt.Fprintf(w, "Operator console http://127.0.0.1:%d, password %s\n(shown once here; it is BAE_CONSOLE_PASSWORD in %s)\n",
+			consolePort, d.consolePassword, filepath.Join(d.dir, ".env"))
 	}
 }
 

@@ -132,6 +132,9 @@ func (d *deployment) envFile() string {
 	if d.pgPassword != "" {
 		fmt.Fprintf(&b, "POSTGRES_PASSWORD=%s\n", d.pgPassword)
 	}
+	if d.consolePassword != "" {
+		fmt.Fprintf(&b, "BAE_CONSOLE_PASSWORD=%s\n", d.consolePassword)
+	}
 	names := make([]string, 0, len(d.secrets))
 	for k := range d.secrets {
 		names = append(names, k)
@@ -331,7 +334,8 @@ fi
 %s
 export BAE_CONFIG="$here/bae-config.toml" BAE_DATA_DIR="$here/bae-data"
 export BAE_ADDR="127.0.0.1:${BAE_CLIENT_PORT:-%d}"
+export BAE_CONSOLE_ADDR="${BAE_CONSOLE_ADDR:-127.0.0.1:%d}"
 cd "$here"
 "$repo/bin/baesrv" dev "$@"
-`, setupHeader, shellQuote(d.repo), fake, d.clientPort)
+`, setupHeader, shellQuote(d.repo), fake, d.clientPort, consolePort)
 }

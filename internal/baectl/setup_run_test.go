@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -254,6 +255,12 @@ func TestSetupDevModeRuns(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "bae-data"), srv.DataDir)
 	assert.Equal(t, filepath.Join(dir, "bae-config.toml"), srv.ConfigPath)
 	assert.Equal(t, "postgres://postgres@127.0.0.1:5432/bae_dev_deploy?sslmode=disable", srv.DatabaseURL)
+	// The console is on, with the password setup printed once.
+	assert.Equal(t, "127.0.0.1:8082", srv.Console.Addr)
+	pw := regexp.MustCompile(`Operator console http://127\.0\.0\.1:8082, password ([0-9a-f]{32})\n`).FindStringSubmatch(r.stdout)
+	require.Len(t, pw, 2, r.stdout)
+	assert.Equal(t, pw[1], srv.Console.Password)
+	assert.Equal(t, 1, strings.Count(r.stdout, pw[1]), "printed once")
 	level, _ := lookup("BAE_LOG")
 	assert.Equal(t, "debug", level)
 
