@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -597,7 +600,20 @@ func printSetupSummary(e *invocation, d *deployment, files []setupFile) {
 	}
 }
 
+// launchTimeout bounds the wait for a launched server to become ready.
+const launchTimeout = 5 * time.Minute
+
+// launchDeployment starts the deployment, waits until its client port's
+// /readyz answers 200, and creates the "default" profile (on the first
+// provider) with a client key, as BAE's setup does; the key is printed
+// once. compose runs in the background; dev mode's server runs in the
+// foreground, so setup waits for it to end.
 func launchDeployment(ctx context.Context, e *invocation, d *deployment) error {
+	// The launched processes write while setup does: one lock for each
+	// stream (a terminal is a file and needs none, a buffer does).
+	locked := *e
+	locked.stdout, locked.stderr = &syncWriter{w: e.stdout}, &syncWriter{w: e.stderr}
+	e = &locked
 	var cmd *exec.Cmd
 	switch d.mode {
 	case modeCompose:
@@ -610,8 +626,95 @@ func launchDeployment(ctx context.Context, e *invocation, d *deployment) error {
 	}
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("launch %s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if d.mode == modeCompose {
+		if err := <-exited; err != nil {
+			return fmt.Errorf("launch %s: %w", strings.Join(cmd.Args, " "), err)
+		}
+		exited = nil
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", d.clientPort)
+	fmt.Fprintf(e.stdout, "Waiting for %s …\n", url)
+	if err := waitReady(ctx, url, launchTimeout, exited); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "The server is ready.")
+	if err := createDefaultProfile(ctx, e, d); err != nil {
+		return err
+	}
+	if exited != nil {
+		if err := <-exited; err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+		}
+	}
+	return nil
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// waitReady polls url until it answers 200, the timeout passes, or the
+// launched process ends (exited, nil for a background launch).
+func waitReady(ctx context.Context, url string, timeout time.Duration, exited <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server did not become ready at %s within %s", url, timeout)
+		case err := <-exited:
+			if err != nil {
+				return fmt.Errorf("the server exited before it was ready: %w", err)
+			}
+			return errors.New("the server exited before it was ready")
+		case <-tick.C:
+		}
+	}
+}
+
+// createDefaultProfile runs `baectl quickstart` where the admin port is:
+// inside the baesrv container (compose) or next to the dev server, with
+// this deployment's data directory.
+func createDefaultProfile(ctx context.Context, e *invocation, d *deployment) error {
+	args := []string{"quickstart", "--profile-name", "default", "--provider", d.providers[0].name,
+		"--client-url", fmt.Sprintf("http://127.0.0.1:%d", d.clientPort)}
+	var cmd *exec.Cmd
+	if d.mode == modeCompose {
+		cmd = exec.CommandContext(ctx, "docker", append([]string{"compose", "exec", "-T", "baesrv", "baectl"}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, filepath.Join(d.repo, "bin", "baectl"), args...)
+		cmd.Env = append(os.Environ(), "BAE_DATA_DIR="+filepath.Join(d.dir, "bae-data"))
+	}
+	cmd.Dir = d.dir
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("create the default profile and key (%s): %w", strings.Join(cmd.Args, " "), err)
 	}
 	return nil
 }
