@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bae-go/bae-go/api/wire"
-	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
@@ -195,12 +194,6 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.Sandbox, p = sandboxSettings(b.Sandbox); p != nil {
 		return in, p
 	}
-	// The primary is fatal at session open when missing, so a name the
-	// registry does not hold is refused here, where the typo is made.
-	// Fallbacks stay unchecked: a missing one is skipped at run time.
-	if _, ok := a.Config.Provider(*b.PrimaryProvider); !ok {
-		return in, unknownPrimary(*b.PrimaryProvider, a.Config)
-	}
 	return in, nil
 }
 
@@ -227,17 +220,28 @@ func sandboxSettings(raw json.RawMessage) (sandbox.Settings, *Problem) {
 	return s, nil
 }
 
-func unknownPrimary(name string, f *config.File) *Problem {
+// profileWarnings checks a stored profile's provider names against the
+// registry. As in BAE, a name the registry does not hold is stored (the
+// provider may be rolled out later, or this replica's file be behind);
+// the session open answers 422 primary_provider_unavailable. The operator
+// hears of it now: a log line and the answer's "warnings".
+func (a *adminAPI) profileWarnings(op string, prof store.Profile) []wire.Warning {
 	var names []string
-	for _, p := range f.ProvidersView() {
+	for _, p := range a.Config.ProvidersView() {
 		names = append(names, p.Name)
 	}
-	configured := "none: bae-config.toml has no [[providers.entries]]"
-	if len(names) > 0 {
-		configured = "configured: " + strings.Join(names, ", ")
+	warns := wire.ProfileWarnings(names, prof.PrimaryProvider, prof.FallbackProviders)
+	for _, w := range warns {
+		a.Log.Warn("profile "+op+" with a provider the registry does not hold",
+			"profile_id", prof.ID, "profile", prof.Name, "warning", w.Type, "detail", w.Detail)
 	}
-	return unprocessable("primary_provider_unavailable",
-		fmt.Sprintf("primary_provider %q is not in the provider registry (%s)", name, configured))
+	return warns
+}
+
+// replacedProfile is PUT's answer: the profile, plus warnings when any.
+type replacedProfile struct {
+	wire.Profile
+	Warnings []wire.Warning `json:"warnings,omitempty"`
 }
 
 func profileView(p store.Profile) wire.Profile {
@@ -268,7 +272,11 @@ func (a *adminAPI) createProfile(w http.ResponseWriter, r *http.Request) *Proble
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"id": prof.ID, "name": prof.Name, "created_at": store.FormatTime(prof.CreatedAt)})
+	body := map[string]any{"id": prof.ID, "name": prof.Name, "created_at": store.FormatTime(prof.CreatedAt)}
+	if warns := a.profileWarnings("created", prof); len(warns) > 0 {
+		body["warnings"] = warns
+	}
+	writeJSON(w, http.StatusCreated, body)
 	return nil
 }
 
@@ -323,7 +331,7 @@ func (a *adminAPI) replaceProfile(w http.ResponseWriter, r *http.Request) *Probl
 	if a.OnProfileWritten != nil {
 		a.OnProfileWritten(prof)
 	}
-	writeJSON(w, http.StatusOK, profileView(prof))
+	writeJSON(w, http.StatusOK, replacedProfile{Profile: profileView(prof), Warnings: a.profileWarnings("replaced", prof)})
 	return nil
 }
 

@@ -1,8 +1,9 @@
 package api_test
 
 import (
-	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/testing/testenv"
-	"github.com/bae-go/bae-go/store"
 )
 
 const providersTOML = `
@@ -142,25 +142,39 @@ func TestOpenSessionChecksAndAudit(t *testing.T) {
 	assert.Regexp(t, `^evt_[0-9a-f]{32}$`, first["id"])
 	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, first["created_at"])
 
-	// A primary provider missing from the registry: 422 plus an audit row.
-	// The admin API refuses such a profile, so write it the way a config
-	// change after the write leaves it: straight into the store.
-	st, err := store.Open(context.Background(), s.DatabaseURL, store.Options{MaxConns: 1})
-	require.NoError(t, err)
-	broken, err := st.CreateProfile(context.Background(), store.ProfileInput{Name: "broken", PrimaryProvider: "nope"})
-	st.Close()
-	require.NoError(t, err)
-	pid2 := broken.ID
+	// A primary provider missing from the registry: the admin API stores
+	// the profile (as BAE does); open and join answer 422 plus an audit
+	// row, on every attempt.
+	pid2 := s.Profile(t, map[string]any{"name": "broken", "primary_provider": "nope"})
 	_, key2 := s.Key(t, pid2)
-	r = s.Client(t, http.MethodPost, "/api/v1/sessions", key2, nil)
+	for range 2 {
+		r = s.Client(t, http.MethodPost, "/api/v1/sessions", key2, nil)
+		assert.Equal(t, http.StatusUnprocessableEntity, r.Status)
+		assert.Equal(t, "primary_provider_unavailable", problemType(r))
+		assert.NotContains(t, r.Body, "session_key")
+	}
+	// Join: the same check on a session opened while the provider was
+	// configured, once its profile points at a missing one.
+	r = s.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "main", "primary_provider": "nope", "allowed_tools": []string{"get_time"}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	r = s.Client(t, http.MethodPost, "/api/v1/sessions/"+sid+"/join", key, nil)
 	assert.Equal(t, http.StatusUnprocessableEntity, r.Status)
 	assert.Equal(t, "primary_provider_unavailable", problemType(r))
 	errs := s.Admin(t, http.MethodGet, "/admin/v1/sessions?state=error", nil)
-	require.Len(t, errs.Body["items"], 1)
-	audit := errs.Body["items"].([]any)[0].(map[string]any)
-	aev := s.Admin(t, http.MethodGet, "/admin/v1/sessions/"+audit["id"].(string)+"/events", nil)
-	payload := aev.Body["items"].([]any)[0].(map[string]any)["payload"].(map[string]any)
-	assert.Equal(t, map[string]any{"reason": "primary_provider_unavailable", "profile_id": pid2, "primary_provider": "nope"}, payload)
+	require.Len(t, errs.Body["items"], 3, "one audit session per attempt")
+	byProfile := map[string]int{}
+	for _, it := range errs.Body["items"].([]any) {
+		audit := it.(map[string]any)
+		aev := s.Admin(t, http.MethodGet, "/admin/v1/sessions/"+audit["id"].(string)+"/events", nil)
+		items := aev.Body["items"].([]any)
+		require.Len(t, items, 1)
+		ev := items[0].(map[string]any)
+		assert.Equal(t, "session.error", ev["event_type"])
+		payload := ev["payload"].(map[string]any)
+		byProfile[payload["profile_id"].(string)]++
+		assert.Equal(t, map[string]any{"reason": "primary_provider_unavailable", "profile_id": payload["profile_id"], "primary_provider": "nope"}, payload)
+	}
+	assert.Equal(t, map[string]int{pid2: 2, pid: 1}, byProfile)
 }
 
 func TestProfileUnavailableAtOpen(t *testing.T) {
@@ -292,18 +306,33 @@ func TestProfilesAndKeysAdmin(t *testing.T) {
 		assert.Equal(t, 400, r.Status, "%v", b)
 		assert.Equal(t, "bad_request", problemType(r))
 	}
-	// A primary provider the registry does not hold is refused, on create
-	// and on replace, naming what is configured.
-	r := s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "newp", "primary_provider": "nosuchprovider"})
-	assert.Equal(t, 422, r.Status)
-	assert.Equal(t, "primary_provider_unavailable", problemType(r))
-	assert.Equal(t, `primary_provider "nosuchprovider" is not in the provider registry (configured: main)`, r.Body["detail"])
-	assert.Equal(t, float64(422), r.Body["status"])
+	// A provider the registry does not hold is stored, as BAE does, on
+	// create and on replace; the answer adds "warnings" naming what is
+	// configured and otherwise keeps BAE's shape.
+	r := s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "newp", "primary_provider": "nosuchprovider", "fallback_providers": []string{"main", "gone", "gone"}})
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	assert.Equal(t, []any{
+		map[string]any{"type": "primary_provider_unavailable", "detail": `primary_provider "nosuchprovider" is not in the provider registry (configured: main); sessions on this profile are refused with 422 primary_provider_unavailable until it is added`},
+		map[string]any{"type": "fallback_provider_unavailable", "detail": `fallback provider "gone" is not in the provider registry (configured: main); turns skip it`},
+	}, r.Body["warnings"])
+	newp := r.Body["id"].(string)
+	r = s.Admin(t, http.MethodGet, "/admin/v1/profiles/"+newp, nil)
+	assert.Equal(t, "nosuchprovider", r.Body["primary_provider"])
+	assert.NotContains(t, r.Body, "warnings")
+	require.Equal(t, 204, s.Admin(t, http.MethodDelete, "/admin/v1/profiles/"+newp, nil).Status)
 
-	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "main"})
+	r = s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "main", "primary_provider": "main"})
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	assert.Equal(t, []string{"created_at", "id", "name"}, slices.Sorted(maps.Keys(r.Body)), "no warnings: BAE's exact shape")
+	pid := r.Body["id"].(string)
 	r = s.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "main", "primary_provider": "nosuchprovider"})
-	assert.Equal(t, 422, r.Status)
-	assert.Equal(t, "primary_provider_unavailable", problemType(r))
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	assert.Equal(t, "nosuchprovider", r.Body["primary_provider"])
+	require.Len(t, r.Body["warnings"], 1)
+	assert.Equal(t, "primary_provider_unavailable", r.Body["warnings"].([]any)[0].(map[string]any)["type"])
+	r = s.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "main", "primary_provider": "main"})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	assert.NotContains(t, r.Body, "warnings")
 	r = s.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "main", "primary_provider": "main"})
 	assert.Equal(t, 409, r.Status)
 	assert.Equal(t, "duplicate_name", problemType(r))

@@ -223,3 +223,37 @@ func TestConsoleProfileSandboxLimits(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 	assert.Equal(t, map[string]any{}, sandbox(), "an emptied field clears the overrides")
 }
+
+// TestConsoleProfileProviderWarnings saves a profile whose providers the
+// registry does not hold: the admin API stores it and warns, and the
+// console takes the operator to the profile's page, which shows why.
+func TestConsoleProfileProviderWarnings(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	csrf := c.csrf()
+	save := func(primary string, fallbacks ...string) *http.Response {
+		resp, body := c.post("/profiles/"+e.pid, url.Values{"csrf": {csrf}, "name": {"main"}, "primary_provider": {primary}, "fallback": fallbacks},
+			http.Header{"Sec-Fetch-Site": {"same-origin"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+		return resp
+	}
+	resp := save("not-yet", "also-not-yet")
+	assert.Equal(t, "/profiles/"+e.pid+"?saved=1", resp.Header.Get("Location"))
+	_, body := c.get("/profiles/" + e.pid + "?saved=1")
+	assert.Contains(t, body, "Profile saved.")
+	m := regexp.MustCompile(`(?s)<section class="alert warn" id="profile-warnings".*?</section>`).FindString(body)
+	require.NotEmpty(t, m, "the page shows the warnings")
+	assert.Contains(t, m, `data-warning="primary_provider_unavailable"`)
+	assert.Contains(t, m, `data-warning="fallback_provider_unavailable"`)
+	assert.Contains(t, m, "sessions on this profile are refused with 422 primary_provider_unavailable")
+	_, body = c.get("/profiles")
+	assert.Contains(t, body, "not configured")
+
+	resp = save("primary")
+	assert.Equal(t, "/profiles?saved="+e.pid, resp.Header.Get("Location"), "no warning: back to the list")
+	_, body = c.get("/profiles/" + e.pid)
+	assert.NotContains(t, body, "profile-warnings")
+	_, body = c.get("/profiles")
+	assert.NotContains(t, body, "not configured")
+}

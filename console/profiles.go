@@ -48,6 +48,9 @@ type pickers struct {
 	Images    []string
 	// FallbackSlots is how many ordered fallback pickers the form shows.
 	FallbackSlots int
+	// Warnings name the profile's providers the registry does not hold, as
+	// the admin API answers them when the profile is written.
+	Warnings []wire.Warning
 }
 
 func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *api.Problem) {
@@ -68,8 +71,13 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 	// A profile may name entries since removed from the file: keep them
 	// selectable so saving the form does not drop them silently.
 	known := map[string]bool{}
+	registry := make([]string, 0, len(pk.Providers))
 	for _, p := range pk.Providers {
 		known[p.Name] = true
+		registry = append(registry, p.Name)
+	}
+	if current.ID != "" || current.PrimaryProvider != "" {
+		pk.Warnings = wire.ProfileWarnings(registry, current.PrimaryProvider, current.FallbackProviders)
 	}
 	for _, n := range append([]string{current.PrimaryProvider}, current.FallbackProviders...) {
 		if n != "" && !known[n] {
@@ -119,13 +127,24 @@ func (c *Console) profilesPage(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, p)
 		return
 	}
+	var provItems struct {
+		Items []config.ProviderSummary `json:"items"`
+	}
+	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/providers", nil, &provItems); p != nil {
+		c.internal(w, r, p)
+		return
+	}
+	registry := make([]string, 0, len(provItems.Items))
+	for _, pr := range provItems.Items {
+		registry = append(registry, pr.Name)
+	}
 	keyCount := map[string]int{}
 	for _, k := range keys {
 		keyCount[k.ProfileID]++
 	}
 	q := r.URL.Query()
 	c.render(w, r, http.StatusOK, "profiles", map[string]any{
-		"Profiles": profiles, "KeyCount": keyCount, "Deleted": q.Get("deleted"), "Saved": q.Get("saved"),
+		"Profiles": profiles, "KeyCount": keyCount, "Registry": registry, "Deleted": q.Get("deleted"), "Saved": q.Get("saved"),
 	})
 }
 
@@ -135,7 +154,8 @@ func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, stat
 		c.internal(w, r, p)
 		return
 	}
-	c.render(w, r, status, "profile", map[string]any{"F": f, "P": pk, "Error": formErr, "InUse": inUse, "New": f.ID == ""})
+	c.render(w, r, status, "profile", map[string]any{"F": f, "P": pk, "Error": formErr, "InUse": inUse, "New": f.ID == "",
+		"Saved": r.URL.Query().Get("saved") != ""})
 }
 
 func (c *Console) profileNew(w http.ResponseWriter, r *http.Request) {
@@ -225,13 +245,24 @@ func (c *Console) profileCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var created struct {
-		ID string `json:"id"`
+		ID       string         `json:"id"`
+		Warnings []wire.Warning `json:"warnings"`
 	}
 	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/profiles", body, &created); p != nil {
 		c.profileProblem(w, r, f, p)
 		return
 	}
-	http.Redirect(w, r, "/profiles?saved="+url.QueryEscape(created.ID), http.StatusSeeOther)
+	savedRedirect(w, r, created.ID, created.Warnings)
+}
+
+// savedRedirect goes back to the list after a save, or to the profile's
+// own page when the admin API warned, where the warnings are shown.
+func savedRedirect(w http.ResponseWriter, r *http.Request, id string, warns []wire.Warning) {
+	if len(warns) > 0 {
+		http.Redirect(w, r, "/profiles/"+url.PathEscape(id)+"?saved=1", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/profiles?saved="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
 func (c *Console) profileReplace(w http.ResponseWriter, r *http.Request) {
@@ -241,11 +272,14 @@ func (c *Console) profileReplace(w http.ResponseWriter, r *http.Request) {
 		c.renderProfileForm(w, r, http.StatusBadRequest, f, badSandboxJSON, nil)
 		return
 	}
-	if p := c.admin.call(r.Context(), http.MethodPut, "/admin/v1/profiles/"+url.PathEscape(f.ID), body, nil); p != nil {
+	var replaced struct {
+		Warnings []wire.Warning `json:"warnings"`
+	}
+	if p := c.admin.call(r.Context(), http.MethodPut, "/admin/v1/profiles/"+url.PathEscape(f.ID), body, &replaced); p != nil {
 		c.profileProblem(w, r, f, p)
 		return
 	}
-	http.Redirect(w, r, "/profiles?saved="+url.QueryEscape(f.ID), http.StatusSeeOther)
+	savedRedirect(w, r, f.ID, replaced.Warnings)
 }
 
 // profileProblem redraws the form with the admin API's reason.

@@ -385,3 +385,126 @@ func TestRemoteSubagentTemplateInjections(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1\n", res.Stdout, "no attack ran in the sandbox")
 }
+
+// toolNamesOf lists the names in a provider.request event's "tools".
+func toolNamesOf(t *testing.T, ev map[string]any) []string {
+	t.Helper()
+	names := []string{}
+	tools, ok := payload(ev)["tools"].([]any)
+	require.True(t, ok, "provider.request has a tools array: %v", ev)
+	for _, tl := range tools {
+		names = append(names, tl.(map[string]any)["name"].(string))
+	}
+	return names
+}
+
+// TestRemoteSubagentStatusToolLifecycle follows remote_subagent_status
+// through a launch and its acknowledgment, request by request, both in the
+// event log's provider.request events and in what the provider received:
+// hidden before any launch, offered once a launch exists, and gone from the
+// very request that follows the tool_result reading the terminal status.
+func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
+	image := busyboxImage(t)
+	e := newEnv(t, envOpts{})
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	objs := e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
+	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obs := e.srv.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+
+	// streamed holds what the subscription delivered, by event id.
+	streamed := map[string]map[string]any{}
+	streamedUntil := func(id string) map[string]any {
+		t.Helper()
+		for streamed[id] == nil {
+			m := obs.Next(30 * time.Second)
+			require.NotNil(t, m, "waiting for event %s on the subscription", id)
+			ev := m["params"].(map[string]any)
+			streamed[ev["id"].(string)] = ev
+		}
+		return streamed[id]
+	}
+	waitStreamed := func(typ string) {
+		t.Helper()
+		for {
+			for _, ev := range streamed {
+				if ev["event_type"] == typ {
+					return
+				}
+			}
+			m := obs.Next(30 * time.Second)
+			require.NotNil(t, m, "waiting for %s", typ)
+			ev := m["params"].(map[string]any)
+			streamed[ev["id"].(string)] = ev
+		}
+	}
+
+	const status = "remote_subagent_status"
+	// turn sends one message and returns, for each provider request it
+	// made, the tool names the provider received, after checking that the
+	// turn's provider.request events (in the answer and in the stored log)
+	// show exactly those tools and messages.
+	turn := func(text string) [][]string {
+		t.Helper()
+		before := len(e.fake.Requests())
+		_, term := d.send(text)
+		got := e.fake.Requests()[before:]
+		var logged []map[string]any
+		for _, ev := range resultEvents(term) {
+			if ev["event_type"] == "provider.request" {
+				logged = append(logged, ev)
+			}
+		}
+		require.Len(t, logged, len(got), "one provider.request per request the provider received")
+		stored := map[string]map[string]any{}
+		for _, ev := range d.allEvents() {
+			stored[ev["id"].(string)] = ev
+		}
+		var names [][]string
+		for i, rec := range got {
+			names = append(names, rec.ToolNames())
+			assert.Equal(t, rec.ToolNames(), toolNamesOf(t, logged[i]), "request %d of %q: the answer's event shows the tools sent", i, text)
+			assert.Equal(t, rec.Body["tools"], payload(logged[i])["tools"], "request %d of %q: tools as sent", i, text)
+			assert.Len(t, payload(logged[i])["messages"], len(rec.Messages()), "request %d of %q: messages as sent", i, text)
+			log := stored[logged[i]["id"].(string)]
+			require.NotNil(t, log, "the answer's event is in the log")
+			assert.Equal(t, payload(logged[i]), payload(log), "request %d of %q: the stored event reads the same", i, text)
+			assert.Equal(t, payload(logged[i]), payload(streamedUntil(logged[i]["id"].(string))), "request %d of %q: the subscription shows the same", i, text)
+		}
+		return names
+	}
+
+	// Turn 1: no launch yet, so the first request hides the tool; the
+	// request after the launch's tool_result offers it.
+	e.fake.Lane("primary").Enqueue(
+		fakeprovider.ToolUse("tu_l", "launch_subagent", map[string]any{"harness": "echo", "model": "m1", "prompt": "hi"}),
+		fakeprovider.Text("launched"),
+	)
+	names := turn("delegate it")
+	require.Len(t, names, 2)
+	assert.NotContains(t, names[0], status, "hidden before any launch")
+	assert.Contains(t, names[0], "launch_subagent")
+	assert.Contains(t, names[1], status, "offered once a launch exists")
+	waitStreamed("session.subagent.completed")
+
+	// Turn 2: offered while the terminal status is unread; reading it
+	// acknowledges it, and the request right after the tool_result no
+	// longer offers the tool.
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_s", status, map[string]any{}), fakeprovider.Text("got it"))
+	names = turn("how did it go?")
+	require.Len(t, names, 2)
+	assert.Contains(t, names[0], status)
+	assert.NotContains(t, names[1], status, "evicted in the request after the acknowledging tool_result")
+
+	// Turn 3: still gone.
+	names = turn("anything else?")
+	require.Len(t, names, 1)
+	assert.NotContains(t, names[0], status)
+}

@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
 
 // Admin API bodies, the one definition the server writes and the console
 // and baectl read.
@@ -43,4 +47,54 @@ type ImageStatus struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
+}
+
+// Warning is something the admin API stored as asked but the operator
+// should know about; Type is a stable slug, Detail says what happens next.
+// Answers carry "warnings" only when there is one, so a BAE tool sees
+// BAE's shape otherwise.
+type Warning struct {
+	Type   string `json:"type"`
+	Detail string `json:"detail"`
+}
+
+// Warning types.
+const (
+	// WarnPrimaryProviderUnavailable: the profile's primary provider is not
+	// in the registry; sessions on it are refused (422
+	// primary_provider_unavailable) until it is added.
+	WarnPrimaryProviderUnavailable = "primary_provider_unavailable"
+	// WarnFallbackProviderUnavailable: a fallback is not in the registry;
+	// turns skip it.
+	WarnFallbackProviderUnavailable = "fallback_provider_unavailable"
+)
+
+// ProfileWarnings names the providers a profile refers to that the
+// registry (configured, by name) does not hold. The admin API answers them
+// on create and replace; the console shows them on the profile pages.
+func ProfileWarnings(configured []string, primary string, fallbacks []string) []Warning {
+	known := make(map[string]bool, len(configured))
+	for _, n := range configured {
+		known[n] = true
+	}
+	registry := "none: bae-config.toml has no [[providers.entries]]"
+	if len(configured) > 0 {
+		registry = "configured: " + strings.Join(configured, ", ")
+	}
+	var out []Warning
+	if !known[primary] {
+		out = append(out, Warning{Type: WarnPrimaryProviderUnavailable, Detail: fmt.Sprintf(
+			"primary_provider %q is not in the provider registry (%s); sessions on this profile are refused with 422 primary_provider_unavailable until it is added",
+			primary, registry)})
+	}
+	seen := map[string]bool{}
+	for _, f := range fallbacks {
+		if known[f] || seen[f] {
+			continue
+		}
+		seen[f] = true
+		out = append(out, Warning{Type: WarnFallbackProviderUnavailable, Detail: fmt.Sprintf(
+			"fallback provider %q is not in the provider registry (%s); turns skip it", f, registry)})
+	}
+	return out
 }

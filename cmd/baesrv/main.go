@@ -180,13 +180,21 @@ func options(f *cliFlags) (config.Server, bool, error) {
 
 // newLogger is the server's stderr log: text, or one JSON object per line
 // with BAE_LOG_FORMAT=json (for log collectors).
+// BAE_LOG takes BAE's filter strings (package logfilter); directives that
+// map to nothing here are named once, at info level.
 func newLogger(stderr io.Writer) *slog.Logger {
 	lc := config.LogFromEnv(os.LookupEnv)
 	o := &slog.HandlerOptions{Level: lc.Level}
+	var l *slog.Logger
 	if lc.JSON {
-		return slog.New(slog.NewJSONHandler(stderr, o))
+		l = slog.New(slog.NewJSONHandler(stderr, o))
+	} else {
+		l = slog.New(slog.NewTextHandler(stderr, o))
 	}
-	return slog.New(slog.NewTextHandler(stderr, o))
+	if len(lc.Ignored) > 0 {
+		l.Info("BAE_LOG directives ignored: they name no part of this server", "ignored", strings.Join(lc.Ignored, ","))
+	}
+	return l
 }
 
 // loadFile reads the config file, naming where its path came from when it

@@ -238,3 +238,33 @@ func TestImportCommandErrors(t *testing.T) {
 	assert.Contains(t, stderr.String(), "is not a readable SQLite database")
 	assert.Empty(t, stdout.String())
 }
+
+// BAE_LOG takes BAE's tracing filter strings: the default level, the
+// baesrv target's level, other targets ignored with a note.
+func TestLogFilterStrings(t *testing.T) {
+	logs := func(filter string) string {
+		t.Setenv("BAE_LOG", filter)
+		t.Setenv("BAE_LOG_FORMAT", "")
+		var stderr bytes.Buffer
+		l := newLogger(&stderr)
+		l.Debug("d-line")
+		l.Info("i-line")
+		l.Warn("w-line")
+		return stderr.String()
+	}
+	out := logs("info,baesrv=debug")
+	assert.Contains(t, out, "d-line")
+	assert.NotContains(t, out, "ignored")
+	out = logs("debug,baesrv=warn")
+	assert.NotContains(t, out, "i-line")
+	assert.Contains(t, out, "w-line")
+	out = logs("warn")
+	assert.NotContains(t, out, "i-line")
+	out = logs("")
+	assert.Contains(t, out, "i-line")
+	assert.NotContains(t, out, "d-line")
+	out = logs("info,tower=warn,hyper=trace")
+	assert.Contains(t, out, `msg="BAE_LOG directives ignored: they name no part of this server" ignored="tower=warn,hyper=trace"`)
+	assert.Contains(t, out, "i-line")
+	assert.NotContains(t, out, "d-line")
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/bae-go/bae-go/internal/lib/logfilter"
 	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
@@ -130,10 +131,11 @@ type ranError struct{ err error }
 func (e *ranError) Error() string { return e.err.Error() }
 func (e *ranError) Unwrap() error { return e.err }
 
-// newLogger logs request traces to stderr only when BAE_LOG=debug, so normal
-// output stays clean and scriptable.
+// newLogger logs request traces to stderr only when BAE_LOG asks for debug
+// (or trace), also as a BAE filter string such as "info,baesrv=debug", so
+// normal output stays clean and scriptable.
 func newLogger(stderr io.Writer, env LookupEnv) *slog.Logger {
-	if !strings.EqualFold(env.get("BAE_LOG"), "debug") {
+	if logfilter.Parse(env.get("BAE_LOG")).Level() > slog.LevelDebug {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

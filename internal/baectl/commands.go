@@ -154,16 +154,29 @@ func createProfileCmd(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		var created profile
+		var created struct {
+			profile
+			Warnings []wire.Warning `json:"warnings"`
+		}
 		raw, err := c.send(ctx, http.MethodPost, "/admin/v1/profiles", body, &created)
 		if err != nil {
 			return err
 		}
+		printWarnings(e, created.Warnings)
 		if *asJSON {
 			return printJSON(e.stdout, raw)
 		}
 		fmt.Fprintln(e.stdout, "created profile")
 		return fields(e.stdout, "  ", [][2]string{{"id", created.ID}, {"name", created.Name}, {"created_at", created.CreatedAt}})
+	}
+}
+
+// printWarnings shows what the server stored but wants the operator to
+// know (a provider the registry does not hold), on stderr so that --json
+// output stays the server's document.
+func printWarnings(e *invocation, warns []wire.Warning) {
+	for _, w := range warns {
+		fmt.Fprintf(e.stderr, "baectl: warning: %s (%s)\n", w.Detail, w.Type)
 	}
 }
 
@@ -231,15 +244,19 @@ func updateProfileCmd(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		var p profile
+		var p struct {
+			profile
+			Warnings []wire.Warning `json:"warnings"`
+		}
 		raw, err := c.send(ctx, http.MethodPut, profilePath(args[0]), body, &p)
 		if err != nil {
 			return err
 		}
+		printWarnings(e, p.Warnings)
 		if *asJSON {
 			return printJSON(e.stdout, raw)
 		}
-		return printProfile(e, p)
+		return printProfile(e, p.profile)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -437,10 +438,12 @@ func TestAgainstServer(t *testing.T) {
 		assert.Equal(t, ExitRuntime, r.code)
 		assert.Contains(t, r.stderr, `MCP server "ghost" is not configured on the server (configured: echo-tools, remote-search)`)
 
-		// create profile checks the provider on the server: a clear 422.
-		r = c.run("create", "profile", "newp", "nosuchprovider")
-		assert.Equal(t, ExitRuntime, r.code)
-		assert.Contains(t, r.stderr, `baectl: primary_provider "nosuchprovider" is not in the provider registry (configured: alpha-provider, zulu-provider) (422 primary_provider_unavailable)`)
+		// create profile stores a provider the registry does not hold, as
+		// BAE does, and says so, naming what is configured.
+		r = c.ok("create", "profile", "newp", "nosuchprovider")
+		assert.Contains(t, r.stderr, `baectl: warning: primary_provider "nosuchprovider" is not in the provider registry (configured: alpha-provider, zulu-provider)`)
+		r = c.ok("create", "profile", "newp-ok", "zulu-provider", "--fallback", "alpha-provider")
+		assert.NotContains(t, r.stderr, "warning", "a profile whose providers are all configured gets no warning")
 
 		r = c.run("quickstart", "--provider", "nope")
 		assert.Equal(t, ExitRuntime, r.code)
@@ -491,4 +494,41 @@ func TestAuthCreateKeyPairAcceptedByServer(t *testing.T) {
 	assert.Equal(t, ExitRuntime, r.code)
 	assert.Contains(t, r.stderr, "baectl: the server has no providers configured")
 	assert.Equal(t, "no profiles found\n", c.ok("list", "profiles").stdout, "a failed quickstart creates nothing")
+
+	// As in BAE, a profile may name a provider the registry does not hold
+	// (yet): it is stored, with a warning; sessions on it are refused at
+	// open with 422 primary_provider_unavailable and an audit row, every time.
+	r = c.ok("create", "profile", "early", "anything", "--fallback", "later")
+	assert.Contains(t, r.stdout, "created profile")
+	assert.Contains(t, r.stderr, `baectl: warning: primary_provider "anything" is not in the provider registry (none: bae-config.toml has no [[providers.entries]]); sessions on this profile are refused with 422 primary_provider_unavailable until it is added (primary_provider_unavailable)`)
+	assert.Contains(t, r.stderr, `baectl: warning: fallback provider "later" is not in the provider registry`)
+	created := okJSON[map[string]any](c, "create", "profile", "early-json", "anything")
+	warns, _ := created["warnings"].([]any)
+	require.Len(t, warns, 1, "--json prints the server's document, warnings included: %v", created)
+	assert.Equal(t, "primary_provider_unavailable", warns[0].(map[string]any)["type"])
+	profiles := okJSON[[]map[string]any](c, "list", "profiles")
+	require.Len(t, profiles, 2)
+	i := slices.IndexFunc(profiles, func(p map[string]any) bool { return p["name"] == "early" })
+	require.GreaterOrEqual(t, i, 0, "%v", profiles)
+	assert.Equal(t, "anything", profiles[i]["primary_provider"])
+	assert.Equal(t, []any{"later"}, profiles[i]["fallback_providers"])
+	assert.NotContains(t, profiles[i], "warnings", "list items keep BAE's shape")
+	pid := profiles[i]["id"].(string)
+	r = c.ok("update", "profile", pid, "still-missing")
+	assert.Contains(t, r.stderr, `baectl: warning: primary_provider "still-missing" is not in the provider registry`)
+	assert.Regexp(t, `(?m)^primary_provider:\s+still-missing$`, r.stdout)
+	clientKey := okJSON[map[string]any](c, "create", "key", "early-key", pid)["key"].(string)
+	for range 2 {
+		res := s.Client(t, http.MethodPost, "/api/v1/sessions", clientKey, map[string]any{"client_version": "t"})
+		require.Equal(t, http.StatusUnprocessableEntity, res.Status, string(res.Raw))
+		assert.Equal(t, "primary_provider_unavailable", res.Body["type"])
+	}
+	audits := okJSON[[]map[string]any](c, "list", "sessions", "--state", "error")
+	require.Len(t, audits, 2, "logged on every attempt, never deduplicated")
+	for _, a := range audits {
+		evs := okJSON[[]map[string]any](c, "list", "events", a["id"].(string))
+		require.Len(t, evs, 1)
+		assert.Equal(t, "session.error", evs[0]["event_type"])
+		assert.Equal(t, map[string]any{"reason": "primary_provider_unavailable", "profile_id": pid, "primary_provider": "still-missing"}, evs[0]["payload"])
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -51,8 +54,16 @@ type setupMCP struct {
 	name, transport, command string
 	args                     []string
 	url                      string
-	bundled                  bool // examples/mcp-words: its path depends on the mode
+	headers                  map[string]string
+	// secret is the environment variable a header reads (${VAR}),
+	// collected like a provider's key.
+	secret  string
+	bundled bool // examples/mcp-words: its path depends on the mode
 }
+
+// mcpPresets are BAE's setup choices for an MCP server; "custom" asks for
+// everything.
+var mcpPresets = []string{"filesystem", "fetch", "github", "custom"}
 
 // deployment is everything the wizard decided; render turns it into files.
 type deployment struct {
@@ -69,12 +80,19 @@ type deployment struct {
 	secrets    map[string]string // env var -> value written to .env
 	missing    []string          // secrets left for the operator to supply
 	pgPassword string
+	// consolePassword (dev mode) unlocks the operator console; setup prints
+	// it once and keeps it in .env.
+	consolePassword string
 }
+
+// consolePort is where the dev mode's console listens (loopback).
+const consolePort = 8082
 
 type setupFlags struct {
 	dir, mode, repo, image               string
 	kind, providerName, model, apiKeyEnv string
 	words                                bool
+	mcpPresets                           []string
 	clientPort, uiPort                   int
 	logLevel                             string
 	public, yes, force, launch, noLaunch bool
@@ -91,6 +109,7 @@ func setupCmd(fs *pflag.FlagSet) runFunc {
 	fs.StringVar(&f.model, "model", "", "`MODEL` of the first provider (default: by kind)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "`VAR` holding the first provider's API key (default: ANTHROPIC_API_KEY or OPENAI_API_KEY)")
 	fs.BoolVar(&f.words, "mcp-words", true, "register the bundled example MCP server \"words\" (examples/mcp-words)")
+	fs.StringArrayVar(&f.mcpPresets, "mcp-preset", nil, "add an MCP server from a `PRESET` with its defaults, repeatable: filesystem (npx, /data), fetch (uvx) or github (hosted, token in GITHUB_TOKEN)")
 	fs.IntVar(&f.clientPort, "client-port", 8080, "host `PORT` of the client API")
 	fs.IntVar(&f.uiPort, "ui-port", 8233, "host `PORT` of the Temporal Web UI")
 	fs.StringVar(&f.logLevel, "log-level", "info", "baesrv `LEVEL`: debug, info, warn or error")
@@ -177,8 +196,18 @@ func (f *setupFlags) decide(fs *pflag.FlagSet, p *prompter, env LookupEnv) (*dep
 	if words {
 		d.mcp = append(d.mcp, setupMCP{name: exampleMCPServer, transport: "stdio", bundled: true})
 	}
+	for _, name := range f.mcpPresets {
+		m, ok := presetMCP(name, d.mcp)
+		if !ok {
+			return nil, usagef("--mcp-preset must be one of filesystem, fetch, github (got %q)", name)
+		}
+		d.mcp = append(d.mcp, m)
+		d.collectSecret(m.secret, p, env)
+	}
 	for p.yesNo("Add another MCP server?", false, true) {
-		d.mcp = append(d.mcp, p.mcpServer(d.mcp))
+		m := p.mcpServer(d.mcp)
+		d.mcp = append(d.mcp, m)
+		d.collectSecret(m.secret, p, env)
 	}
 
 	d.clientPort = f.clientPort
@@ -204,6 +233,13 @@ func (f *setupFlags) decide(fs *pflag.FlagSet, p *prompter, env LookupEnv) (*dep
 		return nil, usagef("--log-level must be one of %s (got %q)", strings.Join(levels, ", "), d.logLevel)
 	}
 	d.public = f.public
+	if d.mode == modeDev {
+		pw := make([]byte, 16)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, fmt.Errorf("generate the console password: %w", err)
+		}
+		d.consolePassword = hex.EncodeToString(pw)
+	}
 	if d.mode == modeCompose {
 		pw := make([]byte, 16)
 		if _, err := rand.Read(pw); err != nil {
@@ -395,6 +431,14 @@ func (p *prompter) name(q, def string, taken []string) string {
 	}
 }
 
+// freeName is base, or base with a suffix when base is taken.
+func freeName(base string, taken []string) string {
+	if !slices.Contains(taken, base) {
+		return base
+	}
+	return uniqueName(base, taken)
+}
+
 func uniqueName(base string, taken []string) string {
 	for i := 2; ; i++ {
 		if n := fmt.Sprintf("%s-%d", base, i); !slices.Contains(taken, n) {
@@ -428,10 +472,48 @@ func (p *prompter) provider(have []setupProvider, defKind string) setupProvider 
 	return pr
 }
 
+// presetMCP is a preset with its defaults, named apart from have.
+func presetMCP(preset string, have []setupMCP) (setupMCP, bool) {
+	taken := make([]string, len(have))
+	for i, h := range have {
+		taken[i] = h.name
+	}
+	name := freeName(preset, taken)
+	switch preset {
+	case "filesystem":
+		return setupMCP{name: name, transport: "stdio", command: "npx", args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}}, true
+	case "fetch":
+		return setupMCP{name: name, transport: "stdio", command: "uvx", args: []string{"mcp-server-fetch"}}, true
+	case "github":
+		return setupMCP{name: name, transport: "http", url: "https://api.githubcopilot.com/mcp/", secret: "GITHUB_TOKEN",
+			headers: map[string]string{"Authorization": "Bearer ${GITHUB_TOKEN}"}}, true
+	}
+	return setupMCP{}, false
+}
+
 func (p *prompter) mcpServer(have []setupMCP) setupMCP {
 	taken := make([]string, len(have))
 	for i, h := range have {
 		taken[i] = h.name
+	}
+	switch preset := p.choose("Which MCP server: filesystem (npx), fetch (uvx), github (GitHub's hosted server, token in GITHUB_TOKEN) or custom?", mcpPresets, "custom"); preset {
+	case "filesystem":
+		m := setupMCP{name: p.name("MCP server name?", freeName("filesystem", taken), taken), transport: "stdio", command: "npx"}
+		m.args = []string{"-y", "@modelcontextprotocol/server-filesystem", p.ask("Directory it may read and write (on baesrv's host or container)?", "/data")}
+		return m
+	case "fetch":
+		return setupMCP{name: p.name("MCP server name?", freeName("fetch", taken), taken), transport: "stdio", command: "uvx", args: []string{"mcp-server-fetch"}}
+	case "github":
+		m := setupMCP{name: p.name("MCP server name?", freeName("github", taken), taken), transport: "http", url: "https://api.githubcopilot.com/mcp/"}
+		for {
+			m.secret = p.ask("Environment variable holding the GitHub token?", "GITHUB_TOKEN")
+			if envVarRe.MatchString(m.secret) {
+				break
+			}
+			fmt.Fprintln(p.out, "  use A-Z, 0-9 and _")
+		}
+		m.headers = map[string]string{"Authorization": "Bearer ${" + m.secret + "}"}
+		return m
 	}
 	m := setupMCP{name: p.name("MCP server name?", "", taken)}
 	m.transport = p.choose("Transport?", []string{"stdio", "http", "sse"}, "stdio")
@@ -513,10 +595,25 @@ func printSetupSummary(e *invocation, d *deployment, files []setupFile) {
 		fmt.Fprintf(w, "Then, in another shell:\n")
 		fmt.Fprintf(w, "  BAE_DATA_DIR=%s %s quickstart --provider %s --client-url http://127.0.0.1:%d\n",
 			shellQuote(filepath.Join(d.dir, "bae-data")), shellQuote(filepath.Join(d.repo, "bin", "baectl")), d.providers[0].name, d.clientPort)
+		fmt.Fprintf(w, "Operator console http://127.0.0.1:%d, password %s\n(shown once here; it is BAE_CONSOLE_PASSWORD in %s)\n",
+			consolePort, d.consolePassword, filepath.Join(d.dir, ".env"))
 	}
 }
 
+// launchTimeout bounds the wait for a launched server to become ready.
+const launchTimeout = 5 * time.Minute
+
+// launchDeployment starts the deployment, waits until its client port's
+// /readyz answers 200, and creates the "default" profile (on the first
+// provider) with a client key, as BAE's setup does; the key is printed
+// once. compose runs in the background; dev mode's server runs in the
+// foreground, so setup waits for it to end.
 func launchDeployment(ctx context.Context, e *invocation, d *deployment) error {
+	// The launched processes write while setup does: one lock for each
+	// stream (a terminal is a file and needs none, a buffer does).
+	locked := *e
+	locked.stdout, locked.stderr = &syncWriter{w: e.stdout}, &syncWriter{w: e.stderr}
+	e = &locked
 	var cmd *exec.Cmd
 	switch d.mode {
 	case modeCompose:
@@ -529,8 +626,95 @@ func launchDeployment(ctx context.Context, e *invocation, d *deployment) error {
 	}
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("launch %s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if d.mode == modeCompose {
+		if err := <-exited; err != nil {
+			return fmt.Errorf("launch %s: %w", strings.Join(cmd.Args, " "), err)
+		}
+		exited = nil
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", d.clientPort)
+	fmt.Fprintf(e.stdout, "Waiting for %s …\n", url)
+	if err := waitReady(ctx, url, launchTimeout, exited); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "The server is ready.")
+	if err := createDefaultProfile(ctx, e, d); err != nil {
+		return err
+	}
+	if exited != nil {
+		if err := <-exited; err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+		}
+	}
+	return nil
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// waitReady polls url until it answers 200, the timeout passes, or the
+// launched process ends (exited, nil for a background launch).
+func waitReady(ctx context.Context, url string, timeout time.Duration, exited <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server did not become ready at %s within %s", url, timeout)
+		case err := <-exited:
+			if err != nil {
+				return fmt.Errorf("the server exited before it was ready: %w", err)
+			}
+			return errors.New("the server exited before it was ready")
+		case <-tick.C:
+		}
+	}
+}
+
+// createDefaultProfile runs `baectl quickstart` where the admin port is:
+// inside the baesrv container (compose) or next to the dev server, with
+// this deployment's data directory.
+func createDefaultProfile(ctx context.Context, e *invocation, d *deployment) error {
+	args := []string{"quickstart", "--profile-name", "default", "--provider", d.providers[0].name,
+		"--client-url", fmt.Sprintf("http://127.0.0.1:%d", d.clientPort)}
+	var cmd *exec.Cmd
+	if d.mode == modeCompose {
+		cmd = exec.CommandContext(ctx, "docker", append([]string{"compose", "exec", "-T", "baesrv", "baectl"}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, filepath.Join(d.repo, "bin", "baectl"), args...)
+		cmd.Env = append(os.Environ(), "BAE_DATA_DIR="+filepath.Join(d.dir, "bae-data"))
+	}
+	cmd.Dir = d.dir
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("create the default profile and key (%s): %w", strings.Join(cmd.Args, " "), err)
 	}
 	return nil
 }

@@ -106,6 +106,18 @@ func (d *deployment) configTOML() string {
 			}
 		} else {
 			fmt.Fprintf(&b, "url       = %s\n", quote(m.url))
+			if len(m.headers) > 0 {
+				keys := make([]string, 0, len(m.headers))
+				for k := range m.headers {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				kv := make([]string, len(keys))
+				for i, k := range keys {
+					kv[i] = quote(k) + " = " + quote(m.headers[k])
+				}
+				fmt.Fprintf(&b, "headers   = { %s }\n", strings.Join(kv, ", "))
+			}
 		}
 	}
 	return b.String()
@@ -119,6 +131,9 @@ func (d *deployment) envFile() string {
 	fmt.Fprintf(&b, "# %s\n# Secrets: do not commit this file.\n", setupHeader)
 	if d.pgPassword != "" {
 		fmt.Fprintf(&b, "POSTGRES_PASSWORD=%s\n", d.pgPassword)
+	}
+	if d.consolePassword != "" {
+		fmt.Fprintf(&b, "BAE_CONSOLE_PASSWORD=%s\n", d.consolePassword)
 	}
 	names := make([]string, 0, len(d.secrets))
 	for k := range d.secrets {
@@ -229,12 +244,19 @@ services:
       BAE_LOG: "${BAE_LOG:-info}"
 `, build)
 	seen := map[string]bool{}
+	vars := []string{}
 	for _, p := range d.providers {
-		if p.envVar == "" || seen[p.envVar] {
+		vars = append(vars, p.envVar)
+	}
+	for _, m := range d.mcp {
+		vars = append(vars, m.secret)
+	}
+	for _, v := range vars {
+		if v == "" || seen[v] {
 			continue
 		}
-		seen[p.envVar] = true
-		fmt.Fprintf(&b, "      %s: %s\n", p.envVar, quote(fmt.Sprintf("${%s:?%s is not set: add it to .env or export it}", p.envVar, p.envVar)))
+		seen[v] = true
+		fmt.Fprintf(&b, "      %s: %s\n", v, quote(fmt.Sprintf("${%s:?%s is not set: add it to .env or export it}", v, v)))
 	}
 	fmt.Fprintf(&b, `    volumes:
       - baedata:/var/lib/bae
@@ -312,7 +334,8 @@ fi
 %s
 export BAE_CONFIG="$here/bae-config.toml" BAE_DATA_DIR="$here/bae-data"
 export BAE_ADDR="127.0.0.1:${BAE_CLIENT_PORT:-%d}"
+export BAE_CONSOLE_ADDR="${BAE_CONSOLE_ADDR:-127.0.0.1:%d}"
 cd "$here"
 "$repo/bin/baesrv" dev "$@"
-`, setupHeader, shellQuote(d.repo), fake, d.clientPort)
+`, setupHeader, shellQuote(d.repo), fake, d.clientPort, consolePort)
 }

@@ -3,10 +3,16 @@ package baectl
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -254,6 +260,12 @@ func TestSetupDevModeRuns(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "bae-data"), srv.DataDir)
 	assert.Equal(t, filepath.Join(dir, "bae-config.toml"), srv.ConfigPath)
 	assert.Equal(t, "postgres://postgres@127.0.0.1:5432/bae_dev_deploy?sslmode=disable", srv.DatabaseURL)
+	// The console is on, with the password setup printed once.
+	assert.Equal(t, "127.0.0.1:8082", srv.Console.Addr)
+	pw := regexp.MustCompile(`Operator console http://127\.0\.0\.1:8082, password ([0-9a-f]{32})\n`).FindStringSubmatch(r.stdout)
+	require.Len(t, pw, 2, r.stdout)
+	assert.Equal(t, pw[1], srv.Console.Password)
+	assert.Equal(t, 1, strings.Count(r.stdout, pw[1]), "printed once")
 	level, _ := lookup("BAE_LOG")
 	assert.Equal(t, "debug", level)
 
@@ -295,4 +307,46 @@ func TestSetupDevModeKeyFromEnvFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "sk-ant-from-shell", token)
 	assert.Equal(t, "127.0.0.1:8080", srv.Addr)
+}
+
+// TestSetupDevModeLaunch launches a dev deployment (a stand-in checkout):
+// setup polls the client port's /readyz until it answers 200, then runs
+// `baectl quickstart` for the "default" profile and key next to the
+// server, and waits for the foreground server to end.
+func TestSetupDevModeLaunch(t *testing.T) {
+	repo, record := stubRepo(t)
+	var polls atomic.Int32
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "/readyz", r.URL.Path)
+		if polls.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer ready.Close()
+	port := ready.Listener.Addr().(*net.TCPAddr).Port
+	// The stand-in server runs until the stand-in baectl has been called.
+	for path, body := range map[string]string{
+		"bin/baesrv": fmt.Sprintf("#!/bin/sh\nwhile [ ! -f %q.done ]; do sleep 0.1; done\n", record),
+		"bin/baectl": fmt.Sprintf("#!/bin/sh\necho \"$@\" > %q.baectl\necho \"$BAE_DATA_DIR\" > %q.datadir\ntouch %q.done\necho created profile default\n", record, record, record),
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(repo, path), []byte(body), 0o755))
+	}
+	dir := filepath.Join(t.TempDir(), "launched")
+	r := runSetup(t, "", nil, "--dir", dir, "--yes", "--mode", "dev", "--repo", repo,
+		"--client-port", strconv.Itoa(port), "--ui-port", "18234", "--launch")
+	require.Equal(t, ExitOK, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, fmt.Sprintf("Waiting for http://127.0.0.1:%d/readyz", port))
+	assert.Contains(t, r.stdout, "The server is ready.\ncreated profile default\n")
+	assert.GreaterOrEqual(t, polls.Load(), int32(3), "polled until ready")
+	assert.Equal(t, fmt.Sprintf("quickstart --profile-name default --provider fake --client-url http://127.0.0.1:%d\n", port), readFile(t, record+".baectl"))
+	assert.Equal(t, filepath.Join(dir, "bae-data")+"\n", readFile(t, record+".datadir"))
+
+	// A server that exits before it is ready fails the launch, naming why.
+	repo2, _ := stubRepo(t)
+	r = runSetup(t, "", nil, "--dir", filepath.Join(t.TempDir(), "dead"), "--yes", "--mode", "dev", "--repo", repo2,
+		"--client-port", "1", "--ui-port", "18235", "--launch")
+	assert.Equal(t, ExitRuntime, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stderr, "the server exited before it was ready")
 }

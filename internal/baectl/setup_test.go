@@ -118,6 +118,7 @@ func TestSetupScriptedAnswers(t *testing.T) {
 		"n",               // do not copy OPENAI_API_KEY from the environment
 		"n",               // no words server
 		"y",               // another MCP server
+		"custom",          // not a preset
 		"files", "stdio", "npx", "-y @modelcontextprotocol/server-filesystem /tmp",
 		"n",             // no more
 		"99999", "9090", // client port: re-asked
@@ -235,4 +236,47 @@ func TestRepositoryComposeFile(t *testing.T) {
 	assert.True(t, strings.HasPrefix(*env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY:?"), *env["ANTHROPIC_API_KEY"])
 	require.Contains(t, env, "OPENAI_API_KEY")
 	assert.Nil(t, env["OPENAI_API_KEY"], "no value: passed through from the shell only when set")
+}
+
+// TestSetupMCPPresets: BAE's presets (filesystem, fetch, github) asked
+// for and given as flags; github's token is collected like a provider's
+// key and passed to baesrv by the compose file.
+func TestSetupMCPPresets(t *testing.T) {
+	dir := t.TempDir()
+	answers := strings.Join([]string{
+		"n",                   // no fallback provider
+		"y", "github", "", "", // preset, name github, token variable GITHUB_TOKEN
+		"n", // do not copy GITHUB_TOKEN from the shell
+		"y", "filesystem", "", "/srv/files",
+		"y", "fetch", "fetch-2", // name: fetch is taken by the flag
+		"n",
+	}, "\n") + "\n"
+	args := []string{"--dir", dir, "--mode", "compose", "--provider", "fake", "--mcp-words=false", "--mcp-preset", "fetch",
+		"--client-port", "8080", "--ui-port", "8233", "--log-level", "info", "--launch=false"}
+	r := runSetup(t, answers, map[string]string{"GITHUB_TOKEN": "ghp_from_env"}, args...)
+	require.Equal(t, ExitOK, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "Which MCP server: filesystem (npx), fetch (uvx), github")
+	assert.Contains(t, r.stdout, "Still needed: GITHUB_TOKEN")
+
+	f := checkConfig(t, dir)
+	byName := map[string]config.MCPServer{}
+	var names []string
+	for _, m := range f.MCP.Servers {
+		byName[m.Name] = m
+		names = append(names, m.Name)
+	}
+	assert.Equal(t, []string{"fetch", "github", "filesystem", "fetch-2"}, names)
+	assert.Equal(t, "uvx", byName["fetch"].Command)
+	assert.Equal(t, []string{"mcp-server-fetch"}, byName["fetch"].Args)
+	assert.Equal(t, "http", byName["github"].Transport)
+	assert.Equal(t, "https://api.githubcopilot.com/mcp/", byName["github"].URL)
+	assert.Equal(t, map[string]string{"Authorization": "Bearer ${GITHUB_TOKEN}"}, byName["github"].Headers)
+	assert.Equal(t, []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/files"}, byName["filesystem"].Args)
+	compose := readFile(t, filepath.Join(dir, composeFile))
+	assert.Contains(t, compose, `GITHUB_TOKEN: "${GITHUB_TOKEN:?GITHUB_TOKEN is not set: add it to .env or export it}"`)
+	assert.NotContains(t, readFile(t, filepath.Join(dir, ".env")), "ghp_from_env")
+
+	r = runSetup(t, "", nil, "--dir", t.TempDir(), "--yes", "--mcp-preset", "gopher")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "--mcp-preset must be one of filesystem, fetch, github")
 }
