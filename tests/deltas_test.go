@@ -276,10 +276,10 @@ stream = false
 func TestDeltasAcrossReplicas(t *testing.T) {
 	fake := fakeprovider.New(t)
 	ts := testenv.Temporal(t)
-	db := testdb.New(t)
+	db, dir := testdb.New(t), t.TempDir()
 	opts := func(queue string) testenv.Options {
 		return testenv.Options{
-			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: t.TempDir(),
+			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
 			ConfigTOML: fmt.Sprintf(`
 [[providers.entries]]
 name = "primary"
@@ -294,9 +294,7 @@ auth_token = "t"
 		}
 	}
 	a := testenv.Start(t, opts("replica-a"))
-	o := opts("replica-b")
-	o.DataDir = ""
-	b := testenv.Start(t, o)
+	b := testenv.Start(t, opts("replica-b"))
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	_, clientA := a.Key(t, pid)
 	sid, sk := a.Open(t, clientA, nil)
