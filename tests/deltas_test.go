@@ -418,3 +418,28 @@ func count(xs []string, x string) int {
 	}
 	return n
 }
+
+// TestDeltasHeaderValidated: a malformed Bae-Deltas header is -32602, and
+// a sendMessage carrying one stores nothing.
+func TestDeltasHeaderValidated(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	before := len(d.allEvents())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, h := range []string{"yes", "after=trn_x", "after=nope:3", "after=trn_x:-1"} {
+		for _, body := range []map[string]any{d.request("hello"), {"jsonrpc": "2.0", "id": 5, "method": "session.subscribe", "params": map[string]any{}}} {
+			st := e.srv.RPCStreamHeader(t, ctx, d.sid, d.sk, body, http.Header{"Bae-Deltas": {h}})
+			m := st.Next(10 * time.Second)
+			require.NotNil(t, m, h)
+			require.NotNil(t, m["error"], "%s: %v", h, m)
+			assert.Equal(t, -32602.0, m["error"].(map[string]any)["code"], h)
+			st.Close()
+		}
+	}
+	assert.Equal(t, before, len(d.allEvents()), "nothing stored")
+	orphans, err := e.srv.Parts.Store.OrphanTurns(ctx, 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, orphans, "no message stored to run later")
+	assert.Zero(t, e.fake.RequestCount())
+}
