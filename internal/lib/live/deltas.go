@@ -55,8 +55,11 @@ const (
 	// turnBufferLen is how many deltas of a turn a replica keeps for
 	// resuming streams.
 	turnBufferLen = 4096
-	// turnBufferIdle drops a turn's buffer once no delta came for so long.
-	turnBufferIdle = 2 * time.Minute
+	// turnBufferIdle drops a turn's buffer once no delta came for so long:
+	// a stream resuming later relies on the turn's events. Every replica
+	// keeps every running turn's deltas, so the window bounds memory (at
+	// 8000 deltas/s, about 20 s × 8000 × 250 bytes).
+	turnBufferIdle = 20 * time.Second
 	// subQueueLen bounds what one slow stream may have pending; beyond it
 	// the stream gets a reset marker instead.
 	subQueueLen = 8192
