@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/telemetry"
@@ -72,6 +73,10 @@ type Activities struct {
 	// Spans emits the provider, tool and session spans (built from the
 	// server's tracer provider); nil records nothing.
 	Spans *telemetry.Spans
+
+	// Deltas carries a streamed answer's pieces to clients as they
+	// arrive; nil sends none (the answer is still streamed and stored).
+	Deltas *live.Deltas
 }
 
 // Register adds the activities (and the workflow) to a worker.

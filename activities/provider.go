@@ -127,7 +127,19 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
 	started := time.Now()
-	resp, err := a.Provider.Call(ctx, provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token}, messages, tools)
+	ep := provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token}
+	var (
+		resp *provider.Response
+		err  error
+		run  *deltaRun
+	)
+	if entry.NoStream {
+		resp, err = a.Provider.Call(ctx, ep, messages, tools)
+	} else {
+		run = a.startDeltaRun(ctx, in, step)
+		resp, err = a.Provider.CallStreaming(ctx, ep, messages, tools, run.sink)
+		run.end(ctx, err)
+	}
 	stop()
 	token = ""
 	// Every HTTP call counts, including the transport failures Temporal

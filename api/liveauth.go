@@ -79,12 +79,15 @@ const (
 	wakeStop
 	// wakeOver: the request ended, or a re-check ended the stream.
 	wakeOver
+	// wakeDelta: live deltas are pending (only for a stream that asked).
+	wakeDelta
 )
 
 // wait blocks until the session has news for the stream: a wake-up, or a
 // re-check (announced, or the poll's) that finds the stream still
-// authorized. stop (nil for none) ends the wait with wakeStop.
-func (g *streamGuard) wait(ctx context.Context, w *live.Waiter, poll <-chan time.Time, stop <-chan struct{}) wake {
+// authorized. stop (nil for none) ends the wait with wakeStop; deltas (nil
+// for none) with wakeDelta.
+func (g *streamGuard) wait(ctx context.Context, w *live.Waiter, poll <-chan time.Time, stop, deltas <-chan struct{}) wake {
 	select {
 	case <-ctx.Done():
 		return wakeOver
@@ -92,6 +95,8 @@ func (g *streamGuard) wait(ctx context.Context, w *live.Waiter, poll <-chan time
 		return wakeStop
 	case <-w.Wake():
 		return wakeNews
+	case <-deltas:
+		return wakeDelta
 	case <-poll:
 	case <-w.Recheck():
 	}

@@ -30,6 +30,10 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		return
 	}
 	key, bad := wire.ParseIdempotencyKey(call.r.Header.Values(wire.IdempotencyHeader))
+	if bad == nil {
+		// Checked before anything is stored, like the key.
+		_, bad = wire.ParseDeltas(call.r.Header.Values(wire.DeltasHeader))
+	}
 	if bad != nil {
 		call.fail(bad)
 		return
@@ -164,6 +168,11 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 // resend, whose first call counted it).
 func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit func(context.Context) (workflows.TurnResult, error)) {
 	ctx := call.r.Context()
+	deltas, opt, ok := c.openDeltas(call, turnID)
+	if !ok {
+		return
+	}
+	defer deltas.close()
 	// Stored: the turn will run even if this server dies now (the orphan
 	// sweep resubmits it), so the stream may open.
 	call.out.open()
@@ -199,13 +208,26 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 	guard := c.guard(call, turnID)
 	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
+	if !count && opt.TurnID == turnID {
+		// A resend resuming its turn's deltas.
+		if deltas.resume(c, turnID, opt.After) != nil {
+			return
+		}
+	}
 	for {
-		switch guard.wait(ctx, waiter, poll.C, finished) {
+		w := guard.wait(ctx, waiter, poll.C, finished, deltas.ready())
+		// Deltas first: a turn's deltas precede its events.
+		if deltas.drain() != nil {
+			return
+		}
+		switch w {
 		case wakeOver:
 			return
 		case wakeStop:
 			c.finishTurn(call, relay, turn.res, turn.err)
 			return
+		case wakeDelta:
+			continue
 		}
 		if err := relay.pump(ctx); err != nil {
 			return

@@ -23,6 +23,11 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		call.fail(NewRPCError(-32602, "Invalid params: since_event_id must be a string"))
 		return
 	}
+	deltas, opt, ok := c.openDeltas(call, "")
+	if !ok {
+		return
+	}
+	defer deltas.close()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
 
@@ -78,9 +83,17 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 	if guard.ended(ctx) {
 		return
 	}
+	// A resuming client gets the rest of its turn's deltas, or a reset.
+	if deltas.resume(c, opt.TurnID, opt.After) != nil {
+		return
+	}
 	poll := time.NewTicker(c.recheckInterval())
 	defer poll.Stop()
 	for {
+		// Deltas first: a turn's deltas precede its events.
+		if deltas.drain() != nil {
+			return
+		}
 		evs, err := c.followEvents(ctx, call.sess.ID, cursor, lagLimit+1)
 		if err != nil {
 			return
@@ -95,7 +108,14 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			}
 			cursor = e.Seq
 		}
-		if guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed()) != wakeNews {
+		w := guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed(), deltas.ready())
+		for w == wakeDelta {
+			if deltas.drain() != nil {
+				return
+			}
+			w = guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed(), deltas.ready())
+		}
+		if w != wakeNews {
 			return
 		}
 	}

@@ -34,6 +34,12 @@ type Hooks struct {
 	// /rpc calls (the server does not echo this client's own
 	// client.message.send and client tool.result events).
 	OnEvent func(ctx context.Context, e Event) error
+	// OnDelta, when set, asks the server for live deltas (the Bae-Deltas
+	// extension) on this Session's sends and sees each one as the answer
+	// is written. Deltas are provisional: a Delta of type DeltaSuperseded
+	// voids the iteration's deltas so far, and the turn's result is the
+	// answer. A server without the extension sends none.
+	OnDelta func(ctx context.Context, d Delta) error
 }
 
 // Tracer scope and span names shared with the other BAE SDKs.
@@ -122,6 +128,9 @@ func (s *Session) sendMessage(ctx context.Context, msg Message, key string) (*Tu
 	}
 	params := map[string]any{"message": wireMessage(msg)}
 	header := http.Header{IdempotencyHeader: {key}}
+	if s.hooks.OnDelta != nil {
+		header.Set(DeltasHeader, "on")
+	}
 	seen := map[string]bool{}
 	wait := resendWait
 	for attempt := 1; ; attempt++ {

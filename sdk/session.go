@@ -380,6 +380,19 @@ func (s *Session) rpcOnce(ctx context.Context, method string, params any, header
 		if f.terminal() {
 			return f.Result, false, nil
 		}
+		if f.Method == deltaMethod {
+			if s.hooks.OnDelta == nil {
+				continue
+			}
+			var d Delta
+			if err := json.Unmarshal(f.Params, &d); err != nil {
+				return nil, false, fmt.Errorf("bae: decode %s: %w", deltaMethod, err)
+			}
+			if err := s.hooks.OnDelta(ctx, d); err != nil {
+				return nil, false, &HookError{Hook: "OnDelta", Err: err}
+			}
+			continue
+		}
 		ev, ok, err := f.event()
 		if err != nil {
 			return nil, false, err

@@ -152,6 +152,7 @@ func Run(ctx context.Context, opts Options) error {
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
 		Cleaners:      []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
 		DBRetryBudget: cfg.DBRetryBudget,
+		Deltas:        hub.Deltas(),
 	}
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,

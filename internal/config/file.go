@@ -91,6 +91,9 @@ type ProviderEntry struct {
 	Model     string
 	AuthToken string
 	MaxTokens int
+	// NoStream turns streaming off for this provider (stream = false):
+	// its answers then arrive whole and no deltas are sent.
+	NoStream bool
 }
 
 // EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.
@@ -216,6 +219,7 @@ type rawProvider struct {
 	Model     *string `toml:"model"`
 	AuthToken *string `toml:"auth_token"`
 	MaxTokens *int64  `toml:"max_tokens"`
+	Stream    *bool   `toml:"stream"`
 }
 
 type rawTelemetry struct {
@@ -376,6 +380,7 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		out.Entries = append(out.Entries, ProviderEntry{
 			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
 			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens),
+			NoStream: e.Stream != nil && !*e.Stream,
 		})
 	}
 	return out, nil

@@ -126,6 +126,22 @@ type wire interface {
 // Call sends canonical messages and tools to ep and returns the raw and
 // canonical response. Every failure is a *CallError.
 func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage, tools json.RawMessage) (*Response, error) {
+	return c.call(ctx, ep, messages, tools, nil)
+}
+
+// CallStreaming is Call with the provider's streaming mode: the answer
+// arrives as a stream, each piece goes to sink as it is read, and the
+// stream is assembled into the Response a non-streaming Call returns (Raw
+// is the non-streaming body the stream stands for). A nil sink still
+// streams.
+func (c *Client) CallStreaming(ctx context.Context, ep Endpoint, messages json.RawMessage, tools json.RawMessage, sink func(Delta)) (*Response, error) {
+	if sink == nil {
+		sink = func(Delta) {}
+	}
+	return c.call(ctx, ep, messages, tools, sink)
+}
+
+func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage, tools json.RawMessage, sink func(Delta)) (*Response, error) {
 	var w wire
 	switch ep.Kind {
 	case KindAnthropic:
@@ -155,6 +171,9 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	if err != nil {
 		return nil, &CallError{Detail: "encode request: " + err.Error(), Err: err}
 	}
+	if sink != nil {
+		payload = streamingBody(ep.Kind, payload)
+	}
 	base := ep.BaseURL
 	if base == "" {
 		base = DefaultBaseURL(ep.Kind)
@@ -166,6 +185,9 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if sink != nil {
+		req.Header.Set("Accept", "text/event-stream, application/json")
+	}
 	w.authorize(req.Header, ep.AuthToken)
 
 	log := c.logger()
@@ -175,6 +197,9 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, messages json.RawMessage
 		return nil, transportError(ctx, err)
 	}
 	defer resp.Body.Close()
+	if sink != nil && isEventStream(resp) && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return c.readStream(ctx, ep, resp, sink, start)
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return nil, transportError(ctx, err)

@@ -109,6 +109,36 @@ func TestIntegration(t *testing.T) {
 	t.Run("LocalSubagent", e.localSubagent)
 	t.Run("ErrorsAndDeclarations", e.errorsAndDeclarations)
 	t.Run("SandboxDeclarationsAndReports", e.sandboxDeclarations)
+	t.Run("Deltas", e.deltas)
+}
+
+// deltas: an OnDelta hook sees the answer as it is written; the text
+// deltas joined are the returned message's text.
+func (e *env) deltas(t *testing.T) {
+	ctx := ctxT(t)
+	cfg, _ := e.config(t, e.profile(t, "misc"))
+	var text strings.Builder
+	var seqs []int64
+	s, err := sdk.Connect(ctx, cfg, sdk.WithHooks(sdk.Hooks{OnDelta: func(_ context.Context, d sdk.Delta) error {
+		assert.NotEmpty(t, d.TurnID)
+		seqs = append(seqs, d.Seq)
+		switch d.Type {
+		case sdk.DeltaSuperseded:
+			text.Reset()
+		case sdk.DeltaText:
+			text.WriteString(d.Text)
+		}
+		return nil
+	}}))
+	require.NoError(t, err)
+	closeSession(t, s)
+	e.fake.Lane("misc").Enqueue(fakeprovider.Text("streamed to the hook, piece by piece").Streamed(6, 0))
+	msg, err := s.Send(ctx, "go")
+	require.NoError(t, err)
+	assert.Equal(t, "streamed to the hook, piece by piece", msg.Text())
+	assert.Equal(t, msg.Text(), text.String())
+	assert.Len(t, seqs, 7, "a block start and six text pieces")
+	assert.True(t, slices.IsSorted(seqs))
 }
 
 func (e *env) toolRoundTrip(t *testing.T) {

@@ -83,12 +83,19 @@ type Hub struct {
 	onClose []func(sessionID string)
 	ready   chan struct{}
 	readyMu sync.Once
+	deltas  *Deltas
+	// connected is set once the first LISTEN was established: a later
+	// one may have missed deltas.
+	connected bool
 }
 
 // New creates a hub; call Run to start listening.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
-	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, ready: make(chan struct{})}
+	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
 }
+
+// Deltas is the process's side channel for live deltas.
+func (h *Hub) Deltas() *Deltas { return h.deltas }
 
 // UseNotices makes the hub read event notices through n (set before Run).
 // Without it a notice's payload is the session id.
@@ -189,6 +196,7 @@ func Publish(ctx context.Context, pool *pgxpool.Pool, msg string) error {
 // (re)connect every waiter is woken, since notifications may have been
 // missed while disconnected.
 func (h *Hub) Run(ctx context.Context) {
+	go h.deltas.run(ctx)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := h.listen(ctx)
@@ -215,12 +223,16 @@ func (h *Hub) listen(ctx context.Context) error {
 	// The connection stays in LISTEN state, so it never returns to the pool.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck
-	for _, ch := range []string{store.EventsChannel, ControlChannel} {
+	for _, ch := range []string{store.EventsChannel, ControlChannel, DeltasChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
 	}
 	h.readyMu.Do(func() { close(h.ready) })
+	if h.connected {
+		h.deltas.missed()
+	}
+	h.connected = true
 	// Notifications may have been missed while disconnected.
 	if h.notices != nil {
 		h.notices.MissedNotices()
@@ -245,6 +257,8 @@ func (h *Hub) listen(ctx context.Context) error {
 			}
 		case ControlChannel:
 			h.control(n.Payload)
+		case DeltasChannel:
+			h.deltas.received(n.Payload)
 		}
 	}
 }

@@ -37,6 +37,12 @@ func (r Recorded) Model() string {
 	return s
 }
 
+// Stream reports a request asking for a streamed answer.
+func (r Recorded) Stream() bool {
+	b, _ := r.Body["stream"].(bool)
+	return b
+}
+
 // Messages is the request's "messages" array (objects only).
 func (r Recorded) Messages() []map[string]any {
 	arr, _ := r.Body["messages"].([]any)

@@ -29,6 +29,24 @@ type Reply struct {
 	// Hang blocks until Server.Release, Server.Close, or the request
 	// context ends; then (unless aborted) the rest of the reply is sent.
 	Hang bool
+
+	// The fields below apply when the request asks for a stream
+	// ("stream": true); the stream assembles into the body a
+	// non-streaming request gets.
+
+	// Tokens is how many pieces the text is sent in (0: one per word);
+	// each tool input is sent in up to 3 pieces.
+	Tokens int
+	// TokenGap is the pause before each piece after the first.
+	TokenGap time.Duration
+	// CutAfter > 0 ends the stream after that many pieces: with an error
+	// event carrying CutError when it is set, else by dropping the
+	// connection.
+	CutAfter int
+	CutError string
+	// HangAfter > 0 holds the stream after that many pieces until
+	// Server.Release (or the request ends), then sends the rest.
+	HangAfter int
 }
 
 // ToolUseSpec is one tool call in a Reply.
@@ -95,6 +113,26 @@ func (r Reply) After(d time.Duration) Reply {
 // UntilReleased makes the reply hang first.
 func (r Reply) UntilReleased() Reply {
 	r.Hang = true
+	return r
+}
+
+// Streamed sets how a streamed answer is paced: the text in tokens pieces,
+// gap apart.
+func (r Reply) Streamed(tokens int, gap time.Duration) Reply {
+	r.Tokens, r.TokenGap = tokens, gap
+	return r
+}
+
+// CutStream ends a streamed answer after n pieces: with an in-stream error
+// event carrying message, or (message "") by dropping the connection.
+func (r Reply) CutStream(n int, message string) Reply {
+	r.CutAfter, r.CutError = n, message
+	return r
+}
+
+// HangStream holds a streamed answer after n pieces until Release.
+func (r Reply) HangStream(n int) Reply {
+	r.HangAfter = n
 	return r
 }
 

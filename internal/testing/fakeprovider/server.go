@@ -263,6 +263,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if rec.Stream() && reply.RawBody == nil && reply.Status < 400 {
+		s.stream(r.Context(), w, rec, reply, release)
+		return
+	}
 	s.write(w, rec, reply)
 }
 

@@ -36,9 +36,12 @@ func stopReason(reply Reply) string {
 	return "end_turn"
 }
 
-// tokens is a plausible, deterministic usage figure (about 4 bytes a token).
+// tokens is a plausible, deterministic usage figure (about 4 bytes a
+// token), the same whether or not the request asked for a stream.
 func tokens(rec Recorded, reply Reply) (in, out int) {
-	return len(rec.RawBody)/4 + 1, len(reply.Text)/4 + len(reply.ToolUses) + 1
+	msgs, _ := json.Marshal(rec.Body["messages"])
+	tools, _ := json.Marshal(rec.Body["tools"])
+	return (len(msgs)+len(tools))/4 + 1, len(reply.Text)/4 + len(reply.ToolUses) + 1
 }
 
 // anthropicBody renders a Messages API response.

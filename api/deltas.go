@@ -1,0 +1,142 @@
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/provider"
+)
+
+// deltaStream is a stream's opt-in to live deltas: its subscription, and
+// the turn it follows (a sendMessage relay's own; "" for every turn of the
+// session).
+type deltaStream struct {
+	call   *rpcCall
+	sub    *live.DeltaSub
+	turnID string
+}
+
+// openDeltas subscribes a stream that asked for deltas (DeltasHeader);
+// nil when it did not, and then nothing about the stream changes. A
+// malformed header fails the call.
+func (c *clientAPI) openDeltas(call *rpcCall, turnID string) (*deltaStream, wire.DeltaOpt, bool) {
+	opt, bad := wire.ParseDeltas(call.r.Header.Values(wire.DeltasHeader))
+	if bad != nil {
+		call.fail(bad)
+		return nil, opt, false
+	}
+	if !opt.On {
+		return nil, opt, true
+	}
+	return &deltaStream{call: call, sub: c.Hub.Deltas().Subscribe(call.sess.ID), turnID: turnID}, opt, true
+}
+
+// ready is the subscription's wake-up (nil, never firing, without one).
+func (d *deltaStream) ready() <-chan struct{} {
+	if d == nil {
+		return nil
+	}
+	return d.sub.Ready()
+}
+
+func (d *deltaStream) close() {
+	if d != nil {
+		d.sub.Close()
+	}
+}
+
+// resume writes what this replica kept of a turn's deltas after the last
+// one the client saw, or a reset marker when it did not keep them all.
+func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
+	if d == nil || turnID == "" {
+		return nil
+	}
+	backlog, complete := c.Hub.Deltas().Backlog(turnID, after)
+	if !complete {
+		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
+	}
+	for _, x := range backlog {
+		if err := d.call.delta(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain writes the pending deltas; a stream that fell behind gets a reset
+// marker for the turns it follows.
+func (d *deltaStream) drain() error {
+	if d == nil {
+		return nil
+	}
+	xs, lost := d.sub.Take()
+	if lost {
+		if err := d.call.delta(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}); err != nil {
+			return err
+		}
+	}
+	for _, x := range xs {
+		if d.turnID != "" && x.TurnID != d.turnID {
+			continue
+		}
+		if err := d.call.delta(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// delta writes a session.delta notification:
+// {"turn_id","iteration","attempt","seq","type","index", and "text",
+// "partial_json" or "block" by type}.
+func (c *rpcCall) delta(x live.Delta) error {
+	b := make([]byte, 0, 192+len(x.Text)+len(x.Block))
+	b = append(b, `{"jsonrpc":"2.0","method":"`+wire.DeltasMethod+`","params":{`...)
+	if x.Type == live.DeltaReset {
+		// Without a turn id: every turn the stream follows.
+		if x.TurnID != "" {
+			b = append(b, `"turn_id":`...)
+			b = appendJSONString(b, x.TurnID)
+			b = append(b, ',')
+		}
+		return c.out.writeRaw(append(b, `"type":"reset"}}`+"\n"...))
+	}
+	b = append(b, `"turn_id":`...)
+	b = appendJSONString(b, x.TurnID)
+	b = append(b, `,"iteration":`...)
+	b = strconv.AppendInt(b, int64(x.Iteration), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(x.Attempt), 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, x.Seq, 10)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, x.Type)
+	if x.Type != live.DeltaSuperseded {
+		b = append(b, `,"index":`...)
+		b = strconv.AppendInt(b, int64(x.Index), 10)
+	}
+	switch x.Type {
+	case provider.DeltaText:
+		b = append(b, `,"text":`...)
+		b = appendJSONString(b, x.Text)
+	case provider.DeltaInputJSON:
+		b = append(b, `,"partial_json":`...)
+		b = appendJSONString(b, x.Text)
+	case provider.DeltaBlockStart:
+		if len(x.Block) > 0 {
+			b = append(b, `,"block":`...)
+			b = append(b, x.Block...)
+		}
+	}
+	return c.out.writeRaw(append(b, "}}\n"...))
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	enc, err := json.Marshal(s)
+	if err != nil {
+		return append(b, `""`...)
+	}
+	return append(b, enc...)
+}

@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"strconv"
+	"strings"
+)
+
+// DeltasHeader opts a session.sendMessage or session.subscribe stream into
+// live deltas (a bae-go extension): "on", or "after=<turn_id>:<seq>" to
+// resume a turn's deltas after the last sequence the client saw.
+const DeltasHeader = "Bae-Deltas"
+
+// DeltasMethod is the notification that carries one delta.
+const DeltasMethod = "session.delta"
+
+// DeltaOpt is what a stream asked for in DeltasHeader.
+type DeltaOpt struct {
+	On bool
+	// TurnID and After name a turn's last delta seen, when resuming.
+	TurnID string
+	After  int64
+}
+
+// ParseDeltas validates the DeltasHeader values: absent is off.
+func ParseDeltas(values []string) (DeltaOpt, *Error) {
+	switch len(values) {
+	case 0:
+		return DeltaOpt{}, nil
+	case 1:
+	default:
+		return DeltaOpt{}, invalid("more than one %s header", DeltasHeader)
+	}
+	v := strings.TrimSpace(values[0])
+	if v == "on" {
+		return DeltaOpt{On: true}, nil
+	}
+	rest, ok := strings.CutPrefix(v, "after=")
+	turn, seq, ok2 := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if !ok || !ok2 || !strings.HasPrefix(turn, "trn_") || len(turn) > 64 || err != nil || n < 0 {
+		return DeltaOpt{}, invalid(`%s must be "on" or "after=<turn_id>:<seq>"`, DeltasHeader)
+	}
+	return DeltaOpt{On: true, TurnID: turn, After: n}, nil
+}

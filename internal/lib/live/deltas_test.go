@@ -1,0 +1,90 @@
+package live
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPayloadsFitANotification: a batch is packed into payloads under the
+// budget, each a JSON array after the origin line, none lost.
+func TestPayloadsFitANotification(t *testing.T) {
+	d := newDeltas(nil)
+	var batch []string
+	for i := range 500 {
+		enc, err := json.Marshal(Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: int64(RunSpan + i + 1), Type: "text_delta", Text: strings.Repeat("é", 40)})
+		require.NoError(t, err)
+		batch = append(batch, string(enc))
+	}
+	payloads := d.payloads(batch)
+	require.Greater(t, len(payloads), 1)
+	n := 0
+	for _, p := range payloads {
+		assert.LessOrEqual(t, len(p), notifyBudget)
+		origin, arr, ok := strings.Cut(p, "\n")
+		require.True(t, ok)
+		assert.Equal(t, d.origin, origin)
+		var xs []Delta
+		require.NoError(t, json.Unmarshal([]byte(arr), &xs))
+		for _, x := range xs {
+			n++
+			assert.Equal(t, int64(RunSpan+n), x.Seq, "in order")
+		}
+	}
+	assert.Equal(t, 500, n)
+}
+
+// TestBacklog: a resume gets the deltas after its sequence while the
+// buffer holds them all; after an eviction past it, a missed
+// notification, or for a run whose start this replica did not see, the
+// backlog is incomplete.
+func TestBacklog(t *testing.T) {
+	d := newDeltas(nil)
+	other := newDeltas(nil)
+	send := func(seq int64) {
+		enc, _ := json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_x", Seq: seq, Type: "text_delta", Text: "x"}})
+		d.received(other.origin + "\n" + string(enc))
+	}
+	for i := int64(1); i <= 10; i++ {
+		send(RunSpan + i)
+	}
+	xs, complete := d.Backlog("trn_x", RunSpan+7)
+	assert.True(t, complete)
+	assert.Len(t, xs, 3)
+	_, complete = d.Backlog("trn_x", 0)
+	assert.True(t, complete, "the buffer has the run from its first delta")
+	_, complete = d.Backlog("trn_y", 0)
+	assert.False(t, complete, "an unknown turn")
+
+	// Its own notifications come back to a replica and are ignored.
+	enc, _ := json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_x", Seq: RunSpan + 11, Type: "text_delta"}})
+	d.received(d.origin + "\n" + string(enc))
+	xs, _ = d.Backlog("trn_x", RunSpan+10)
+	assert.Empty(t, xs)
+
+	d.missed()
+	_, complete = d.Backlog("trn_x", RunSpan+7)
+	assert.False(t, complete, "notifications may have been missed")
+
+	// A replica that joined mid-run cannot vouch for the start.
+	late := newDeltas(nil)
+	enc, _ = json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_z", Seq: 2*RunSpan + 5, Type: "text_delta"}})
+	late.received(other.origin + "\n" + string(enc))
+	_, complete = late.Backlog("trn_z", 2*RunSpan+1)
+	assert.False(t, complete)
+	_, complete = late.Backlog("trn_z", 2*RunSpan+4)
+	assert.True(t, complete)
+
+	// Evicted past the resume point.
+	d = newDeltas(nil)
+	for i := int64(1); i <= turnBufferLen+20; i++ {
+		send(RunSpan + i)
+	}
+	_, complete = d.Backlog("trn_x", RunSpan+15)
+	assert.False(t, complete)
+	_, complete = d.Backlog("trn_x", RunSpan+30)
+	assert.True(t, complete)
+}
