@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/console"
 )
 
 // client is a browser-like HTTP client: a cookie jar, no redirect following.
@@ -222,4 +225,85 @@ func TestConsoleProfileSandboxLimits(t *testing.T) {
 	resp, body = save("")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 	assert.Equal(t, map[string]any{}, sandbox(), "an emptied field clears the overrides")
+}
+
+// cookieOf is the client's console login cookie.
+func (c *client) cookieOf() *http.Cookie {
+	c.t.Helper()
+	u, err := url.Parse(c.base)
+	require.NoError(c.t, err)
+	for _, ck := range c.hc.Jar.Cookies(u) {
+		if ck.Name == "bae_console" {
+			return ck
+		}
+	}
+	require.FailNow(c.t, "no console cookie")
+	return nil
+}
+
+// withCookie is a fresh client holding a copy of a saved cookie.
+func withCookie(t *testing.T, base string, ck *http.Cookie) *client {
+	c := newClient(t, base)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	c.hc.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value}})
+	return c
+}
+
+// TestConsoleLogoutEndsLogin: a copy of the cookie saved before logout is
+// refused afterwards, pages, writes and streams alike; other logins go on.
+// A changed password ends every login made with the old one.
+func TestConsoleLogoutEndsLogin(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	other := newClient(t, e.srv.ConsoleURL)
+	other.login()
+	saved := c.cookieOf()
+	replay := withCookie(t, e.srv.ConsoleURL, saved)
+	resp, _ := replay.get("/keys")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the copy works while the login lasts")
+	csrf := c.csrf()
+
+	resp, _ = c.post("/logout", url.Values{"csrf": {csrf}}, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/login", resp.Header.Get("Location"))
+
+	replay = withCookie(t, e.srv.ConsoleURL, saved)
+	for _, page := range []string{"/keys", "/config", "/sessions"} {
+		resp, _ = replay.get(page)
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode, page)
+		assert.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login?"), page)
+	}
+	resp, _ = replay.post("/keys", url.Values{"csrf": {csrf}, "name": {"x"}, "profile_id": {e.pid}}, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a write with the saved cookie and its token")
+	sid, _ := e.openDriver(t, "replay")
+	// Only the status is read: a stream that were let in would not end.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.ConsoleURL+"/sessions/"+sid+"/stream", nil)
+	require.NoError(t, err)
+	resp, err = replay.hc.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a stream with the saved cookie")
+
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "another browser's login is untouched")
+
+	// The password changes: a console started with the new one over the same
+	// database ends the old password's logins, on every replica.
+	rotated, err := console.New(console.Options{
+		Store: e.srv.Parts.Store, Hub: e.srv.Parts.Hub, Admin: http.NotFoundHandler(), Log: slog.New(slog.DiscardHandler),
+		Password: "a-new-console-password", Salt: "x",
+	})
+	require.NoError(t, err)
+	n, err := rotated.EndOtherPasswordLogins(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the other browser's login")
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "a login made with the old password is over")
+	other.login()
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "a replica still on the old password lets its operator log in again")
 }
