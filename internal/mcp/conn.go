@@ -90,7 +90,7 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	}
 	if err != nil {
 		_ = c.close()
-		return nil, fmt.Errorf("start %s transport: %w", cfg.Transport, err)
+		return nil, redacted(fmt.Errorf("start %s transport: %w", cfg.Transport, err))
 	}
 
 	req := mcp.InitializeRequest{}
@@ -98,10 +98,19 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	req.Params.ClientInfo = m.clientInfo
 	if _, err := c.client.Initialize(initCtx, req); err != nil {
 		_ = c.close()
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, redacted(fmt.Errorf("initialize: %w", err))
 	}
 	return c, nil
 }
+
+// redactedError shows its cause with every URL redacted (config.RedactURL):
+// connect errors quote the server's url, whose user info or query may be a
+// credential, and they reach the log and the model's tool result.
+type redactedError struct{ err error }
+
+func redacted(err error) error        { return redactedError{err} }
+func (e redactedError) Error() string { return config.RedactURLsIn(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }
 
 // childEnv is a stdio server's environment: only the variables a program
 // needs to run (inheritedEnv) from the server's own, then the entry's env

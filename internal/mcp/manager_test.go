@@ -585,3 +585,30 @@ func TestStdioEnvUnsetVariable(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "NOT_SET_ANYWHERE")
 }
+
+// A server url's user info and query (a credential) stay out of the log and
+// of the error a failed call returns (it becomes the model's tool result).
+func TestConnectErrorsRedactURL(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := strings.Replace(dead.URL, "http://", "http://svc:url-password@", 1)
+	dead.Close()
+	f := newFixture(t, []ServerConfig{
+		{Name: "http", Transport: TransportHTTP, URL: deadURL + "/mcp?api_key=query-secret"},
+		{Name: "sse", Transport: TransportSSE, URL: deadURL + "/sse?api_key=query-secret"},
+	}, nil)
+	_, err := f.m.DiscoverTools(context.Background(), "ses_1", []string{"http", "sse"})
+	require.NoError(t, err)
+	for _, server := range []string{"http", "sse"} {
+		_, err = f.m.CallTool(context.Background(), "ses_1", server, "echo", nil)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "127.0.0.1", "the host is still named")
+		for _, secret := range []string{"url-password", "query-secret", "svc"} {
+			assert.NotContains(t, err.Error(), secret)
+		}
+	}
+	logs := f.logs.String()
+	require.Contains(t, logs, "MCP server failed to connect")
+	for _, secret := range []string{"url-password", "query-secret"} {
+		assert.NotContains(t, logs, secret)
+	}
+}
