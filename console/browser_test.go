@@ -75,9 +75,15 @@ auth_token = "${BAE_CONSOLE_TEST_TOKEN}"
 [[mcp.servers]]
 name = "docs"
 transport = "http"
-url = "http://127.0.0.1:1/mcp"
+url = "http://mcp-user:mcp-url-secret@127.0.0.1:1/mcp?api_key=mcp-query-secret"
 headers = { Authorization = "Bearer mcp-header-secret" }
-`, fake.Lane("primary").URL(), fake.Lane("backup").URL())
+
+[[mcp.servers]]
+name = "files"
+transport = "stdio"
+command = "mcp-files"
+args = ["--token", "mcp-arg-secret"]
+`, strings.Replace(fake.Lane("primary").URL(), "http://", "http://gw-user:base-url-secret@", 1), fake.Lane("backup").URL())
 	env := map[string]string{
 		"BAE_CONSOLE_ADDR":            "127.0.0.1:0",
 		"BAE_CONSOLE_PASSWORD":        consolePassword,

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/console"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // client is a browser-like HTTP client: a cookie jar, no redirect following.
@@ -306,4 +308,33 @@ func TestConsoleLogoutEndsLogin(t *testing.T) {
 	other.login()
 	resp, _ = other.get("/keys")
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "a replica still on the old password lets its operator log in again")
+}
+
+// URLs are shown without user info or query, and MCP args masked, in every
+// view: the provider.request event, the admin API's config and the
+// console's config page.
+func TestURLsRedactedInEventsAndViews(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	secrets := []string{"base-url-secret", "gw-user", "mcp-url-secret", "mcp-query-secret", "mcp-arg-secret", "sk-console-test-secret", "mcp-header-secret"}
+
+	sid, sk := e.openDriver(t, "redact")
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("hi"))
+	objs := e.srv.RPC(t, sid, sk, send(1, "hello"))
+	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
+	ev := e.srv.Client(t, http.MethodGet, "/api/v1/sessions/"+sid+"/events", sk, nil)
+	require.Equal(t, http.StatusOK, ev.Status, string(ev.Raw))
+	require.Contains(t, string(ev.Raw), `"base_url":"http://127.0.0.1:`, "the request event names the host")
+	admin := e.srv.Admin(t, http.MethodGet, "/admin/v1/config", nil)
+	require.Equal(t, http.StatusOK, admin.Status)
+	assert.Contains(t, string(admin.Raw), `"url":"http://127.0.0.1:1/mcp"`)
+	providers := e.srv.Admin(t, http.MethodGet, "/admin/v1/providers", nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	_, page := c.get("/config")
+	for _, secret := range secrets {
+		assert.NotContains(t, string(ev.Raw), secret, "events")
+		assert.NotContains(t, string(admin.Raw), secret, "GET /admin/v1/config")
+		assert.NotContains(t, string(providers.Raw), secret, "GET /admin/v1/providers")
+		assert.NotContains(t, page, secret, "the console's config page")
+	}
 }
