@@ -88,7 +88,7 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		evs = append(evs, store.NewEvent{
 			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 			Payload: events.ProviderRequestPayload{
-				Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
+				Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: entry.Kind, BaseURL: entry.DisplayBaseURL(),
 				Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: p.tools,
 			},
 			MessagesAt: &at,

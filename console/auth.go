@@ -25,21 +25,33 @@ type login struct {
 	Expires int64  `json:"e"` // unix milliseconds
 }
 
+// loginRecords is where logins are recorded (store.Store): a cookie is
+// only good while its login's record is, so logout ends it everywhere.
+type loginRecords interface {
+	CreateConsoleLogin(ctx context.Context, idHash, password []byte, expires, now time.Time) error
+	ConsoleLoginLive(ctx context.Context, idHash, password []byte, now time.Time) (bool, error)
+	EndConsoleLogin(ctx context.Context, idHash []byte) error
+	EndConsoleLoginsExcept(ctx context.Context, password []byte) (int64, error)
+}
+
 // authenticator checks the console password and issues and verifies the
-// signed login cookie. Cookies are stateless: every replica sharing the
-// password and the database derives the same keys, and changing the
-// password invalidates every cookie at once.
+// signed login cookie. Every replica sharing the password and the database
+// derives the same keys and reads the same login records; a cookie is
+// genuine only while its record lives (logout deletes it) and was made with
+// the current password (a changed password ends every older login).
 type authenticator struct {
 	password   [32]byte // sha256 of the password, compared in constant time
 	cookies    *securecookie.SecureCookie
 	csrfKey    []byte
+	records    loginRecords
+	recordKey  []byte // fingerprint of the password, stored with each login
 	cookieName string
 	secure     bool
 	ttl        time.Duration
 	now        func() time.Time
 }
 
-func newAuthenticator(password, salt string, secure bool, ttl time.Duration, now func() time.Time) *authenticator {
+func newAuthenticator(password, salt string, secure bool, ttl time.Duration, records loginRecords, now func() time.Time) *authenticator {
 	// A slow KDF, salted per deployment: a leaked cookie must not make
 	// offline guessing of an operator-chosen password cheap.
 	keys := argon2.IDKey([]byte(password), []byte("bae-console:"+salt), 2, 19*1024, 1, 64)
@@ -50,10 +62,20 @@ func newAuthenticator(password, salt string, secure bool, ttl time.Duration, now
 	if secure {
 		name = "__Host-bae_console" // the prefix makes browsers insist on Secure, Path=/ and no Domain
 	}
+	fp := hmac.New(sha256.New, keys[32:])
+	fp.Write([]byte("bae-console login record"))
 	return &authenticator{
 		password: sha256.Sum256([]byte(password)), cookies: sc, csrfKey: keys[32:],
+		records: records, recordKey: fp.Sum(nil)[:16],
 		cookieName: name, secure: secure, ttl: ttl, now: now,
 	}
+}
+
+// idHash is how a login is named in its record: a database reader learns
+// nothing that goes into a cookie.
+func idHash(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:]
 }
 
 func (a *authenticator) checkPassword(attempt string) bool {
@@ -61,15 +83,19 @@ func (a *authenticator) checkPassword(attempt string) bool {
 	return subtle.ConstantTimeCompare(sum[:], a.password[:]) == 1
 }
 
-// issue sets a fresh login cookie.
-func (a *authenticator) issue(w http.ResponseWriter) error {
+// issue records a fresh login and sets its cookie.
+func (a *authenticator) issue(ctx context.Context, w http.ResponseWriter) error {
 	b := make([]byte, 18)
 	if _, err := rand.Read(b); err != nil {
 		return err
 	}
-	l := login{ID: base64.RawURLEncoding.EncodeToString(b), Expires: a.now().Add(a.ttl).UnixMilli()}
+	now := a.now()
+	l := login{ID: base64.RawURLEncoding.EncodeToString(b), Expires: now.Add(a.ttl).UnixMilli()}
 	v, err := a.cookies.Encode(a.cookieName, l)
 	if err != nil {
+		return err
+	}
+	if err := a.records.CreateConsoleLogin(ctx, idHash(l.ID), a.recordKey, time.UnixMilli(l.Expires), now); err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -77,6 +103,13 @@ func (a *authenticator) issue(w http.ResponseWriter) error {
 		HttpOnly: true, Secure: a.secure, SameSite: http.SameSiteStrictMode,
 	})
 	return nil
+}
+
+// end deletes the login's record, so no copy of its cookie works any more,
+// and clears the browser's cookie.
+func (a *authenticator) end(ctx context.Context, w http.ResponseWriter, l login) error {
+	a.clear(w)
+	return a.records.EndConsoleLogin(ctx, idHash(l.ID))
 }
 
 func (a *authenticator) clear(w http.ResponseWriter) {
@@ -88,8 +121,9 @@ func (a *authenticator) clear(w http.ResponseWriter) {
 
 var errNoLogin = errors.New("not logged in")
 
-// verify returns the request's login if its cookie is genuine and unexpired
-// now. Streams call it again on every wake-up.
+// verify returns the request's login if its cookie is genuine, unexpired
+// now and its login not ended. Streams call it again on every wake-up. An
+// error other than errNoLogin means the record could not be read.
 func (a *authenticator) verify(r *http.Request) (login, error) {
 	c, err := r.Cookie(a.cookieName)
 	if err != nil {
@@ -99,7 +133,15 @@ func (a *authenticator) verify(r *http.Request) (login, error) {
 	if err := a.cookies.Decode(a.cookieName, c.Value, &l); err != nil {
 		return login{}, errNoLogin
 	}
-	if l.ID == "" || a.now().UnixMilli() >= l.Expires {
+	now := a.now()
+	if l.ID == "" || now.UnixMilli() >= l.Expires {
+		return login{}, errNoLogin
+	}
+	live, err := a.records.ConsoleLoginLive(r.Context(), idHash(l.ID), a.recordKey, now)
+	if err != nil {
+		return login{}, err
+	}
+	if !live {
 		return login{}, errNoLogin
 	}
 	return l, nil

@@ -3,11 +3,14 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,9 +75,15 @@ auth_token = "${BAE_CONSOLE_TEST_TOKEN}"
 [[mcp.servers]]
 name = "docs"
 transport = "http"
-url = "http://127.0.0.1:1/mcp"
+url = "http://mcp-user:mcp-url-secret@127.0.0.1:1/mcp?api_key=mcp-query-secret"
 headers = { Authorization = "Bearer mcp-header-secret" }
-`, fake.Lane("primary").URL(), fake.Lane("backup").URL())
+
+[[mcp.servers]]
+name = "files"
+transport = "stdio"
+command = "mcp-files"
+args = ["--token", "mcp-arg-secret"]
+`, strings.Replace(fake.Lane("primary").URL(), "http://", "http://gw-user:base-url-secret@", 1), fake.Lane("backup").URL())
 	env := map[string]string{
 		"BAE_CONSOLE_ADDR":            "127.0.0.1:0",
 		"BAE_CONSOLE_PASSWORD":        consolePassword,
@@ -405,4 +414,49 @@ func (b *browser) cookie() *network.Cookie {
 	}
 	require.FailNow(b.t, "no console cookie in the browser")
 	return nil
+}
+
+// login signs the browser in through the form.
+func (b *browser) login() {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")),
+		chromedp.SendKeys(chromedp.CSS("#password"), consolePassword), chromedp.Click(chromedp.CSS("#login-submit")))
+	b.do(chromedp.WaitVisible(chromedp.CSS("#sessions-table")))
+}
+
+// A driver's message with bare carriage returns must not become events of
+// the console's live stream: here it tries to inject a "logout" event that
+// sends the operator to a look-alike login page.
+func TestConsoleStreamInjection(t *testing.T) {
+	var visits atomic.Int32
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		visits.Add(1)
+		_, _ = io.WriteString(w, "<title>phished</title>enter your console password")
+	}))
+	t.Cleanup(attacker.Close)
+
+	e := newConsoleEnv(t, nil)
+	b := newBrowser(t, e.srv.ConsoleURL)
+	b.login()
+	sid, sk := e.openDriver(t, "injection/1.0")
+	b.do(chromedp.Navigate(b.url + "/sessions/" + sid))
+	b.waitFor(`!document.getElementById('live').hidden`)
+
+	lane := e.fake.Lane("primary")
+	lane.Enqueue(fakeprovider.Text("first answer"), fakeprovider.Text("second answer"))
+	payload := "hello\r\revent: logout\rdata: " + attacker.URL + "/login\r\r"
+	objs := e.srv.RPC(t, sid, sk, send(1, payload))
+	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
+	b.waitFor(`[...document.querySelectorAll('#transcript .bubble.assistant')].some(n => n.innerText.includes('first answer'))`)
+	// A second turn: the stream went on past the message, so an injected
+	// event would have been dispatched by now.
+	objs = e.srv.RPC(t, sid, sk, send(2, "still there?"))
+	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
+	b.waitFor(`[...document.querySelectorAll('#transcript .bubble.assistant')].some(n => n.innerText.includes('second answer'))`)
+
+	assert.Equal(t, b.url+"/sessions/"+sid, b.location(), "the operator stays on the session")
+	assert.Zero(t, visits.Load(), "the browser never went to the attacker's page")
+	assert.False(t, run(b, chromedp.Evaluate[bool](`document.getElementById('live').hidden`)), "the live stream is still open")
+	// The message is shown as text, carriage returns and all.
+	assert.Contains(t, b.text("#transcript .bubble.user"), "event: logout")
 }

@@ -6,6 +6,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func New(o Options) (*Console, error) {
 	}
 	c := &Console{
 		o: o, log: log.With("component", "console"),
-		auth:    newAuthenticator(o.Password, o.Salt, o.Secure, o.SessionTTL, o.Now),
+		auth:    newAuthenticator(o.Password, o.Salt, o.Secure, o.SessionTTL, o.Store, o.Now),
 		limiter: newLoginLimiter(o.Now),
 		admin:   adminClient{h: o.Admin},
 		links:   temporalLinks{base: trimBase(o.TemporalUIURL), namespace: o.Namespace, client: o.Temporal},
@@ -111,6 +112,13 @@ func New(o Options) (*Console, error) {
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// EndOtherPasswordLogins ends every login made with another password than
+// this console's: run at start, it makes a password change end them all,
+// for good.
+func (c *Console) EndOtherPasswordLogins(ctx context.Context) (int64, error) {
+	return c.auth.records.EndConsoleLoginsExcept(ctx, c.auth.recordKey)
+}
 
 func (c *Console) routes() http.Handler {
 	r := chi.NewRouter()
@@ -180,6 +188,11 @@ func securityHeaders(next http.Handler) http.Handler {
 func (c *Console) requireLogin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l, err := c.auth.verify(r)
+		if err != nil && !errors.Is(err, errNoLogin) {
+			c.log.Error("console login check", "err", err)
+			http.Error(w, "the login could not be checked; try again", http.StatusServiceUnavailable)
+			return
+		}
 		if err != nil {
 			if strings.HasSuffix(r.URL.Path, "/stream") || r.Method != http.MethodGet {
 				http.Error(w, "login required", http.StatusUnauthorized)
@@ -246,7 +259,7 @@ func (c *Console) loginSubmit(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "Wrong password."})
 		return
 	}
-	if err := c.auth.issue(w); err != nil {
+	if err := c.auth.issue(r.Context(), w); err != nil {
 		c.internal(w, r, err)
 		return
 	}
@@ -255,7 +268,10 @@ func (c *Console) loginSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	c.auth.clear(w)
+	if err := c.auth.end(r.Context(), w, loginFrom(r.Context())); err != nil {
+		c.internal(w, r, err)
+		return
+	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

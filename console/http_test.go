@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -14,6 +15,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/console"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 // client is a browser-like HTTP client: a cookie jar, no redirect following.
@@ -256,4 +261,114 @@ func TestConsoleProfileProviderWarnings(t *testing.T) {
 	assert.NotContains(t, body, "profile-warnings")
 	_, body = c.get("/profiles")
 	assert.NotContains(t, body, "not configured")
+}
+
+// cookieOf is the client's console login cookie.
+func (c *client) cookieOf() *http.Cookie {
+	c.t.Helper()
+	u, err := url.Parse(c.base)
+	require.NoError(c.t, err)
+	for _, ck := range c.hc.Jar.Cookies(u) {
+		if ck.Name == "bae_console" {
+			return ck
+		}
+	}
+	require.FailNow(c.t, "no console cookie")
+	return nil
+}
+
+// withCookie is a fresh client holding a copy of a saved cookie.
+func withCookie(t *testing.T, base string, ck *http.Cookie) *client {
+	c := newClient(t, base)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	c.hc.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value}})
+	return c
+}
+
+// TestConsoleLogoutEndsLogin: a copy of the cookie saved before logout is
+// refused afterwards, pages, writes and streams alike; other logins go on.
+// A changed password ends every login made with the old one.
+func TestConsoleLogoutEndsLogin(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	other := newClient(t, e.srv.ConsoleURL)
+	other.login()
+	saved := c.cookieOf()
+	replay := withCookie(t, e.srv.ConsoleURL, saved)
+	resp, _ := replay.get("/keys")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the copy works while the login lasts")
+	csrf := c.csrf()
+
+	resp, _ = c.post("/logout", url.Values{"csrf": {csrf}}, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/login", resp.Header.Get("Location"))
+
+	replay = withCookie(t, e.srv.ConsoleURL, saved)
+	for _, page := range []string{"/keys", "/config", "/sessions"} {
+		resp, _ = replay.get(page)
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode, page)
+		assert.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login?"), page)
+	}
+	resp, _ = replay.post("/keys", url.Values{"csrf": {csrf}, "name": {"x"}, "profile_id": {e.pid}}, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a write with the saved cookie and its token")
+	sid, _ := e.openDriver(t, "replay")
+	// Only the status is read: a stream that were let in would not end.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.ConsoleURL+"/sessions/"+sid+"/stream", nil)
+	require.NoError(t, err)
+	resp, err = replay.hc.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a stream with the saved cookie")
+
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "another browser's login is untouched")
+
+	// The password changes: a console started with the new one over the same
+	// database ends the old password's logins, on every replica.
+	rotated, err := console.New(console.Options{
+		Store: e.srv.Parts.Store, Hub: e.srv.Parts.Hub, Admin: http.NotFoundHandler(), Log: slog.New(slog.DiscardHandler),
+		Password: "a-new-console-password", Salt: "x",
+	})
+	require.NoError(t, err)
+	n, err := rotated.EndOtherPasswordLogins(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the other browser's login")
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "a login made with the old password is over")
+	other.login()
+	resp, _ = other.get("/keys")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "a replica still on the old password lets its operator log in again")
+}
+
+// URLs are shown without user info or query, and MCP args masked, in every
+// view: the provider.request event, the admin API's config and the
+// console's config page.
+func TestURLsRedactedInEventsAndViews(t *testing.T) {
+	e := newConsoleEnv(t, nil)
+	secrets := []string{"base-url-secret", "gw-user", "mcp-url-secret", "mcp-query-secret", "mcp-arg-secret", "sk-console-test-secret", "mcp-header-secret"}
+
+	sid, sk := e.openDriver(t, "redact")
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("hi"))
+	objs := e.srv.RPC(t, sid, sk, send(1, "hello"))
+	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
+	ev := e.srv.Client(t, http.MethodGet, "/api/v1/sessions/"+sid+"/events", sk, nil)
+	require.Equal(t, http.StatusOK, ev.Status, string(ev.Raw))
+	require.Contains(t, string(ev.Raw), `"base_url":"http://127.0.0.1:`, "the request event names the host")
+	admin := e.srv.Admin(t, http.MethodGet, "/admin/v1/config", nil)
+	require.Equal(t, http.StatusOK, admin.Status)
+	assert.Contains(t, string(admin.Raw), `"url":"http://127.0.0.1:1/mcp"`)
+	providers := e.srv.Admin(t, http.MethodGet, "/admin/v1/providers", nil)
+	c := newClient(t, e.srv.ConsoleURL)
+	c.login()
+	_, page := c.get("/config")
+	for _, secret := range secrets {
+		assert.NotContains(t, string(ev.Raw), secret, "events")
+		assert.NotContains(t, string(admin.Raw), secret, "GET /admin/v1/config")
+		assert.NotContains(t, string(providers.Raw), secret, "GET /admin/v1/providers")
+		assert.NotContains(t, page, secret, "the console's config page")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -240,8 +241,12 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	defer expiry.Stop()
 	for {
 		if _, err := c.auth.verify(r); err != nil {
-			writeSSE(w, "logout", "", "/login?next="+url.QueryEscape("/sessions/"+id))
-			_ = rc.Flush()
+			// A login that could not be checked ends the stream without
+			// "logout": the browser reconnects and is checked again.
+			if errors.Is(err, errNoLogin) {
+				writeSSE(w, "logout", "", "/login?next="+url.QueryEscape("/sessions/"+id))
+				_ = rc.Flush()
+			}
 			return
 		}
 		if sess.State != store.StateOpen && sent >= lastSeq(evs) {
@@ -282,18 +287,26 @@ func lastSeq(evs []store.Event) int64 {
 	return evs[len(evs)-1].Seq
 }
 
-// writeSSE writes one event; every line of data gets its own "data:".
-func writeSSE(w http.ResponseWriter, event, id, data string) {
+// sseLineEndings are the three line endings of the event-stream format.
+var sseLineEndings = strings.NewReplacer("\r\n", "\n", "\r", "\n")
+
+// writeSSE writes one event. Every line of data gets its own "data:", lines
+// being split at each of \r\n, \r and \n as the browser splits them: data
+// carries text from drivers and models, and a line ending left inside a
+// field would let that text start fields or events of its own. The browser
+// joins the lines with \n again. event and id are the server's own and must
+// not hold a line ending.
+func writeSSE(w io.Writer, event, id, data string) {
 	var b strings.Builder
 	b.WriteString("event: " + event + "\n")
 	if id != "" {
 		b.WriteString("id: " + id + "\n")
 	}
-	for _, line := range strings.Split(data, "\n") {
-		b.WriteString("data: " + strings.TrimRight(line, "\r") + "\n")
+	for line := range strings.SplitSeq(sseLineEndings.Replace(data), "\n") {
+		b.WriteString("data: " + line + "\n")
 	}
 	b.WriteString("\n")
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = io.WriteString(w, b.String())
 }
 
 // turnTemporal redirects to the turn's update in the Temporal UI.

@@ -66,7 +66,15 @@
   });
   es.addEventListener("logout", function (ev) {
     es.close();
-    window.location.assign(ev.data);
+    // Only a path on this console is followed; anything else reloads the
+    // page, which lands on the login form if the login really ended.
+    var to;
+    try { to = new URL(ev.data, window.location.href); } catch (e) { to = null; }
+    if (to && to.origin === window.location.origin && ev.data.charAt(0) === "/" && ev.data.charAt(1) !== "/" && ev.data.charAt(1) !== "\\") {
+      window.location.assign(to.pathname + to.search);
+    } else {
+      window.location.reload();
+    }
   });
   es.addEventListener("error", function () {
     // A refused reconnect (login expired, server gone) closes the source:

@@ -137,7 +137,7 @@ func Run(ctx context.Context, opts Options) error {
 	hub := live.New(st.Pool, log)
 	hub.UseNotices(st)
 	st.OnLocalAppend(hub.Wake)
-	svc, err := newServices(ctx, st, opts.File, cfg.SandboxDriver, log)
+	svc, err := newServices(ctx, st, opts.File, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,11 @@ func startConsole(ctx context.Context, cfg config.Server, parts *Parts, deployme
 	if err != nil {
 		return nil, err
 	}
+	if n, err := con.EndOtherPasswordLogins(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		log.Info("console password changed: earlier logins ended", "logins", n)
+	}
 	tlsCfg, err := cc.TLSConfig() // checked by Check before anything started
 	if err != nil {
 		return nil, err

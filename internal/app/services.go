@@ -61,12 +61,12 @@ func newSandboxDriver(kind string, log *slog.Logger) (sandbox.Driver, error) {
 	}
 }
 
-func newServices(ctx context.Context, st *store.Store, file *config.File, kind string, log *slog.Logger) (*services, error) {
+func newServices(ctx context.Context, st *store.Store, file *config.File, cfg config.Server, log *slog.Logger) (*services, error) {
 	s := &services{}
-	s.mcp = mcp.New(mcp.Options{Lookup: file.MCPServer, Log: log})
+	s.mcp = mcp.New(mcp.Options{Lookup: file.MCPServer, Log: log, IdleTimeout: cfg.MCPIdleTimeout})
 	s.closers = append(s.closers, s.mcp.Close)
 
-	driver, err := newSandboxDriver(kind, log)
+	driver, err := newSandboxDriver(cfg.SandboxDriver, log)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func newServices(ctx context.Context, st *store.Store, file *config.File, kind s
 		if len(p.AvailableSandboxes) == 0 {
 			continue
 		}
-		if u, ok := driver.(unsupportedDriver); ok && kind == config.SandboxAppleContainer {
+		if u, ok := driver.(unsupportedDriver); ok && cfg.SandboxDriver == config.SandboxAppleContainer {
 			return nil, &config.ValidationError{Msg: fmt.Sprintf("BAE_SANDBOX_DRIVER=apple-container: %s, and profile %s declares available_sandboxes", u.reason, p.ID)}
 		}
 		s.provisioner.Provision(p.ID, p.AvailableSandboxes)

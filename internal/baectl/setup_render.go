@@ -214,6 +214,8 @@ services:
     environment:
       TEMPORAL_ADDRESS: temporal:7233
       TEMPORAL_CORS_ORIGINS: http://localhost:${BAE_TEMPORAL_UI_PORT:-%d}
+      # Read-only: the UI has no login (docs/operations.md, "Temporal Web UI").
+      TEMPORAL_DISABLE_WRITE_ACTIONS: "${TEMPORAL_DISABLE_WRITE_ACTIONS:-true}"
     ports:
       - "127.0.0.1:${BAE_TEMPORAL_UI_PORT:-%d}:8080"
 `, setupHeader, d.providers[0].name, d.uiPort, d.uiPort)

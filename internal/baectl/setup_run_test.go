@@ -36,7 +36,7 @@ func composeEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasSuffix(k, "_API_KEY") || strings.HasPrefix(k, "BAE_") || strings.HasPrefix(k, "POSTGRES_") || strings.HasPrefix(k, "COMPOSE_") {
+		if strings.HasSuffix(k, "_API_KEY") || strings.HasPrefix(k, "BAE_") || strings.HasPrefix(k, "POSTGRES_") || strings.HasPrefix(k, "COMPOSE_") || strings.HasPrefix(k, "TEMPORAL_") {
 			continue
 		}
 		env = append(env, kv)
@@ -130,10 +130,7 @@ func TestSetupComposeConfig(t *testing.T) {
 		fake := m.Services["fakeprovider"]
 		require.NotNil(t, fake.Healthcheck, "not the image's check of baesrv's port")
 		assert.Contains(t, strings.Join(fake.Healthcheck.Test, " "), "127.0.0.1:9999")
-		for _, p := range m.Services["temporal-ui"].Ports {
-			assert.Equal(t, "127.0.0.1", p.HostIP)
-			assert.Equal(t, "8233", p.Published)
-		}
+		checkTemporalUI(t, m, "8233")
 	})
 
 	t.Run("real providers, an image, public", func(t *testing.T) {
@@ -161,7 +158,7 @@ func TestSetupComposeConfig(t *testing.T) {
 		require.NotNil(t, srv.Environment["OPENAI_API_KEY"])
 		assert.Equal(t, "sk-test", *srv.Environment["OPENAI_API_KEY"])
 		assert.NotContains(t, m.Services, "fakeprovider")
-		assert.Equal(t, "8234", m.Services["temporal-ui"].Ports[0].Published)
+		checkTemporalUI(t, m, "8234")
 	})
 
 	t.Run("a key written into .env", func(t *testing.T) {
@@ -196,7 +193,29 @@ func TestSetupComposeConfig(t *testing.T) {
 				assert.FileExists(t, v.Source)
 			}
 		}
+		checkTemporalUI(t, m, "8233")
+
+		// Write actions come back only when asked for.
+		out, err = composeConfig(t, file, true, composeEnv("ANTHROPIC_API_KEY=sk-test", "TEMPORAL_DISABLE_WRITE_ACTIONS=false"))
+		require.NoError(t, err, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+		require.NotNil(t, m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+		assert.Equal(t, "false", *m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
 	})
+}
+
+// checkTemporalUI: the Temporal Web UI has no login, so it is published on
+// loopback only and read-only unless the shell says otherwise.
+func checkTemporalUI(t *testing.T, m resolved, port string) {
+	t.Helper()
+	ui := m.Services["temporal-ui"]
+	require.NotEmpty(t, ui.Ports)
+	for _, p := range ui.Ports {
+		assert.Equal(t, "127.0.0.1", p.HostIP)
+		assert.Equal(t, port, p.Published)
+	}
+	require.NotNil(t, ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+	assert.Equal(t, "true", *ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
 }
 
 // stubRepo is a bae-go checkout stand-in for bae-dev.sh: its bin/baesrv

@@ -227,9 +227,18 @@ func TestRepositoryComposeFile(t *testing.T) {
 	var doc struct {
 		Services map[string]struct {
 			Environment map[string]*string `yaml:"environment"`
+			Ports       []string           `yaml:"ports"`
 		} `yaml:"services"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(readFile(t, filepath.Join(repo, "docker-compose.yml"))), &doc))
+	// The Temporal Web UI has no login: loopback only, write actions off.
+	ui := doc.Services["temporal-ui"]
+	require.NotEmpty(t, ui.Ports)
+	for _, p := range ui.Ports {
+		assert.True(t, strings.HasPrefix(p, "127.0.0.1:"), p)
+	}
+	require.NotNil(t, ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+	assert.Equal(t, "${TEMPORAL_DISABLE_WRITE_ACTIONS:-true}", *ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
 	env := doc.Services["baesrv"].Environment
 	require.Contains(t, env, "ANTHROPIC_API_KEY")
 	require.NotNil(t, env["ANTHROPIC_API_KEY"])

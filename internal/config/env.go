@@ -35,6 +35,9 @@ const (
 	DefaultTemporalPort      = 7233
 	DefaultMaxBodyBytes      = 4 << 20
 	DefaultBodyReadTimeout   = 60 * time.Second
+	// DefaultMCPIdleTimeout is how long an MCP connection may sit unused
+	// before it is closed (a stdio server's process ends with it).
+	DefaultMCPIdleTimeout = 10 * time.Minute
 )
 
 // DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for one
@@ -95,6 +98,10 @@ type Server struct {
 	// Temporal is how serve reaches the Temporal frontend (TLS, API key,
 	// compression).
 	Temporal TemporalConn
+	// MCPIdleTimeout is BAE_MCP_IDLE_TIMEOUT: an MCP connection unused for
+	// this long is closed and opened again on next use; 0 keeps it until
+	// its session closes.
+	MCPIdleTimeout time.Duration
 	// MetricsAddr is BAE_METRICS_ADDR, where GET /metrics serves the
 	// Prometheus exposition: "" (off), MetricsOnAdmin, or a host:port of
 	// its own.
@@ -169,6 +176,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	}
 	if s.BodyReadTimeout == 0 {
 		return Server{}, invalidf("BAE_BODY_READ_TIMEOUT: %q must be greater than zero", get("BAE_BODY_READ_TIMEOUT", ""))
+	}
+	if s.MCPIdleTimeout, err = parseTimeout("BAE_MCP_IDLE_TIMEOUT", get("BAE_MCP_IDLE_TIMEOUT", ""), DefaultMCPIdleTimeout); err != nil {
+		return Server{}, err
 	}
 	if s.MaxBodyBytes, err = parseByteSize("BAE_MAX_BODY_BYTES", get("BAE_MAX_BODY_BYTES", ""), DefaultMaxBodyBytes); err != nil {
 		return Server{}, err

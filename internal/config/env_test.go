@@ -32,6 +32,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		TemporalPort:      7233,
 		MaxBodyBytes:      4 << 20,
 		BodyReadTimeout:   60 * time.Second,
+		MCPIdleTimeout:    10 * time.Minute,
 		Console:           Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
 		Temporal:          TemporalConn{Compression: CompressionAuto},
 	}, s)
@@ -58,6 +59,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_BODY_READ_TIMEOUT":              "250ms",
 		"BAE_MAX_CONCURRENT_OPENS":           "4",
 		"BAE_KEY_HASH":                       "SHA256",
+		"BAE_MCP_IDLE_TIMEOUT":               "90",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, Server{
@@ -66,7 +68,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, KeyHash: "sha256", SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
-		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4,
+		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4, MCPIdleTimeout: 90 * time.Second,
 		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
 		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)
@@ -126,6 +128,7 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 		"BAE_BODY_READ_TIMEOUT": "0",
 		"BAE_DB_RETRY_BUDGET":   "0",
 		"BAE_METRICS_ADDR":      "9464",
+		"BAE_MCP_IDLE_TIMEOUT":  "a while",
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -155,6 +158,9 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	s, err := ServerFromEnv(envMap(map[string]string{"BAE_AUTH_FAILURE_LIMIT": "0"}))
 	require.NoError(t, err)
 	assert.Zero(t, s.AuthFailureLimit, "0 disables the limit")
+	s, err = ServerFromEnv(envMap(map[string]string{"BAE_MCP_IDLE_TIMEOUT": "0"}))
+	require.NoError(t, err)
+	assert.Zero(t, s.MCPIdleTimeout, "0 keeps MCP connections until their session closes")
 }
 
 func TestMetricsAddrFromEnv(t *testing.T) {

@@ -66,8 +66,8 @@ type MCPSection struct {
 	Servers []MCPServer
 }
 
-// MCPServer is one [[mcp.servers]] entry. Header values keep their raw
-// ${VAR} tokens; they are resolved only at connect time.
+// MCPServer is one [[mcp.servers]] entry. Header and env values keep their
+// raw ${VAR} tokens; they are resolved only at connect time.
 type MCPServer struct {
 	Name      string
 	Transport string // "stdio" | "sse" | "http"
@@ -75,6 +75,9 @@ type MCPServer struct {
 	Args      []string
 	URL       string
 	Headers   map[string]string
+	// Env is added to a stdio server's otherwise minimal environment
+	// (bae-go's extension; the way to hand it a secret).
+	Env map[string]string
 }
 
 // ProvidersSection is [providers]. Entries keep file order.
@@ -206,6 +209,7 @@ type rawMCPServer struct {
 	Args      []string          `toml:"args"`
 	URL       string            `toml:"url"`
 	Headers   map[string]string `toml:"headers"`
+	Env       map[string]string `toml:"env"`
 }
 
 type rawProviders struct {
@@ -344,6 +348,17 @@ func buildMCP(servers []rawMCPServer) (MCPSection, error) {
 		}
 		if s.Headers == nil {
 			s.Headers = map[string]string{}
+		}
+		if len(s.Env) > 0 && s.Transport != TransportStdio {
+			return MCPSection{}, invalidf("MCP server %q sets \"env\", which only a stdio server has", s.Name)
+		}
+		for k := range s.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return MCPSection{}, invalidf("MCP server %q has an invalid env name %q", s.Name, k)
+			}
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
 		}
 		out.Servers = append(out.Servers, MCPServer(s))
 	}

@@ -99,7 +99,7 @@ auth_token = "${GW}"
 	fs, ok := f.MCPServer("filesystem")
 	require.True(t, ok)
 	assert.Equal(t, MCPServer{Name: "filesystem", Transport: "stdio", Command: "npx",
-		Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}, Headers: map[string]string{}}, fs)
+		Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}, Headers: map[string]string{}, Env: map[string]string{}}, fs)
 	search, ok := f.MCPServer("search")
 	require.True(t, ok)
 	assert.Equal(t, "Bearer ${SEARCH_MCP_TOKEN}", search.Headers["Authorization"], "tokens stay raw")
@@ -182,7 +182,9 @@ func TestParseValidationErrors(t *testing.T) {
 		"http no url":         {"[[mcp.servers]]\nname = \"x\"\ntransport = \"http\"\n", `missing required field "url"`},
 		"bad transport":       {"[[mcp.servers]]\nname = \"x\"\ntransport = \"carrier-pigeon\"\n", `unsupported transport "carrier-pigeon"`},
 		"missing transport":   {"[[mcp.servers]]\nname = \"x\"\ncommand = \"a\"\n", `missing required field "transport"`},
-		"mcp unknown field":   {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"a\"\nenv = {A = \"b\"}\n", "unknown field"},
+		"mcp unknown field":   {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"a\"\ncwd = \"/tmp\"\n", "unknown field"},
+		"mcp env not stdio":   {"[[mcp.servers]]\nname = \"x\"\ntransport = \"http\"\nurl = \"http://h\"\nenv = {A = \"b\"}\n", `sets "env", which only a stdio server has`},
+		"mcp env bad name":    {"[[mcp.servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"a\"\nenv = {\"A=B\" = \"b\"}\n", "invalid env name"},
 		"providers unknown":   {"[providers]\nfoo = 1\n", "unknown field"},
 		"provider duplicate":  {"[[providers.entries]]\nname = \"dup\"" + prov + "[[providers.entries]]\nname = \"dup\"" + prov, `duplicate provider name "dup"`},
 		"provider blank name": {"[[providers.entries]]\nname = \" \"" + prov, "empty name"},

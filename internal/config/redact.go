@@ -51,7 +51,8 @@ type MCPSnapshot struct {
 	Servers []MCPServerSnapshot `json:"servers"`
 }
 
-// MCPServerSnapshot shows an MCP server in full except header values.
+// MCPServerSnapshot shows an MCP server with its url redacted (RedactURL)
+// and every args item, header value and env value masked.
 type MCPServerSnapshot struct {
 	Name      string            `json:"name"`
 	Transport string            `json:"transport"`
@@ -59,6 +60,7 @@ type MCPServerSnapshot struct {
 	Args      []string          `json:"args"`
 	URL       *string           `json:"url"`
 	Headers   map[string]string `json:"headers"`
+	Env       map[string]string `json:"env,omitempty"` // only when set: bae-go's extension
 }
 
 // ProvidersSnapshot is the "providers" object of ConfigSnapshot.
@@ -113,34 +115,35 @@ func (f *File) ProvidersView() []ProviderSummary {
 	entries := f.SortedProviders()
 	out := make([]ProviderSummary, 0, len(entries))
 	for _, p := range entries {
-		out = append(out, ProviderSummary{Name: p.Name, Provider: p.Kind, Model: p.Model, BaseURL: p.EffectiveBaseURL()})
+		out = append(out, ProviderSummary{Name: p.Name, Provider: p.Kind, Model: p.Model, BaseURL: p.DisplayBaseURL()})
 	}
 	return out
 }
 
 // ConfigView is the full startup snapshot with every secret-bearing value
-// (MCP header values, auth tokens, OTLP header values) masked regardless of
-// its content, so a literal secret cannot slip through. Keys are kept.
+// (MCP args, header and env values, auth tokens, OTLP header values) masked
+// regardless of its content, so a literal secret cannot slip through, and
+// every URL redacted (RedactURL). Keys, and how many args, are kept.
 func (f *File) ConfigView() ConfigSnapshot {
 	snap := ConfigSnapshot{
 		MCP:       MCPSnapshot{Servers: []MCPServerSnapshot{}},
 		Providers: ProvidersSnapshot{Entries: []ProviderSnapshot{}},
 	}
 	for _, s := range f.SortedMCPServers() {
-		args := s.Args
-		if args == nil {
-			args = []string{}
+		args := make([]string, len(s.Args))
+		for i := range args {
+			args[i] = Redacted
 		}
 		snap.MCP.Servers = append(snap.MCP.Servers, MCPServerSnapshot{
 			Name: s.Name, Transport: s.Transport,
-			Command: nullIfEmpty(s.Command), Args: args, URL: nullIfEmpty(s.URL),
-			Headers: redactValues(s.Headers),
+			Command: nullIfEmpty(s.Command), Args: args, URL: nullIfEmpty(RedactURL(s.URL)),
+			Headers: redactValues(s.Headers), Env: redactValues(s.Env),
 		})
 	}
 	for _, p := range f.SortedProviders() {
 		snap.Providers.Entries = append(snap.Providers.Entries, ProviderSnapshot{
 			Name: p.Name, Provider: p.Kind, Model: p.Model,
-			BaseURL: p.EffectiveBaseURL(), AuthToken: Redacted,
+			BaseURL: p.DisplayBaseURL(), AuthToken: Redacted,
 		})
 	}
 	t := f.TelemetryConfig()
@@ -150,7 +153,7 @@ func (f *File) ConfigView() ConfigSnapshot {
 	}
 	snap.Telemetry = TelemetrySnapshot{
 		Enabled:      t.Enabled,
-		OTLPEndpoint: nullIfEmpty(t.OTLPEndpoint),
+		OTLPEndpoint: nullIfEmpty(RedactURL(t.OTLPEndpoint)),
 		OTLPHeaders:  redactValues(t.OTLPHeaders),
 		SampleRatio:  t.SampleRatio,
 		ServiceName:  t.EffectiveServiceName(),

@@ -12,14 +12,15 @@ const fullFixture = `
 [[mcp.servers]]
 name = "search"
 transport = "sse"
-url = "https://mcp.example.com/sse"
+url = "https://svc:mcp-url-pass@mcp.example.com/sse?api_key=url-query-secret#frag"
 headers = { Authorization = "Bearer ${SEARCH_MCP_TOKEN}", X-Literal = "literal-mcp-secret-xyz", X-Empty = "" }
 
 [[mcp.servers]]
 name = "filesystem"
 transport = "stdio"
 command = "npx"
-args = ["-y", "@modelcontextprotocol/server-filesystem", "/data"]
+args = ["-y", "@modelcontextprotocol/server-filesystem", "--token=literal-arg-secret"]
+env = { FS_TOKEN = "${FS_SECRET}", LITERAL = "literal-env-secret" }
 
 [[providers.entries]]
 name = "openai-default"
@@ -31,12 +32,12 @@ auth_token = "literal-auth-token-abc"
 name = "anthropic-sonnet"
 provider = "anthropic"
 model = "claude-sonnet-4-6"
-base_url = "https://gateway.example.com"
+base_url = "https://gw-user:gw-pass@gateway.example.com/v1?key=base-query-secret"
 auth_token = "${ANTHROPIC_API_KEY}"
 
 [telemetry]
 enabled = true
-otlp_endpoint = "http://otel-collector:4317"
+otlp_endpoint = "http://otel:otel-pass@otel-collector:4317"
 otlp_headers = { Authorization = "literal-otel-secret-123", X-Env = "${OTEL_TOKEN}" }
 sample_ratio = 0.25
 service_name = "custom-service"
@@ -64,13 +65,14 @@ func TestConfigViewFullShape(t *testing.T) {
 	want := `{
  "mcp": {"servers": [
   {"name": "filesystem", "transport": "stdio", "command": "npx",
-   "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"], "url": null, "headers": {}},
+   "args": ["••••••••", "••••••••", "••••••••"], "url": null, "headers": {},
+   "env": {"FS_TOKEN": "••••••••", "LITERAL": "••••••••"}},
   {"name": "search", "transport": "sse", "command": null, "args": [], "url": "https://mcp.example.com/sse",
    "headers": {"Authorization": "••••••••", "X-Empty": "••••••••", "X-Literal": "••••••••"}}
  ]},
  "providers": {"entries": [
   {"name": "anthropic-sonnet", "provider": "anthropic", "model": "claude-sonnet-4-6",
-   "base_url": "https://gateway.example.com", "auth_token": "••••••••"},
+   "base_url": "https://gateway.example.com/v1", "auth_token": "••••••••"},
   {"name": "openai-default", "provider": "openai", "model": "gpt-4o",
    "base_url": "https://api.openai.com", "auth_token": "••••••••"}
  ]},
@@ -83,7 +85,9 @@ func TestConfigViewFullShape(t *testing.T) {
 }`
 	assert.JSONEq(t, want, got)
 	for _, secret := range []string{"literal-mcp-secret-xyz", "literal-auth-token-abc", "literal-otel-secret-123",
-		"SEARCH_MCP_TOKEN", "ANTHROPIC_API_KEY", "OTEL_TOKEN", "env-otel-secret"} {
+		"SEARCH_MCP_TOKEN", "ANTHROPIC_API_KEY", "OTEL_TOKEN", "env-otel-secret",
+		"mcp-url-pass", "url-query-secret", "frag", "literal-arg-secret", "FS_SECRET", "literal-env-secret",
+		"gw-pass", "gw-user", "base-query-secret", "otel-pass"} {
 		assert.NotContains(t, got, secret)
 	}
 	assert.Equal(t, got, marshal(t, f.ConfigView()), "output is deterministic")
@@ -112,7 +116,7 @@ func TestListViews(t *testing.T) {
 		marshal(t, f.MCPServersView()))
 	got := marshal(t, f.ProvidersView())
 	assert.JSONEq(t, `[
- {"name":"anthropic-sonnet","provider":"anthropic","model":"claude-sonnet-4-6","base_url":"https://gateway.example.com"},
+ {"name":"anthropic-sonnet","provider":"anthropic","model":"claude-sonnet-4-6","base_url":"https://gateway.example.com/v1"},
  {"name":"openai-default","provider":"openai","model":"gpt-4o","base_url":"https://api.openai.com"}]`, got)
 	assert.NotContains(t, got, "auth_token")
 
@@ -120,4 +124,18 @@ func TestListViews(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "[]", marshal(t, empty.MCPServersView()))
 	assert.Equal(t, "[]", marshal(t, empty.ProvidersView()))
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                 "",
+		"https://api.openai.com":           "https://api.openai.com",
+		"https://u:p@gw.internal:8443/v1":  "https://gw.internal:8443/v1",
+		"https://u@gw/v1?api_key=s&x=1#f":  "https://gw/v1",
+		"http://gw/v1?":                    "http://gw/v1",
+		"http://[::1]:4317/p?token=secret": "http://[::1]:4317/p",
+		"http://gw/%zz":                    Redacted, // does not parse: masked whole
+	} {
+		assert.Equal(t, want, RedactURL(in), in)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -88,7 +90,7 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	}
 	if err != nil {
 		_ = c.close()
-		return nil, fmt.Errorf("start %s transport: %w", cfg.Transport, err)
+		return nil, redacted(fmt.Errorf("start %s transport: %w", cfg.Transport, err))
 	}
 
 	req := mcp.InitializeRequest{}
@@ -96,9 +98,56 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	req.Params.ClientInfo = m.clientInfo
 	if _, err := c.client.Initialize(initCtx, req); err != nil {
 		_ = c.close()
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, redacted(fmt.Errorf("initialize: %w", err))
 	}
 	return c, nil
+}
+
+// redactedError shows its cause with every URL redacted (config.RedactURL):
+// connect errors quote the server's url, whose user info or query may be a
+// credential, and they reach the log and the model's tool result.
+type redactedError struct{ err error }
+
+func redacted(err error) error        { return redactedError{err} }
+func (e redactedError) Error() string { return config.RedactURLsIn(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }
+
+// childEnv is a stdio server's environment: only the variables a program
+// needs to run (inheritedEnv) from the server's own, then the entry's env
+// with its ${VAR} tokens resolved. Nothing else of the server's environment
+// (its database URL, console password, provider tokens) reaches the child.
+func childEnv(environ []string, entry map[string]string, lookup func(string) (string, bool)) ([]string, error) {
+	out := make([]string, 0, len(entry)+8)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, own := entry[name]; !own && inheritedEnv(name) {
+			out = append(out, kv)
+		}
+	}
+	names := make([]string, 0, len(entry))
+	for name := range entry {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v, err := config.ResolveEnvTokens(entry[name], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("resolve env %q: %w", name, err)
+		}
+		out = append(out, name+"="+v)
+	}
+	return out, nil
+}
+
+// inheritedEnv names what a stdio server gets from the server's environment:
+// where programs are, the home directory, the temporary directory, the time
+// zone and the locale.
+func inheritedEnv(name string) bool {
+	switch name {
+	case "PATH", "HOME", "TMPDIR", "TZ", "LANG", "LANGUAGE":
+		return true
+	}
+	return strings.HasPrefix(name, "LC_")
 }
 
 // newTransport builds the (unstarted) transport for cfg, resolving ${VAR}
@@ -119,11 +168,15 @@ func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, 
 				return nil, fmt.Errorf("resolve argument %d: %w", i, err)
 			}
 		}
-		factory := func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		env, err := childEnv(os.Environ(), cfg.Env, m.env)
+		if err != nil {
+			return nil, err
+		}
+		factory := func(_ context.Context, command string, _, args []string) (*exec.Cmd, error) {
 			// No CommandContext: the process lives until close, not until
 			// some context ends.
 			cmd := exec.Command(command, args...)
-			cmd.Env = append(os.Environ(), env...)
+			cmd.Env = env
 			setProcessGroup(cmd)
 			c.cmd = cmd
 			return cmd, nil

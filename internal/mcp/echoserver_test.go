@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -20,12 +21,6 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
-	}
-	// Under -race every child would otherwise linger 1s at exit, making each
-	// close take a second; GORACE is read at process start, so this only
-	// affects the children.
-	if _, ok := os.LookupEnv("GORACE"); !ok {
-		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	os.Exit(m.Run())
 }
@@ -63,6 +58,10 @@ func newEchoServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("structured", mcp.WithDescription("Return structured content")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultStructured(map[string]any{"count": 2, "big": int64(9007199254740993)}, "2 files"), nil
+		})
+	s.AddTool(mcp.NewTool("env", mcp.WithDescription("Report the server's environment, one NAME=value a line")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(strings.Join(os.Environ(), "\n")), nil
 		})
 	s.AddTool(mcp.NewTool("hang", mcp.WithDescription("Never answer")),
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {

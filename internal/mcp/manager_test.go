@@ -58,7 +58,14 @@ func echoStdio(t *testing.T, name string) ServerConfig {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	return ServerConfig{Name: name, Transport: TransportStdio, Command: exe, Args: []string{echoServerArg}}
+	return ServerConfig{Name: name, Transport: TransportStdio, Command: exe, Args: []string{echoServerArg}, Env: childRaceEnv()}
+}
+
+// childRaceEnv keeps a child built with -race from lingering 1s at exit,
+// which would make every close take a second. The child's environment is
+// minimal, so this must be passed through the entry's env.
+func childRaceEnv() map[string]string {
+	return map[string]string{"GORACE": "atexit_sleep_ms=0"}
 }
 
 func toolNames(t *testing.T, raw json.RawMessage) []string {
@@ -102,7 +109,7 @@ func processGone(pid int) bool {
 }
 
 var echoTools = []string{
-	"echo/echo", "echo/list_files", "echo/crash", "echo/fail", "echo/pid", "echo/structured", "echo/hang",
+	"echo/echo", "echo/list_files", "echo/crash", "echo/fail", "echo/pid", "echo/structured", "echo/env", "echo/hang",
 }
 
 func TestStdioDiscoverAndCall(t *testing.T) {
@@ -457,7 +464,7 @@ func TestCloseSessionKillsWrapperGrandchildren(t *testing.T) {
 	// Like npx: a wrapper whose helper outlives the server it started.
 	script := `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > "$1"; exec "$0" ` + echoServerArg
 	f := newFixture(t, []ServerConfig{{Name: "wrapped", Transport: TransportStdio, Command: sh,
-		Args: []string{"-c", script, exe, pidFile}}}, nil)
+		Args: []string{"-c", script, exe, pidFile}, Env: childRaceEnv()}}, nil)
 
 	serverPid := serverPID(t, f.m, "ses_1", "wrapped")
 	b, err := os.ReadFile(pidFile)
@@ -515,4 +522,93 @@ func TestLiveSessions(t *testing.T) {
 	assert.Equal(t, 1, f.m.LiveSessions())
 	f.m.Close()
 	assert.Equal(t, 0, f.m.LiveSessions())
+}
+
+// A stdio MCP server gets PATH, HOME, the locale and its entry's own env,
+// never the rest of the server's environment: the database URL, the console
+// password and provider tokens stay out of reach of a third-party server.
+func TestStdioServerGetsMinimalEnvironment(t *testing.T) {
+	secrets := map[string]string{
+		"BAE_DATABASE_URL":     "postgres://bae:db-secret@db/bae",
+		"BAE_CONSOLE_PASSWORD": "console-secret-password",
+		"ANTHROPIC_API_KEY":    "sk-ant-secret",
+		"OPENAI_API_KEY":       "sk-openai-secret",
+		"WORDS_API_TOKEN":      "words-secret", // only named by the entry
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("LC_MESSAGES", "C")
+	t.Setenv("HOME", "/home/bae")
+	cfg := echoStdio(t, "echo")
+	cfg.Env = childRaceEnv()
+	cfg.Env["WORDS_TOKEN"] = "${WORDS_API_TOKEN}"
+	cfg.Env["WORDS_MODE"] = "plain"
+	cfg.Env["HOME"] = "/srv/words"
+	f := newFixture(t, []ServerConfig{cfg}, nil, func(o *Options) { o.Env = os.LookupEnv })
+
+	got := map[string]string{}
+	for _, kv := range strings.Split(callText(t, f.m, "ses_1", "echo", "env", `{}`), "\n") {
+		k, v, _ := strings.Cut(kv, "=")
+		_, dup := got[k]
+		require.False(t, dup, "%s set twice", k)
+		got[k] = v
+	}
+	for k, v := range secrets {
+		assert.NotContains(t, got, k)
+		for name, value := range got {
+			if name != "WORDS_TOKEN" {
+				assert.NotContains(t, value, v, "%s carries %s's value", name, k)
+			}
+		}
+	}
+	assert.Equal(t, os.Getenv("PATH"), got["PATH"])
+	assert.Equal(t, "C", got["LC_MESSAGES"])
+	assert.Equal(t, "/srv/words", got["HOME"], "the entry's env wins")
+	assert.Equal(t, "words-secret", got["WORDS_TOKEN"], "a secret handed over through env")
+	assert.Equal(t, "plain", got["WORDS_MODE"])
+	extra := []string{}
+	for k := range got {
+		if !inheritedEnv(k) && cfg.Env[k] == "" {
+			extra = append(extra, k)
+		}
+	}
+	assert.Empty(t, extra, "nothing else")
+}
+
+// An entry env value naming an unset variable fails the connect, naming it.
+func TestStdioEnvUnsetVariable(t *testing.T) {
+	cfg := echoStdio(t, "echo")
+	cfg.Env["TOKEN"] = "${NOT_SET_ANYWHERE}"
+	f := newFixture(t, []ServerConfig{cfg}, nil)
+	_, err := f.m.CallTool(context.Background(), "ses_1", "echo", "echo", json.RawMessage(`{"text":"x"}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NOT_SET_ANYWHERE")
+}
+
+// A server url's user info and query (a credential) stay out of the log and
+// of the error a failed call returns (it becomes the model's tool result).
+func TestConnectErrorsRedactURL(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := strings.Replace(dead.URL, "http://", "http://svc:url-password@", 1)
+	dead.Close()
+	f := newFixture(t, []ServerConfig{
+		{Name: "http", Transport: TransportHTTP, URL: deadURL + "/mcp?api_key=query-secret"},
+		{Name: "sse", Transport: TransportSSE, URL: deadURL + "/sse?api_key=query-secret"},
+	}, nil)
+	_, err := f.m.DiscoverTools(context.Background(), "ses_1", []string{"http", "sse"})
+	require.NoError(t, err)
+	for _, server := range []string{"http", "sse"} {
+		_, err = f.m.CallTool(context.Background(), "ses_1", server, "echo", nil)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "127.0.0.1", "the host is still named")
+		for _, secret := range []string{"url-password", "query-secret", "svc"} {
+			assert.NotContains(t, err.Error(), secret)
+		}
+	}
+	logs := f.logs.String()
+	require.Contains(t, logs, "MCP server failed to connect")
+	for _, secret := range []string{"url-password", "query-secret"} {
+		assert.NotContains(t, logs, secret)
+	}
 }

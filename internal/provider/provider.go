@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -222,11 +224,18 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	return &Response{Raw: json.RawMessage(raw), Canonical: canon, Status: status}, nil
 }
 
+// httpClient is c.HTTP (or the default client) that never follows a
+// redirect: Go drops only Authorization and Cookie when a redirect leaves the
+// host, so the x-api-key header would go along to whatever host a provider
+// endpoint (or anyone who can answer for it) names. A 3xx is returned as the
+// response and fails the call like any other non-2xx status.
 func (c *Client) httpClient() *http.Client {
+	hc := http.Client{}
 	if c.HTTP != nil {
-		return c.HTTP
+		hc = *c.HTTP
 	}
-	return http.DefaultClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &hc
 }
 
 func (c *Client) logger() *slog.Logger {
@@ -248,12 +257,46 @@ func transportError(ctx context.Context, err error) *CallError {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &CallError{Detail: "provider request aborted: " + ctxErr.Error(), Retryable: true, Err: fmt.Errorf("%w: %w", ctxErr, err)}
 	}
-	detail := "provider request failed: " + cause.Error()
+	detail := "provider request failed: " + describeNetError(cause)
 	var ne interface{ Timeout() bool }
 	if errors.As(err, &ne) && ne.Timeout() {
-		detail = "provider request timed out: " + cause.Error()
+		detail = "provider request timed out: " + describeNetError(cause)
 	}
 	return &CallError{Detail: detail, Retryable: true, Err: err}
+}
+
+// describeNetError says what went wrong without the addresses net errors
+// carry (the resolver's, the local and remote sockets'): the detail reaches
+// every session participant, and those addresses map the internal network.
+func describeNetError(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		switch {
+		case dns.IsNotFound:
+			return "could not resolve the provider's host: no such host"
+		case dns.IsTimeout:
+			return "could not resolve the provider's host: lookup timed out"
+		default:
+			return "could not resolve the provider's host"
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		var sys *os.SyscallError
+		inner := op.Err
+		if errors.As(inner, &sys) {
+			inner = sys.Err
+		}
+		what := "connection failed"
+		if op.Op == "dial" {
+			what = "could not connect to the provider"
+		}
+		if inner == nil {
+			return what
+		}
+		return what + ": " + inner.Error()
+	}
+	return err.Error()
 }
 
 // statusError builds the failure for a non-2xx response, preferring the
@@ -266,6 +309,10 @@ func statusError(status int, raw []byte) *CallError {
 	}
 	if ce.Detail == "" {
 		ce.Detail = fmt.Sprintf("provider returned HTTP %d %s", status, http.StatusText(status))
+	}
+	if status >= 300 && status < 400 {
+		// The Location is left out: it may name an internal host.
+		ce.Detail = fmt.Sprintf("provider answered with a redirect (HTTP %d %s), which provider calls do not follow: point base_url at the final address", status, http.StatusText(status))
 	}
 	return ce
 }

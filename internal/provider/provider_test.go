@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,8 +351,21 @@ func TestTransportFailure(t *testing.T) {
 	assert.Nil(t, ce.Status)
 	assert.True(t, ce.Retryable)
 	assert.Nil(t, ce.Body)
-	assert.Contains(t, ce.Detail, "provider request failed")
-	assert.NotContains(t, ce.Detail, "http://", "the URL is kept out of persisted detail")
+	assert.Equal(t, "provider request failed: could not connect to the provider: connection refused", ce.Detail)
+	assert.NotContains(t, ce.Detail, "127.0.0.1", "addresses are kept out of persisted detail")
+}
+
+// A name that does not resolve: the detail says so without the resolver's
+// address that net.DNSError carries.
+func TestTransportFailureUnresolvable(t *testing.T) {
+	_, err := call(t, provider.Endpoint{Kind: provider.KindOpenAI, BaseURL: "http://provider.invalid", Model: "m"}, `[]`, `[]`)
+	ce := callError(t, err)
+	assert.True(t, ce.Retryable)
+	var dns *net.DNSError
+	require.ErrorAs(t, err, &dns, "the cause stays available to the server")
+	assert.Contains(t, ce.Detail, "could not resolve the provider's host")
+	assert.NotContains(t, ce.Detail, ":53")
+	assert.NotContains(t, ce.Detail, "provider.invalid")
 }
 
 // slowServer never answers on its own; it reports each request's arrival.
@@ -436,4 +450,39 @@ func TestDefaultBaseURL(t *testing.T) {
 	assert.Equal(t, "https://api.anthropic.com", provider.DefaultBaseURL(provider.KindAnthropic))
 	assert.Equal(t, "https://api.openai.com", provider.DefaultBaseURL(provider.KindOpenAI))
 	assert.Empty(t, provider.DefaultBaseURL("other"))
+}
+
+// A provider endpoint that redirects to another host must not hand that host
+// the API key: the call stops at the 3xx, which is a provider error.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, kind := range []string{provider.KindAnthropic, provider.KindOpenAI} {
+		for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+			t.Run(kind+"/"+http.StatusText(status), func(t *testing.T) {
+				// Another host: "localhost" where the redirecting server is 127.0.0.1.
+				other, got := stub(t, 200, `{}`)
+				target := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+				redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					http.Redirect(w, r, target+r.URL.Path, status)
+				}))
+				t.Cleanup(redirector.Close)
+
+				// A caller-supplied client that would follow redirects by
+				// default must not either.
+				c := &provider.Client{HTTP: &http.Client{Timeout: 10 * time.Second}}
+				_, err := c.Call(context.Background(), provider.Endpoint{Kind: kind, BaseURL: redirector.URL, Model: "m", AuthToken: "sk-secret"},
+					json.RawMessage(`[]`), json.RawMessage(`[]`))
+				ce := callError(t, err)
+				require.NotNil(t, ce.Status)
+				assert.Equal(t, status, *ce.Status)
+				assert.False(t, ce.Retryable)
+				assert.Contains(t, ce.Detail, "redirect")
+				assert.NotContains(t, ce.Detail, "localhost", "the Location is not repeated")
+				select {
+				case req := <-got:
+					t.Fatalf("the other host got a request with x-api-key %q, authorization %q", req.Header.Get("x-api-key"), req.Header.Get("Authorization"))
+				default:
+				}
+			})
+		}
+	}
 }
