@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
@@ -23,6 +22,12 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		call.fail(NewRPCError(-32602, "Invalid params: since_event_id must be a string"))
 		return
 	}
+	ticket, quota := c.streams.join(call)
+	if quota != nil {
+		call.fail(NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(quota)))
+		return
+	}
+	defer ticket.leave()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
 
@@ -78,8 +83,6 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 	if guard.ended(ctx) {
 		return
 	}
-	poll := time.NewTicker(c.recheckInterval())
-	defer poll.Stop()
 	for {
 		evs, err := c.followEvents(ctx, call.sess.ID, cursor, lagLimit+1)
 		if err != nil {
@@ -95,8 +98,18 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			}
 			cursor = e.Seq
 		}
-		if guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed()) != wakeNews {
+		select {
+		case <-ctx.Done():
 			return
+		case <-waiter.Unsubscribed():
+			return
+		case <-waiter.Wake():
+		case <-ticket.checked():
+			// The session's shared checker re-read the authorization.
+			if e := ticket.verdict(); e != nil {
+				call.endStream(e)
+				return
+			}
 		}
 	}
 }

@@ -91,6 +91,14 @@ type Deps struct {
 	// RecheckInterval is how often open streams re-read their
 	// authorization without a notification (default DefaultRecheckInterval).
 	RecheckInterval time.Duration
+	// Caps bound the open sessions and running sandboxes of one client key
+	// and one profile (zero fields: no bound).
+	Caps store.Caps
+	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
+	// session.subscribe streams on one session and one client key on this
+	// replica (0: no bound).
+	MaxStreamsPerSession int
+	MaxStreamsPerKey     int
 }
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when

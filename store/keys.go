@@ -100,7 +100,8 @@ func (s *Store) ListClientKeys(ctx context.Context, after int64, limit int) (Pag
 }
 
 // Authenticate finds the active key of role whose hash matches secret and
-// stamps last_used_at. The lookup is by hash, so timing reveals nothing about
+// stamps last_used_at. A session key is active only while the client key it
+// was minted for is too. The lookup is by hash, so timing reveals nothing about
 // the stored secret; the final comparison is constant-time regardless.
 func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, error) {
 	h := ids.HashSecret(secret)
@@ -108,6 +109,8 @@ func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, err
 	// request would cost more than the lookup itself.
 	k, err := scanKey(s.Pool.QueryRow(ctx, `WITH found AS (
 			SELECT `+keyCols+` FROM keys WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL
+			  AND (role <> 'session' OR EXISTS (SELECT 1 FROM keys ck
+			       WHERE ck.id = keys.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL))
 		), stamp AS (
 			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found)
 			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')

@@ -144,7 +144,13 @@ func Run(ctx context.Context, opts Options) error {
 		AuthFailures:       authFailures(cfg.AuthFailureLimit),
 		TrustedProxies:     cfg.TrustedProxies,
 		MaxConcurrentOpens: cfg.MaxConcurrentOpens,
-		OnProfileWritten:   func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
+		Caps: store.Caps{
+			SessionsPerKey: cfg.MaxSessionsPerKey, SessionsPerProfile: cfg.MaxSessionsPerProfile,
+			SandboxesPerKey: cfg.MaxSandboxesPerKey, SandboxesPerProfile: cfg.MaxSandboxesPerProfile,
+		},
+		MaxStreamsPerSession: cfg.MaxStreamsPerSession,
+		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,
+		OnProfileWritten:     func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
 	acts.Spans, deps.Spans = tel.Spans, tel.Spans
