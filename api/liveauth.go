@@ -38,6 +38,7 @@ func (c *clientAPI) guard(call *rpcCall, turnID string) *streamGuard {
 
 // revoked is why a stream ends, as the JSON-RPC error that is its last line.
 func (g *streamGuard) revoked(ctx context.Context) *RPCError {
+	g.c.accessReads.Add(1)
 	a, err := g.c.Store.StreamAccess(ctx, g.call.keyID, g.turnID)
 	if err != nil {
 		// A database blip is not a revocation; the next check decides.

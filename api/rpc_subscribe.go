@@ -75,14 +75,13 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		}
 		cursor = head
 	}
-	// Open only now: a subscriber that sees its stream open gets every
-	// event stored from then on.
-	call.out.open()
 	// A session that already ended gets its backlog, then the reason.
-	guard := c.guard(call, "")
-	if guard.ended(ctx) {
+	if c.guard(call, "").ended(ctx) {
 		return
 	}
+	// Open only now: a subscriber that sees its stream open gets every
+	// event stored from then on, and the stream's own first check is done.
+	call.out.open()
 	for {
 		evs, err := c.followEvents(ctx, call.sess.ID, cursor, lagLimit+1)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/bae-go/bae-go/events"
@@ -99,6 +100,10 @@ type Deps struct {
 	// replica (0: no bound).
 	MaxStreamsPerSession int
 	MaxStreamsPerKey     int
+
+	// accessReads counts the authorization re-reads of long-lived streams
+	// (one database query each), for tests.
+	accessReads atomic.Int64
 }
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when

@@ -141,6 +141,7 @@ func (w *streamWatch) run(ctx context.Context, s *sessionWatch, recheck <-chan s
 			keys = append(keys, k)
 		}
 		w.mu.Unlock()
+		w.c.accessReads.Add(1)
 		a, err := w.c.Store.SessionAccess(ctx, s.id, keys)
 		if err != nil {
 			// A database blip is not a revocation; the next check decides.

@@ -154,6 +154,10 @@ type SessionClosePayload struct {
 const (
 	CloseClientClose      = "client_close"
 	CloseClientKeyRevoked = "client_key_revoked"
+	// CloseIdleTimeout: the server closed a session with no event for
+	// BAE_SESSION_IDLE_TTL (a bae-go reason; the reference server never
+	// closes a session by itself).
+	CloseIdleTimeout = "idle_timeout"
 )
 
 // SessionErrorPayload is session.error. Only the fields of its reason are

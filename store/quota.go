@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // ErrClientKeyRevoked is an open or join whose client key was revoked
@@ -99,4 +103,102 @@ func checkSessionCaps(ctx context.Context, tx pgx.Tx, caps Caps, clientKeyID, pr
 		}
 	}
 	return nil
+}
+
+// ClaimSandbox takes the session's one sandbox slot for sb, started by
+// sb.ClientKeyID, once the key and the session's profile are under their
+// caps of running sandboxes (open sessions whose slot is taken). It fails
+// with ErrSandboxBusy when the slot is taken, ErrClientKeyRevoked when the
+// key was revoked, and *QuotaError at a cap.
+func (s *Store) ClaimSandbox(ctx context.Context, sessionID, profileID string, sb SandboxState, caps Caps) error {
+	b, err := json.Marshal(sb)
+	if err != nil {
+		return fmt.Errorf("encode sandbox: %w", err)
+	}
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if err := lockClientKey(ctx, tx, sb.ClientKeyID); err != nil {
+			return err
+		}
+		if caps.SandboxesPerKey > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions
+				WHERE state = 'open' AND sandbox IS NOT NULL AND sandbox->>'client_key_id' = $1`, sb.ClientKeyID).Scan(&n); err != nil {
+				return fmt.Errorf("count the key's sandboxes: %w", err)
+			}
+			if n >= caps.SandboxesPerKey {
+				return &QuotaError{Scope: ScopeClientKey, Resource: ResourceSandboxes, Limit: caps.SandboxesPerKey}
+			}
+		}
+		if caps.SandboxesPerProfile > 0 {
+			if err := lockProfile(ctx, tx, profileID); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions
+				WHERE state = 'open' AND sandbox IS NOT NULL AND profile_id = $1`, profileID).Scan(&n); err != nil {
+				return fmt.Errorf("count the profile's sandboxes: %w", err)
+			}
+			if n >= caps.SandboxesPerProfile {
+				return &QuotaError{Scope: ScopeProfile, Resource: ResourceSandboxes, Limit: caps.SandboxesPerProfile}
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET sandbox = $2 WHERE id = $1 AND sandbox IS NULL`, sessionID, string(b))
+		if err != nil {
+			return fmt.Errorf("claim sandbox: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrSandboxBusy
+		}
+		return nil
+	})
+}
+
+// IdleSession is an open session with no event for longer than asked.
+type IdleSession struct {
+	ID          string
+	ProfileID   string
+	ClientKeyID string
+}
+
+// IdleSessions lists up to limit open sessions whose last event (their
+// open, for a session never used) is older than idle.
+func (s *Store) IdleSessions(ctx context.Context, idle time.Duration, limit int) ([]IdleSession, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT s.id, s.profile_id, s.client_key_id FROM sessions s
+		LEFT JOIN session_events e ON e.session_id = s.id AND e.seq = s.last_event_seq
+		WHERE s.state = 'open' AND coalesce(e.created_at, s.created_at) < now() - $1 * interval '1 microsecond'
+		ORDER BY s.seq LIMIT $2`, idle.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list idle sessions: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (IdleSession, error) {
+		var i IdleSession
+		return i, r.Scan(&i.ID, &i.ProfileID, &i.ClientKeyID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list idle sessions: %w", err)
+	}
+	return list, nil
+}
+
+// CloseIdleSession closes an open session with a session.close
+// (idle_timeout) event, provided it is still idle: an event appended since
+// IdleSessions listed it keeps it open. It reports whether it closed it.
+func (s *Store) CloseIdleSession(ctx context.Context, sessionID string, idle time.Duration) (bool, error) {
+	var closed bool
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE sessions s SET state = 'closed', closed_at = now()
+			WHERE s.id = $1 AND s.state = 'open'
+			  AND coalesce((SELECT e.created_at FROM session_events e WHERE e.session_id = s.id AND e.seq = s.last_event_seq), s.created_at) < now() - $2 * interval '1 microsecond'`,
+			sessionID, idle.Microseconds())
+		if err != nil {
+			return fmt.Errorf("close idle session: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		closed = true
+		_, err = appendEvents(ctx, tx, sessionID, []NewEvent{{Payload: events.SessionClosePayload{Reason: events.CloseIdleTimeout}}})
+		return err
+	})
+	return closed, err
 }
