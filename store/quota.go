@@ -119,6 +119,13 @@ func (s *Store) ClaimSandbox(ctx context.Context, sessionID, profileID string, s
 		if err := lockClientKey(ctx, tx, sb.ClientKeyID); err != nil {
 			return err
 		}
+		var taken bool
+		if err := tx.QueryRow(ctx, `SELECT sandbox IS NOT NULL FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, sessionID).Scan(&taken); err != nil {
+			return fmt.Errorf("read sandbox slot: %w", err)
+		}
+		if taken {
+			return ErrSandboxBusy
+		}
 		if caps.SandboxesPerKey > 0 {
 			var n int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions
