@@ -156,3 +156,44 @@ func TestStreamRechecksArePerSession(t *testing.T) {
 	assert.LessOrEqual(t, reads[20], int64(announcements+1), "one read per re-check for the session, not one per stream")
 	assert.LessOrEqual(t, reads[1], int64(announcements+1))
 }
+
+// TestIdleSessionIsClosed: with BAE_SESSION_IDLE_TTL set, a session nobody
+// uses is closed by the server: its stream ends with the session closed,
+// the log ends with session.close (idle_timeout), and REST calls get 409.
+func TestIdleSessionIsClosed(t *testing.T) {
+	s := testenv.Start(t, testenv.Options{ConfigTOML: providersTOML, Env: map[string]string{"BAE_SESSION_IDLE_TTL": "300ms"}})
+	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "main"})
+	_, key := s.Key(t, pid)
+	sid, sk := s.Open(t, key, nil)
+	st := subscribe(t, s, context.Background(), sid, sk)
+
+	var last map[string]any
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case m, ok := <-st.Lines():
+			if !ok {
+				done = true
+				break
+			}
+			last = m
+		case <-deadline:
+			require.FailNow(t, "the idle session's stream was still open after 30 s")
+		}
+	}
+	e, _ := last["error"].(map[string]any)
+	require.NotNil(t, e, "%v", last)
+	assert.Equal(t, "session is closed, not open", e["message"])
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var typ, payload string
+	require.NoError(t, db.QueryRow(ctx, `SELECT event_type, payload::text FROM session_events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1`, sid).Scan(&typ, &payload))
+	assert.Equal(t, "session.close", typ)
+	assert.JSONEq(t, `{"reason":"idle_timeout"}`, payload)
+	r := s.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
+	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
+	assert.Equal(t, "session_closed", r.Body["type"])
+}
