@@ -23,11 +23,14 @@ type clientAPI struct {
 	*Deps
 	// opens bounds the session opens and joins doing their work at once.
 	opens *admission
+	// streams counts and re-checks the live subscribe streams.
+	streams *streamWatch
 }
 
 // ClientRouter builds the client-port handler.
 func ClientRouter(d *Deps) http.Handler {
 	c := &clientAPI{Deps: d, opens: newAdmission(d.MaxConcurrentOpens, d.AdmissionWait, d.Log)}
+	c.streams = newStreamWatch(c)
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.Log))
@@ -329,7 +332,10 @@ func (c *clientAPI) openSession(r *http.Request, key store.Key, body openBody) (
 		return store.Session{}, "", store.Profile{}, p
 	}
 	ctx := r.Context()
-	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload())
+	sess, secret, err := c.Store.CreateSession(ctx, profile.ID, body.decl(key.ID), body.payload(), c.Caps)
+	if p := openRefusal(err); p != nil {
+		return store.Session{}, "", store.Profile{}, p
+	}
 	if err != nil {
 		return store.Session{}, "", store.Profile{}, internalError(c.Log, err)
 	}
@@ -341,6 +347,20 @@ func (c *clientAPI) openSession(r *http.Request, key store.Key, body openBody) (
 		}
 	}
 	return sess, secret, profile, nil
+}
+
+// openRefusal is the problem for an open or join the store refused: its
+// client key was revoked while the request was under way, or a cap is
+// reached. nil for any other outcome.
+func openRefusal(err error) *Problem {
+	var quota *store.QuotaError
+	switch {
+	case errors.Is(err, store.ErrClientKeyRevoked):
+		return unauthorized("invalid or revoked client key")
+	case errors.As(err, &quota):
+		return quotaExceeded(quota)
+	}
+	return nil
 }
 
 func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem {
@@ -379,7 +399,10 @@ func (c *clientAPI) joinSession(w http.ResponseWriter, r *http.Request) *Problem
 	if p := validateDecl(body, profile); p != nil {
 		return p
 	}
-	secret, err := c.Store.JoinSession(ctx, sess.ID, profile.ID, body.decl(key.ID), body.payload())
+	secret, err := c.Store.JoinSession(ctx, sess.ID, profile.ID, body.decl(key.ID), body.payload(), c.Caps)
+	if p := openRefusal(err); p != nil {
+		return p
+	}
 	var notOpen *store.NotOpenError
 	if errors.As(err, &notOpen) {
 		return conflict("session_closed", "session is already "+notOpen.State)

@@ -8,12 +8,13 @@ import (
 	"github.com/bae-go/bae-go/store"
 )
 
-// DefaultRecheckInterval is how often a long-lived stream re-reads its
-// authorization from PostgreSQL when no notification prompted it.
-// Revocations and session ends are also announced over LISTEN/NOTIFY, which
-// prompts an immediate re-check on every replica; the interval covers a
-// missed notification.
-const DefaultRecheckInterval = time.Second
+// DefaultRecheckInterval is how often long-lived streams re-read their
+// authorization from PostgreSQL when no notification prompted it (once per
+// session for subscribe streams, see streamWatch). Revocations and session
+// ends are announced over LISTEN/NOTIFY, which prompts an immediate
+// re-check on every replica, and a reconnected listener re-checks
+// everything; the interval is the slow fallback for a lost notification.
+const DefaultRecheckInterval = 5 * time.Second
 
 func (d *Deps) recheckInterval() time.Duration {
 	if d.RecheckInterval > 0 {
@@ -37,6 +38,7 @@ func (c *clientAPI) guard(call *rpcCall, turnID string) *streamGuard {
 
 // revoked is why a stream ends, as the JSON-RPC error that is its last line.
 func (g *streamGuard) revoked(ctx context.Context) *RPCError {
+	g.c.accessReads.Add(1)
 	a, err := g.c.Store.StreamAccess(ctx, g.call.keyID, g.turnID)
 	if err != nil {
 		// A database blip is not a revocation; the next check decides.
@@ -45,15 +47,22 @@ func (g *streamGuard) revoked(ctx context.Context) *RPCError {
 		}
 		return nil
 	}
+	return accessVerdict(a.KeyLive, a.ProfileLive, a.State, a.EndedByTurn)
+}
+
+// accessVerdict is why a stream with these access facts must end, nil when
+// it may go on. endedByTurn: the session ended with the relayed turn's own
+// error, which the relay still delivers.
+func accessVerdict(keyLive, profileLive bool, state string, endedByTurn bool) *RPCError {
 	switch {
-	case !a.KeyLive:
+	case !keyLive:
 		return NewRPCError(-32000, "unauthorized: the session key was revoked")
-	case !a.ProfileLive:
+	case !profileLive:
 		return NewRPCError(-32000, "profile_unavailable: the profile bound to this session is no longer available")
-	case a.State != store.StateOpen && !a.EndedByTurn:
+	case state != store.StateOpen && !endedByTurn:
 		// A turn that itself ended the session is still relayed to its
 		// own terminal result.
-		return NewRPCError(-32000, "session is %s, not open", a.State)
+		return NewRPCError(-32000, "session is %s, not open", state)
 	}
 	return nil
 }

@@ -4,10 +4,13 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/bae-go/bae-go/store"
 )
 
 // Problem is an RFC 7807 error body.
@@ -34,6 +37,32 @@ func forbidden(slug, detail string) *Problem { return problem(http.StatusForbidd
 func unprocessable(slug, detail string) *Problem {
 	return problem(http.StatusUnprocessableEntity, slug, detail)
 }
+
+// quotaExceeded is the 429 for a cap reached. No Retry-After: the cap frees
+// up when the client closes something, not with time.
+func quotaExceeded(e *store.QuotaError) *Problem {
+	return problem(http.StatusTooManyRequests, "quota_exceeded", quotaDetail(e))
+}
+
+// quotaDetail says which cap was reached, for REST and JSON-RPC alike.
+func quotaDetail(e *store.QuotaError) string {
+	what := "open sessions"
+	if e.Resource == store.ResourceSandboxes {
+		what = "running remote sandboxes"
+	}
+	if e.Resource == store.ResourceStreams {
+		what = "live session.subscribe streams"
+	}
+	scope := "this client key"
+	switch e.Scope {
+	case store.ScopeProfile:
+		scope = "this client key's profile"
+	case store.ScopeSession:
+		scope = "this session"
+	}
+	return fmt.Sprintf("%s already has %d %s, the most allowed; close one first", scope, e.Limit, what)
+}
+
 func tooLarge(detail string) *Problem {
 	return problem(http.StatusRequestEntityTooLarge, "payload_too_large", detail)
 }

@@ -59,6 +59,12 @@ func toolRefusal(e *sessiontools.RefusedError) *RPCError {
 		return NewRPCError(-32000, "sandbox stop failed: %s", e.Detail)
 	case sessiontools.RefuseSandboxExecFailed:
 		return NewRPCError(-32000, "sandbox exec failed: %s", e.Detail)
+	case sessiontools.RefuseQuotaExceeded:
+		if e.Quota != nil {
+			return NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(e.Quota))
+		}
+	case sessiontools.RefuseClientKeyRevoked:
+		return NewRPCError(-32000, "unauthorized: the client key was revoked")
 	case sessiontools.RefuseSubagentNotFound:
 		return NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", e.Detail)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
@@ -23,6 +22,12 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		call.fail(NewRPCError(-32602, "Invalid params: since_event_id must be a string"))
 		return
 	}
+	ticket, quota := c.streams.join(call)
+	if quota != nil {
+		call.fail(NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(quota)))
+		return
+	}
+	defer ticket.leave()
 	deltas, opt, ok := c.openDeltas(call, "")
 	if !ok {
 		return
@@ -75,20 +80,17 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		}
 		cursor = head
 	}
-	// Open only now: a subscriber that sees its stream open gets every
-	// event stored from then on.
-	call.out.open()
 	// A session that already ended gets its backlog, then the reason.
-	guard := c.guard(call, "")
-	if guard.ended(ctx) {
+	if c.guard(call, "").ended(ctx) {
 		return
 	}
+	// Open only now: a subscriber that sees its stream open gets every
+	// event stored from then on, and the stream's own first check is done.
+	call.out.open()
 	// A resuming client gets the rest of its turn's deltas, or a reset.
 	if deltas.resume(c, opt.TurnID, opt.After) != nil {
 		return
 	}
-	poll := time.NewTicker(c.recheckInterval())
-	defer poll.Stop()
 	for {
 		// Deltas first: a turn's deltas precede its events.
 		if deltas.drain() != nil {
@@ -108,15 +110,35 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			}
 			cursor = e.Seq
 		}
-		w := guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed(), deltas.ready())
-		for w == wakeDelta {
-			if deltas.drain() != nil {
-				return
-			}
-			w = guard.wait(ctx, waiter, poll.C, waiter.Unsubscribed(), deltas.ready())
-		}
-		if w != wakeNews {
+		if !c.awaitSubscribeWake(ctx, call, waiter, deltas, ticket) {
 			return
+		}
+	}
+}
+
+// awaitSubscribeWake waits for news for a subscribe stream: new events, or
+// a re-check by the session's shared checker. Deltas are written as they
+// come, without reading the log. It reports false when the stream ends.
+func (c *clientAPI) awaitSubscribeWake(ctx context.Context, call *rpcCall, waiter *live.Waiter, deltas *deltaStream, ticket *streamTicket) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-waiter.Unsubscribed():
+			return false
+		case <-waiter.Wake():
+			return true
+		case <-deltas.ready():
+			if deltas.drain() != nil {
+				return false
+			}
+		case <-ticket.checked():
+			// The session's shared checker re-read the authorization.
+			if e := ticket.verdict(); e != nil {
+				call.endStream(e)
+				return false
+			}
+			return true
 		}
 	}
 }

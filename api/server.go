@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/bae-go/bae-go/events"
@@ -91,6 +92,18 @@ type Deps struct {
 	// RecheckInterval is how often open streams re-read their
 	// authorization without a notification (default DefaultRecheckInterval).
 	RecheckInterval time.Duration
+	// Caps bound the open sessions and running sandboxes of one client key
+	// and one profile (zero fields: no bound).
+	Caps store.Caps
+	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
+	// session.subscribe streams on one session and one client key on this
+	// replica (0: no bound).
+	MaxStreamsPerSession int
+	MaxStreamsPerKey     int
+
+	// accessReads counts the authorization re-reads of long-lived streams
+	// (one database query each), for tests.
+	accessReads atomic.Int64
 }
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when

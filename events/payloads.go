@@ -157,6 +157,10 @@ const (
 	// CloseImported ends, in the log, a session that was still open in the
 	// BAE database it was imported from (baesrv import); bae-go's own.
 	CloseImported = "imported"
+	// CloseIdleTimeout: the server closed a session with no event for
+	// BAE_SESSION_IDLE_TTL (a bae-go reason; the reference server never
+	// closes a session by itself).
+	CloseIdleTimeout = "idle_timeout"
 )
 
 // SessionErrorPayload is session.error. Only the fields of its reason are

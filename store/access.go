@@ -66,3 +66,42 @@ func (t *Tx) ClientKeyLive(ctx context.Context, clientKeyID string) (bool, error
 	}
 	return live, nil
 }
+
+// SessionAccess is StreamAccess for every stream of one session at once:
+// one read serves all of a session's streams on a replica, however many.
+type SessionAccess struct {
+	// Found is false when the session row does not exist.
+	Found       bool
+	ProfileLive bool
+	State       string
+	// LiveKeys are those of the asked session keys that are unrevoked,
+	// bound to the session, and minted for a client key still unrevoked.
+	LiveKeys map[string]bool
+}
+
+// SessionAccess reads the access facts of sessionID for the session keys
+// sessionKeyIDs, in one query.
+func (s *Store) SessionAccess(ctx context.Context, sessionID string, sessionKeyIDs []string) (SessionAccess, error) {
+	var a SessionAccess
+	var live []string
+	err := s.Pool.QueryRow(ctx, `
+		SELECT s.state, p.id IS NOT NULL AND p.deleted_at IS NULL,
+		       coalesce((SELECT array_agg(sk.id) FROM keys sk
+		                 JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
+		                 WHERE sk.id = ANY($2) AND sk.role = 'session' AND sk.session_id = s.id AND sk.deleted_at IS NULL), '{}')
+		FROM sessions s
+		LEFT JOIN profiles p ON p.id = s.profile_id
+		WHERE s.id = $1`, sessionID, sessionKeyIDs).Scan(&a.State, &a.ProfileLive, &live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionAccess{LiveKeys: map[string]bool{}}, nil
+	}
+	if err != nil {
+		return SessionAccess{}, fmt.Errorf("read session access: %w", err)
+	}
+	a.Found = true
+	a.LiveKeys = make(map[string]bool, len(live))
+	for _, id := range live {
+		a.LiveKeys[id] = true
+	}
+	return a, nil
+}

@@ -86,7 +86,7 @@ func TestArgon2idKeysCacheAndRevocation(t *testing.T) {
 	// an open costs no Argon2id, and neither does any request (imported
 	// BAE session keys keep Argon2id; the import tests cover them).
 	beforeHash := ha.hashes.Load()
-	sess, sessKey, err := a.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{})
+	sess, sessKey, err := a.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 	assert.Equal(t, beforeHash, ha.hashes.Load(), "a session open ran the slow hash")
 	auth, err := a.AuthenticateSession(ctx, sessKey, sess.ID)
@@ -103,7 +103,7 @@ func TestArgon2idKeysCacheAndRevocation(t *testing.T) {
 		assert.Equal(t, ck.ID, auth.Decl.ClientKeyID)
 	}
 	assert.EqualValues(t, before, hb.verifies.Load())
-	other, _, err := a.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{})
+	other, _, err := a.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 	_, err = b.AuthenticateSession(ctx, sessKey, other.ID)
 	assert.ErrorIs(t, err, store.ErrNotFound, "a session key is bound to its session")
@@ -148,7 +148,7 @@ func TestSHA256KeysNeedNoArgon2id(t *testing.T) {
 	ck, key, err := st.NewClientKey(ctx, "k", p.ID)
 	require.NoError(t, err)
 	assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, ck.Hash)
-	sess, sk, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{})
+	sess, sk, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: ck.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 	_, err = st.Authenticate(ctx, store.RoleClient, key)
 	require.NoError(t, err)

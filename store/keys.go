@@ -102,7 +102,8 @@ func (s *Store) ListClientKeys(ctx context.Context, after int64, limit int) (Pag
 }
 
 // Authenticate finds the active key of role whose hash matches secret and
-// stamps last_used_at. A "sha256:" key is found by its hash (so timing
+// stamps last_used_at. A session key is active only while the client key it
+// was minted for is too. A "sha256:" key is found by its hash (so timing
 // reveals nothing about the stored secret; the final comparison is
 // constant-time regardless). An Argon2id key is found by its display prefix
 // and verified once per process; after that the secret's SHA-256 names the
@@ -115,9 +116,12 @@ func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, err
 	// last_used_at is stamped at most every 30 s per key: a write on every
 	// request would cost more than the lookup itself. Argon2id candidates
 	// (read only when the secret is not cached) are stamped once verified.
+	// A session key is active only while the client key it was minted for is.
 	rows, err := s.Pool.Query(ctx, `WITH found AS (
 			SELECT `+keyCols+` FROM keys WHERE role = $2 AND deleted_at IS NULL
 			  AND (key_hash = $1 OR id = $3 OR ($3 = '' AND prefix = ANY($4) AND key_hash LIKE '$argon2id$%'))
+			  AND (role <> 'session' OR EXISTS (SELECT 1 FROM keys ck
+			       WHERE ck.id = keys.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL))
 		), stamp AS (
 			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $3)
 			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')

@@ -129,6 +129,9 @@ type SandboxState struct {
 	// ExecTimeoutSecs is the exec timeout of the policy the container was
 	// started with (0 in rows written before it existed: the default).
 	ExecTimeoutSecs int `json:"exec_timeout_secs,omitempty"`
+	// ClientKeyID is the client key that started it, whose cap of running
+	// sandboxes it counts against ("" in rows written before it existed).
+	ClientKeyID string `json:"client_key_id,omitempty"`
 }
 
 // Sandbox returns the running sandbox, nil when none.

@@ -81,8 +81,11 @@ func rawOrEmptyArray(r json.RawMessage) string {
 
 // CreateSession creates an open session with its creator's declarations,
 // mints the creator's session key and appends session.open, atomically.
-// It returns the session and the session key plaintext.
-func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations) (Session, string, error) {
+// It returns the session and the session key plaintext. It fails with
+// ErrClientKeyRevoked when the creator's client key is revoked by the time
+// the session would be stored, and with *QuotaError when the key or the
+// profile holds its caps of open sessions.
+func (s *Store) CreateSession(ctx context.Context, profileID string, decl ClientDecl, openPayload events.Declarations, caps Caps) (Session, string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	hash, err := hashSessionKey(secret)
 	if err != nil {
@@ -91,6 +94,12 @@ func (s *Store) CreateSession(ctx context.Context, profileID string, decl Client
 	var sess Session
 	var key Key
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if err := lockClientKey(ctx, tx, decl.ClientKeyID); err != nil {
+			return err
+		}
+		if err := checkSessionCaps(ctx, tx, caps, decl.ClientKeyID, profileID, "", true); err != nil {
+			return err
+		}
 		var err error
 		sess, err = insertSession(ctx, tx, profileID, decl.ClientKeyID, StateOpen, decl.ClientVersion)
 		if err != nil {
@@ -187,8 +196,10 @@ func upsertClient(ctx context.Context, tx dbtx, sessionID string, d ClientDecl) 
 
 // JoinSession attaches another client key to an open session: stores its own
 // declarations, mints its session key and appends session.join. It fails with
-// ErrSessionNotOpen if the session left the open state meanwhile.
-func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations) (string, error) {
+// *NotOpenError if the session left the open state meanwhile, and like
+// CreateSession with ErrClientKeyRevoked or *QuotaError (a join counts
+// against its key's cap of open sessions, not the profile's).
+func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, decl ClientDecl, joinPayload events.Declarations, caps Caps) (string, error) {
 	secret := ids.NewSecret(ids.SessionKeyPrefix)
 	hash, err := hashSessionKey(secret)
 	if err != nil {
@@ -196,6 +207,12 @@ func (s *Store) JoinSession(ctx context.Context, sessionID, profileID string, de
 	}
 	var key Key
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if err := lockClientKey(ctx, tx, decl.ClientKeyID); err != nil {
+			return err
+		}
+		if err := checkSessionCaps(ctx, tx, caps, decl.ClientKeyID, profileID, sessionID, false); err != nil {
+			return err
+		}
 		var state string
 		if err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&state); err != nil {
 			return fmt.Errorf("lock session: %w", err)
@@ -382,17 +399,20 @@ type SessionAuth struct {
 
 // AuthenticateSession authenticates a session key for sessionID and reads
 // the session, the acting client's declarations and the log's head, in one
-// query. A key that is unknown, revoked or bound to another session is
-// ErrNotFound; a valid key whose session row is missing yields a zero
-// Session.ID. Like Authenticate, an Argon2id session key not yet verified by
-// this process is found among the session's keys and verified once.
+// query. A key that is unknown, revoked, minted for a client key since
+// revoked, or bound to another session is ErrNotFound; a valid key whose
+// session row is missing yields a zero Session.ID. Like Authenticate, an
+// Argon2id session key not yet verified by this process is found among the
+// session's keys and verified once.
 func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID string) (SessionAuth, error) {
 	h := ids.HashSecret(secret)
 	d := tokenDigest(secret)
 	cached, isCached := s.verified.get(d)
 	rows, err := s.Pool.Query(ctx, `WITH found AS (
-			SELECT * FROM keys WHERE role = 'session' AND deleted_at IS NULL
-			  AND (key_hash = $1 OR id = $2 OR ($2 = '' AND session_id = $3 AND key_hash LIKE '$argon2id$%'))
+			SELECT sk.* FROM keys sk
+			JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
+			WHERE sk.role = 'session' AND sk.deleted_at IS NULL
+			  AND (sk.key_hash = $1 OR sk.id = $2 OR ($2 = '' AND sk.session_id = $3 AND sk.key_hash LIKE '$argon2id$%'))
 		), stamp AS (
 			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $2)
 			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')

@@ -29,7 +29,7 @@ func TestSearchSessionsNewestFirstWithFilters(t *testing.T) {
 		if i%2 == 1 {
 			pid, kid = pb, kb
 		}
-		s, _, err := st.CreateSession(ctx, pid, store.ClientDecl{ClientKeyID: kid}, events.Declarations{})
+		s, _, err := st.CreateSession(ctx, pid, store.ClientDecl{ClientKeyID: kid}, events.Declarations{}, store.Caps{})
 		require.NoError(t, err)
 		ids = append(ids, s.ID)
 	}

@@ -51,7 +51,7 @@ func newSession(t *testing.T, st *store.Store) (store.Session, string) {
 	require.NoError(t, err)
 	k, _, err := st.NewClientKey(ctx, "k", p.ID)
 	require.NoError(t, err)
-	sess, secret, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{})
+	sess, secret, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 	return sess, secret
 }
@@ -111,11 +111,11 @@ func TestRevokeCascade(t *testing.T) {
 	require.NoError(t, err)
 	b, _, err := st.NewClientKey(ctx, "b", p.ID)
 	require.NoError(t, err)
-	solo, soloKey, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{})
+	solo, soloKey, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
-	shared, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{})
+	shared, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: a.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
-	_, err = st.JoinSession(ctx, shared.ID, p.ID, store.ClientDecl{ClientKeyID: b.ID}, events.Declarations{})
+	_, err = st.JoinSession(ctx, shared.ID, p.ID, store.ClientDecl{ClientKeyID: b.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 
 	closed, err := st.RevokeClientKey(ctx, a.ID)

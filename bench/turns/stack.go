@@ -140,6 +140,10 @@ func (s *stack) startServer(ctx context.Context, srvLog *slog.Logger, fakeURL st
 		"BAE_ADDR": "127.0.0.1:0", "BAE_ADMIN_ADDR": "127.0.0.1:0", "BAE_DATABASE_URL": s.DBURL,
 		"BAE_DATA_DIR": s.dataDir, "BAE_SHUTDOWN_TIMEOUT": "5", "BAE_TASK_QUEUE": "bae-bench",
 		"BAE_TEMPORAL_NAMESPACE": s.dev.Namespace(),
+		// The benchmark opens thousands of sessions with one client key and
+		// leaves most idle: lift the per-key and per-profile caps and the
+		// idle-session TTL it is not measuring.
+		"BAE_MAX_SESSIONS_PER_KEY": "0", "BAE_MAX_SESSIONS_PER_PROFILE": "0", "BAE_SESSION_IDLE_TTL": "0",
 	}
 	// Other BAE_* variables (BAE_TURN_TIMEOUT, ...) pass through, so a run
 	// can be tuned without editing the benchmark.

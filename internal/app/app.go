@@ -160,8 +160,15 @@ func Run(ctx context.Context, opts Options) error {
 		AuthFailures:       authFailures(cfg.AuthFailureLimit),
 		TrustedProxies:     cfg.TrustedProxies,
 		MaxConcurrentOpens: cfg.MaxConcurrentOpens,
-		OnProfileWritten:   func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
+		Caps: store.Caps{
+			SessionsPerKey: cfg.MaxSessionsPerKey, SessionsPerProfile: cfg.MaxSessionsPerProfile,
+			SandboxesPerKey: cfg.MaxSandboxesPerKey, SandboxesPerProfile: cfg.MaxSandboxesPerProfile,
+		},
+		MaxStreamsPerSession: cfg.MaxStreamsPerSession,
+		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,
+		OnProfileWritten:     func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
+	svc.tools.Caps = deps.Caps
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
 	acts.Spans, deps.Spans = tel.Spans, tel.Spans
 	parts := &Parts{Store: st, Temporal: tc, Engine: eng, Hub: hub, Deps: deps, Activities: acts, Sandbox: sandboxStatus{svc.provisioner}, Services: svc}
@@ -189,6 +196,7 @@ func Run(ctx context.Context, opts Options) error {
 	go hub.Run(hubCtx)
 	go svc.reap(hubCtx, st, log)
 	go sweepOrphans(hubCtx, st, eng, log)
+	go closeIdleSessions(hubCtx, st, eng, cfg.SessionIdleTTL, log)
 	select {
 	case <-hub.Ready():
 	case <-ctx.Done():

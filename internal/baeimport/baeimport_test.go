@@ -319,7 +319,7 @@ func TestImportSessionIsAtomic(t *testing.T) {
 	require.NoError(t, err)
 	k, _, err := st.NewClientKey(ctx, "other", p.ID)
 	require.NoError(t, err)
-	sess, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{})
+	sess, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
 	_, err = st.Pool.Exec(ctx, `UPDATE session_events SET id = $1 WHERE session_id = $2`, lastID, sess.ID)
 	require.NoError(t, err)

@@ -40,6 +40,19 @@ const (
 	DefaultMCPIdleTimeout = 10 * time.Minute
 )
 
+// Defaults for the caps on what one client key, one profile and one
+// session may hold at once (0 in the variable lifts a cap).
+const (
+	DefaultMaxSessionsPerKey      = 100
+	DefaultMaxSessionsPerProfile  = 1000
+	DefaultMaxSandboxesPerKey     = 4
+	DefaultMaxSandboxesPerProfile = 16
+	DefaultMaxStreamsPerSession   = 16
+	DefaultMaxStreamsPerKey       = 64
+	// DefaultSessionIdleTTL closes a session nobody has used for a day.
+	DefaultSessionIdleTTL = 24 * time.Hour
+)
+
 // DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for one
 // machine: the client port stays on loopback.
 const DefaultDevAddr = "127.0.0.1:8080"
@@ -93,6 +106,21 @@ type Server struct {
 	// TrustedProxies (BAE_TRUSTED_PROXIES) are the reverse proxies whose
 	// X-Forwarded-For header names the client address for rate limiting.
 	TrustedProxies []netip.Prefix
+	// Caps bound what one client key and one profile may hold
+	// (BAE_MAX_SESSIONS_PER_KEY, BAE_MAX_SESSIONS_PER_PROFILE,
+	// BAE_MAX_SANDBOXES_PER_KEY, BAE_MAX_SANDBOXES_PER_PROFILE); 0 lifts one.
+	MaxSessionsPerKey      int
+	MaxSessionsPerProfile  int
+	MaxSandboxesPerKey     int
+	MaxSandboxesPerProfile int
+	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
+	// session.subscribe streams on one session and on one client key, per
+	// replica (BAE_MAX_STREAMS_PER_SESSION, BAE_MAX_STREAMS_PER_KEY).
+	MaxStreamsPerSession int
+	MaxStreamsPerKey     int
+	// SessionIdleTTL (BAE_SESSION_IDLE_TTL) closes a session with no
+	// event for that long; 0 keeps idle sessions open.
+	SessionIdleTTL time.Duration
 	// Console is the operator console (BAE_CONSOLE_*); off by default.
 	Console Console
 	// Temporal is how serve reaches the Temporal frontend (TLS, API key,
@@ -187,6 +215,25 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, invalidf("BAE_TRUSTED_PROXIES: %v", err)
 	}
 	if s.AuthFailureLimit, err = parseCount("BAE_AUTH_FAILURE_LIMIT", get("BAE_AUTH_FAILURE_LIMIT", ""), DefaultAuthFailureLimit, 0); err != nil {
+		return Server{}, err
+	}
+	for _, c := range []struct {
+		name string
+		into *int
+		def  int
+	}{
+		{"BAE_MAX_SESSIONS_PER_KEY", &s.MaxSessionsPerKey, DefaultMaxSessionsPerKey},
+		{"BAE_MAX_SESSIONS_PER_PROFILE", &s.MaxSessionsPerProfile, DefaultMaxSessionsPerProfile},
+		{"BAE_MAX_SANDBOXES_PER_KEY", &s.MaxSandboxesPerKey, DefaultMaxSandboxesPerKey},
+		{"BAE_MAX_SANDBOXES_PER_PROFILE", &s.MaxSandboxesPerProfile, DefaultMaxSandboxesPerProfile},
+		{"BAE_MAX_STREAMS_PER_SESSION", &s.MaxStreamsPerSession, DefaultMaxStreamsPerSession},
+		{"BAE_MAX_STREAMS_PER_KEY", &s.MaxStreamsPerKey, DefaultMaxStreamsPerKey},
+	} {
+		if *c.into, err = parseCount(c.name, get(c.name, ""), c.def, 0); err != nil {
+			return Server{}, err
+		}
+	}
+	if s.SessionIdleTTL, err = parseTimeout("BAE_SESSION_IDLE_TTL", get("BAE_SESSION_IDLE_TTL", ""), DefaultSessionIdleTTL); err != nil {
 		return Server{}, err
 	}
 	if s.MaxConcurrentOpens, err = parseCount("BAE_MAX_CONCURRENT_OPENS", get("BAE_MAX_CONCURRENT_OPENS", ""), 0, 1); err != nil {

@@ -33,8 +33,12 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		MaxBodyBytes:      4 << 20,
 		BodyReadTimeout:   60 * time.Second,
 		MCPIdleTimeout:    10 * time.Minute,
-		Console:           Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
-		Temporal:          TemporalConn{Compression: CompressionAuto},
+		// The documented defaults, written out: a change to one is a
+		// change to docs/configuration.md too.
+		MaxSessionsPerKey: 100, MaxSessionsPerProfile: 1000, MaxSandboxesPerKey: 4, MaxSandboxesPerProfile: 16,
+		MaxStreamsPerSession: 16, MaxStreamsPerKey: 64, SessionIdleTTL: 24 * time.Hour,
+		Console:  Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)
 }
 
@@ -60,6 +64,13 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_MAX_CONCURRENT_OPENS":           "4",
 		"BAE_KEY_HASH":                       "SHA256",
 		"BAE_MCP_IDLE_TIMEOUT":               "90",
+		"BAE_MAX_SESSIONS_PER_KEY":           "5",
+		"BAE_MAX_SESSIONS_PER_PROFILE":       "0",
+		"BAE_MAX_SANDBOXES_PER_KEY":          "1",
+		"BAE_MAX_SANDBOXES_PER_PROFILE":      "2",
+		"BAE_MAX_STREAMS_PER_SESSION":        "3",
+		"BAE_MAX_STREAMS_PER_KEY":            "7",
+		"BAE_SESSION_IDLE_TTL":               "2h",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, Server{
@@ -69,6 +80,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		DisableAdminAuth: true, KeyHash: "sha256", SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
 		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4, MCPIdleTimeout: 90 * time.Second,
+		MaxSessionsPerKey: 5, MaxSessionsPerProfile: 0, MaxSandboxesPerKey: 1, MaxSandboxesPerProfile: 2,
+		MaxStreamsPerSession: 3, MaxStreamsPerKey: 7, SessionIdleTTL: 2 * time.Hour,
 		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
 		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)

@@ -1,6 +1,10 @@
 package sessiontools
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/bae-go/bae-go/store"
+)
 
 // Refusal says why a session tool call was refused. Only api/ turns it
 // into the client's JSON-RPC error.
@@ -19,12 +23,16 @@ const (
 	RefuseSandboxStopFailed     Refusal = "sandbox_stop_failed" // Detail: why
 	RefuseSandboxExecFailed     Refusal = "sandbox_exec_failed" // Detail: why
 	RefuseSubagentNotFound      Refusal = "subagent_not_found"  // Detail: the id
+	RefuseQuotaExceeded         Refusal = "quota_exceeded"      // Quota: the cap
+	RefuseClientKeyRevoked      Refusal = "client_key_revoked"
 )
 
 // RefusedError is a refused call: what and, per Refusal, a detail.
 type RefusedError struct {
 	Refusal Refusal
 	Detail  string
+	// Quota is the cap reached, for RefuseQuotaExceeded.
+	Quota *store.QuotaError
 }
 
 func (e *RefusedError) Error() string {

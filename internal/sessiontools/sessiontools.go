@@ -37,6 +37,9 @@ type Service struct {
 	// Config holds the [sandbox] bounds a profile's overrides apply to
 	// (nil: the defaults).
 	Config *config.File
+	// Caps bound the running sandboxes per client key and per profile
+	// (its sandbox fields; zero: no bound).
+	Caps store.Caps
 }
 
 // SandboxAvailability implements api.SessionTools.
@@ -107,10 +110,17 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 	if !allowed {
 		return nil, refuse(RefuseImageNotAllowed, image)
 	}
-	// Claim the session's single sandbox slot atomically (replicas race).
-	if err := s.Store.SetSandbox(ctx, sess.ID, &store.SandboxState{Image: image}, true); errors.Is(err, store.ErrSandboxBusy) {
+	// Claim the session's single sandbox slot atomically (replicas race),
+	// within the key's and the profile's caps.
+	var quota *store.QuotaError
+	switch err := s.Store.ClaimSandbox(ctx, sess.ID, sess.ProfileID, store.SandboxState{Image: image, ClientKeyID: clientKeyID}, s.Caps); {
+	case errors.Is(err, store.ErrSandboxBusy):
 		return nil, refuse(RefuseSandboxAlreadyRunning, "")
-	} else if err != nil {
+	case errors.Is(err, store.ErrClientKeyRevoked):
+		return nil, refuse(RefuseClientKeyRevoked, "")
+	case errors.As(err, &quota):
+		return nil, &RefusedError{Refusal: RefuseQuotaExceeded, Quota: quota}
+	case err != nil:
 		return nil, err
 	}
 	// From here on the slot is claimed: its bookkeeping must finish even if
@@ -127,7 +137,7 @@ func (s *Service) start(ctx context.Context, sess store.Session, clientKeyID str
 		s.event(bg, sess.ID, clientKeyID, events.RemoteSandbox{Kind: events.SessionSandboxError, Image: image, Phase: "start", Detail: serr.Error()})
 		return nil, refuse(RefuseSandboxStartFailed, serr.Error())
 	}
-	state := &store.SandboxState{ID: h.ID, Image: image, ExecTimeoutSecs: int(policy.ExecTimeout / time.Second)}
+	state := &store.SandboxState{ID: h.ID, Image: image, ExecTimeoutSecs: int(policy.ExecTimeout / time.Second), ClientKeyID: clientKeyID}
 	if err := s.Store.SetSandbox(bg, sess.ID, state, false); err != nil {
 		_ = s.Driver.Stop(bg, h.ID)
 		_ = s.Store.SetSandbox(bg, sess.ID, nil, false)
