@@ -1,0 +1,74 @@
+// Command baeapi runs an agent of bae-api.toml (or bae-app.toml) for each
+// POST /agents/{name}/trigger and streams its output back; with a web app,
+// it also serves a chat page per agent (see docs/launchers.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bae-go/bae-go/internal/launcher"
+	"github.com/bae-go/bae-go/internal/launcher/trigger"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func execute(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "baeapi",
+		Short:         "Run agent harnesses on HTTP triggers (and serve their web app)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(*cobra.Command, []string) error {
+			return run(ctx, lookup, stdout, stderr)
+		},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &launcher.UsageError{Msg: err.Error()} })
+	err := root.Execute()
+	if err != nil {
+		fmt.Fprintln(stderr, "baeapi:", err)
+	}
+	return launcher.ExitCode(err)
+}
+
+func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+	log := launcher.NewLogger(stderr, launcher.Get(lookup, "BAE_LOG", "info"))
+	grace, err := launcher.Seconds(lookup, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT", trigger.DefaultShutdownTimeout)
+	if err != nil {
+		return err
+	}
+	path := launcher.Get(lookup, "BAE_LAUNCHER_API_CONFIG", trigger.DefaultConfigPath)
+	if _, _, err := trigger.Load(path); err != nil {
+		return err
+	}
+	webapp, _ := lookup("BAE_LAUNCHER_WEBAPP")
+	c, err := launcher.DialTemporal(lookup, log)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	token, _ := lookup("BAE_LAUNCHER_API_TOKEN")
+	return trigger.Run(ctx, trigger.Options{
+		ConfigPath: path, Addr: launcher.Get(lookup, "BAE_LAUNCHER_API_ADDR", ""),
+		Token: token, ShutdownTimeout: grace,
+		StaticDir: launcher.Get(lookup, "BAE_LAUNCHER_WEBAPP_STATIC_DIR", ""),
+		WebApp:    webapp == "1" || strings.EqualFold(strings.TrimSpace(webapp), "true"),
+		Client:    c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+	})
+}
