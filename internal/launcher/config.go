@@ -16,8 +16,9 @@ import (
 // otherwise leave the launcher with fewer agents than the operator wrote).
 // A missing file is not an error: found is false and v is untouched.
 // unreadable wraps a file that exists but cannot be read, so each launcher
-// picks its own exit code for it.
-func ReadConfig(path string, v any, unreadable func(error) error) (found bool, err error) {
+// picks its own exit code for it. freeForm names tables whose contents are
+// the operator's own (a JSON Schema), as dotted paths ("agents.request_schema").
+func ReadConfig(path string, v any, unreadable func(error) error, freeForm ...string) (found bool, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -32,7 +33,12 @@ func ReadConfig(path string, v any, unreadable func(error) error) (found bool, e
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, 0, len(und))
 		for _, k := range und {
-			keys = append(keys, k.String())
+			if !underAny(k, freeForm) {
+				keys = append(keys, k.String())
+			}
+		}
+		if len(keys) == 0 {
+			return true, nil
 		}
 		sort.Strings(keys)
 		return true, &UsageError{Msg: fmt.Sprintf("%s: unknown field(s) %s", path, strings.Join(keys, ", "))}
@@ -65,4 +71,14 @@ func CheckEnvMap(path, agent string, env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+func underAny(k toml.Key, prefixes []string) bool {
+	for _, p := range prefixes {
+		parts := strings.Split(p, ".")
+		if len(k) > len(parts) && strings.Join(k[:len(parts)], ".") == p {
+			return true
+		}
+	}
+	return false
 }

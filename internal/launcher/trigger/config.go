@@ -69,7 +69,7 @@ type File struct {
 // (exit 1, as BAE's baeapi has it); every other problem is a
 // *launcher.UsageError (exit 2).
 func Load(path string) (f File, found bool, err error) {
-	found, err = launcher.ReadConfig(path, &f, func(err error) error { return err })
+	found, err = launcher.ReadConfig(path, &f, func(err error) error { return err }, "agents.request_schema")
 	if err != nil || !found {
 		return File{}, found, err
 	}
