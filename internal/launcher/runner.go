@@ -106,7 +106,10 @@ func (r *Runner) RunAgent(ctx context.Context, in LaunchInput) (LaunchResult, er
 		return LaunchResult{}, temporal.NewNonRetryableApplicationError(err.Error(), errTypeSpawn, nil)
 	}
 	res := LaunchResult{Outcome: OutcomeExited, ExitCode: exit.ExitCode, Started: started.UTC(), Ended: time.Now().UTC(), OutputTail: tail}
-	if exit.ExitCode == nil {
+	switch {
+	case exit.ExitCode == nil && ctx.Err() != nil:
+		res.Detail = "killed: the launcher shut down while it ran"
+	case exit.ExitCode == nil:
 		res.Detail = "killed by a signal"
 	}
 	r.Logger.Info("agent exited", "agent", in.Agent, "exit_code", exitCodeAttr(exit), "duration", time.Since(started).Round(time.Millisecond).String())

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/bae-go/bae-go/internal/launcher"
 )
@@ -38,7 +40,7 @@ func ListRuns(ctx context.Context, c client.Client, agent string, limit int) ([]
 		}
 		for _, e := range resp.Executions {
 			id := e.GetExecution().GetWorkflowId()
-			name, ok := agentOf(id)
+			name, ok := agentOf(e)
 			if !ok || (agent != "" && name != agent) {
 				continue
 			}
@@ -67,18 +69,21 @@ func ListRuns(ctx context.Context, c client.Client, agent string, limit int) ([]
 	return out, nil
 }
 
-// agentOf reads the agent's name from a scheduled run's workflow id
-// ("baesched-<agent>-<fire time>", the suffix added by Temporal).
-func agentOf(workflowID string) (string, bool) {
-	rest, ok := strings.CutPrefix(workflowID, IDPrefix)
-	if !ok {
+// agentOf reads the agent's name from a scheduled run's memo (its workflow
+// id carries a fire time after the name, and names may contain dashes).
+func agentOf(e *workflowpb.WorkflowExecutionInfo) (string, bool) {
+	if !strings.HasPrefix(e.GetExecution().GetWorkflowId(), IDPrefix) {
 		return "", false
 	}
-	i := strings.LastIndexByte(rest, '-')
-	if i <= 0 {
+	p := e.GetMemo().GetFields()[memoAgent]
+	if p == nil {
 		return "", false
 	}
-	return rest[:i], true
+	var name string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &name); err != nil {
+		return "", false
+	}
+	return name, true
 }
 
 func statusName(s enumspb.WorkflowExecutionStatus) string {

@@ -20,6 +20,9 @@ import (
 // schedule with this prefix that the file no longer names is deleted.
 const IDPrefix = "baesched-"
 
+// memoAgent is the memo field naming the agent of a scheduled run.
+const memoAgent = "agent"
+
 // ScheduleID is the Temporal Schedule id of agent; runs it starts get
 // workflow ids beginning with the same string.
 func ScheduleID(agent string) string { return IDPrefix + agent }
@@ -37,6 +40,7 @@ func reconcile(ctx context.Context, sc client.ScheduleClient, agents []Agent, o 
 			ID:        id,
 			Workflow:  launcher.WorkflowName,
 			TaskQueue: o.TaskQueue,
+			Memo:      map[string]any{memoAgent: a.Name},
 			Args: []any{launcher.LaunchInput{
 				Agent: a.Name, Kind: launcher.KindSchedule, TaskQueue: o.TaskQueue,
 				StartWithin: o.CatchupWindow, HeartbeatTimeout: o.HeartbeatTimeout,

@@ -42,7 +42,9 @@ func startAPI(t *testing.T, c client.Client, toml string, mod func(*Options)) *l
 	o := Options{
 		ConfigPath: path, Addr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
 		Client: c, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug})), Stdout: e.stdout, Stderr: e.stderr,
-		Lookup:    func(k string) (string, bool) { return map[string]string{"ALPHA_TOKEN": "tok-123"}[k], k == "ALPHA_TOKEN" },
+		Lookup: func(k string) (string, bool) {
+			return map[string]string{"ALPHA_TOKEN": "tok-123"}[k], k == "ALPHA_TOKEN"
+		},
 		Listening: func(a string) { addr <- a },
 	}
 	if mod != nil {
