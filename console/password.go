@@ -28,7 +28,7 @@ func LoadPassword(c config.Console, log *slog.Logger) (string, error) {
 		}
 		return pw, nil
 	case err == nil:
-		return "", &config.ValidationError{Msg: fmt.Sprintf("console password file %s is empty; delete it to generate a new password", c.PasswordFile)}
+		return "", emptyPasswordFile(c.PasswordFile)
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("read console password file: %w", err)
 	}
@@ -42,4 +42,21 @@ func LoadPassword(c config.Console, log *slog.Logger) (string, error) {
 	}
 	log.Info("no console password set; generated one, written to file", "path", c.PasswordFile)
 	return pw, nil
+}
+
+// CheckPasswordFile reports a password file that LoadPassword would refuse
+// (one that exists but is empty), without writing anything, so baesrv can
+// refuse it before it starts.
+func CheckPasswordFile(c config.Console) error {
+	if c.Password != "" {
+		return nil
+	}
+	if pw, err := adminkey.ReadKeyFile(c.PasswordFile); err == nil && pw == "" {
+		return emptyPasswordFile(c.PasswordFile)
+	}
+	return nil
+}
+
+func emptyPasswordFile(path string) error {
+	return &config.ValidationError{Msg: fmt.Sprintf("console password file %s is empty; delete it to generate a new password", path)}
 }

@@ -4,7 +4,8 @@
 #   - a static busybox, from which Docker tests build their own image (no
 #     registry is needed), and chromium for the console's browser tests
 #     (Debian packages; where apt-get is unavailable this says what to install
-#     and those tests then fail naming the missing package);
+#     and those tests then fail naming the missing package), and curl and jq,
+#     with which docs/walk_test.go runs the README's documented steps;
 #   - Docker Compose v2 (`docker compose`), which the `baectl setup` tests run
 #     as `docker compose config`. Debian ships only the old docker-compose
 #     1.x, so it is built from its Go module (github.com/docker/compose/v5,
@@ -15,6 +16,7 @@ set -euo pipefail
 need=()
 if ! [ -x /bin/busybox ] && ! command -v busybox >/dev/null 2>&1; then need+=(busybox-static); fi
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then need+=(chromium); fi
+for c in curl jq; do command -v "$c" >/dev/null 2>&1 || need+=("$c"); done
 if [ ${#need[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "test-deps: apt-get not found; install ${need[*]} yourself" >&2

@@ -19,7 +19,7 @@ import (
 // TestCrashRecovery is the short form of bench/crash: a real `baesrv serve`
 // subprocess is SIGKILLed at random and aimed points (just after a message
 // or a tool continuation is accepted, during a provider call, during an MCP
-// call) of 12 turns (some pausing on a client tool, some calling an MCP
+// call) of 16 turns (some pausing on a client tool, some calling an MCP
 // tool), and the event log must show every message as exactly one turn
 // with exactly one answer and balanced provider calls.
 //

@@ -104,11 +104,11 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 		HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(),
 		Logger: sdklog.NewStructuredLogger(srvLog),
 	}
-	comp, err := app.TemporalCompression(copts.HostPort, os.LookupEnv)
+	mode, err := config.ParseTemporalCompression(os.Getenv("BAE_TEMPORAL_COMPRESSION"))
 	if err != nil {
 		return nil, err
 	}
-	copts.ConnectionOptions.GrpcCompression = comp
+	copts.ConnectionOptions.GrpcCompression = app.TemporalCompression(copts.HostPort, mode)
 	if o.Gzip {
 		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
 	}

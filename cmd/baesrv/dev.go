@@ -46,6 +46,11 @@ func runDev(ctx context.Context, stderr io.Writer, f *cliFlags) error {
 	if strings.TrimSpace(os.Getenv("BAE_ADDR")) == "" {
 		opts.Server.Addr = config.DefaultDevAddr
 	}
+	// Every setting is checked before the embedded Temporal creates its
+	// files, as serve checks them before it touches the database.
+	if err := app.Check(opts); err != nil {
+		return err
+	}
 	srv := opts.Server
 	dev, err := devstack.Start(ctx, devstack.Options{
 		DataDir:          filepath.Join(srv.DataDir, "temporal"),

@@ -180,8 +180,9 @@ func options(f *cliFlags) (config.Server, bool, error) {
 // newLogger is the server's stderr log: text, or one JSON object per line
 // with BAE_LOG_FORMAT=json (for log collectors).
 func newLogger(stderr io.Writer) *slog.Logger {
-	o := &slog.HandlerOptions{Level: logLevel()}
-	if strings.EqualFold(strings.TrimSpace(os.Getenv("BAE_LOG_FORMAT")), "json") {
+	lc := config.LogFromEnv(os.LookupEnv)
+	o := &slog.HandlerOptions{Level: lc.Level}
+	if lc.JSON {
 		return slog.New(slog.NewJSONHandler(stderr, o))
 	}
 	return slog.New(slog.NewTextHandler(stderr, o))
@@ -238,18 +239,6 @@ func migrate(ctx context.Context, stderr io.Writer, f *cliFlags) error {
 	st.Close()
 	newLogger(stderr).Info("migrations applied", "database", redactURL(srv.DatabaseURL))
 	return nil
-}
-
-func logLevel() slog.Level {
-	switch strings.ToLower(os.Getenv("BAE_LOG")) {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
 }
 
 func redactURL(u string) string {

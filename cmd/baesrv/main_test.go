@@ -5,15 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
+	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
@@ -160,4 +163,54 @@ func TestJSONLogFormat(t *testing.T) {
 	var stderr bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"migrate"}, io.Discard, &stderr))
 	assert.Contains(t, stderr.String(), `level=INFO msg="migrations applied"`, "text by default")
+}
+
+// TestBadSettingTouchesNothing checks that configuration read from files
+// the settings name is checked before baesrv creates or migrates its
+// database or writes a key: exit 2, and the database and the data
+// directory are as they were.
+func TestBadSettingTouchesNothing(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-password")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	cases := map[string]map[string]string{
+		"compression":          {"BAE_TEMPORAL_COMPRESSION": "brotli"},
+		"cert without key":     {"BAE_TEMPORAL_TLS_CERT": filepath.Join(dir, "client.pem")},
+		"missing CA file":      {"BAE_TEMPORAL_TLS_CA": filepath.Join(dir, "absent-ca.pem")},
+		"missing client cert":  {"BAE_TEMPORAL_TLS_CERT": filepath.Join(dir, "c.pem"), "BAE_TEMPORAL_TLS_KEY": filepath.Join(dir, "k.pem")},
+		"missing console cert": {"BAE_CONSOLE_ADDR": "127.0.0.1:0", "BAE_CONSOLE_TLS_CERT": filepath.Join(dir, "c.pem"), "BAE_CONSOLE_TLS_KEY": filepath.Join(dir, "k.pem")},
+		"empty password file":  {"BAE_CONSOLE_ADDR": "127.0.0.1:0", "BAE_CONSOLE_PASSWORD_FILE": empty},
+	}
+	ctx := context.Background()
+	for name, env := range cases {
+		t.Run(name, func(t *testing.T) {
+			base, err := url.Parse(testdb.BaseDatabaseURL())
+			require.NoError(t, err)
+			db := "bae_never_" + ids.New("")[:12]
+			u := *base
+			u.Path = "/" + db
+			conn, err := pgx.Connect(ctx, base.String())
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			t.Cleanup(func() { _, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+
+			data := t.TempDir()
+			t.Setenv("BAE_DATABASE_URL", u.String())
+			t.Setenv("BAE_DATA_DIR", data)
+			t.Setenv("BAE_CONFIG", "")
+			for k, v := range env {
+				t.Setenv(k, v)
+			}
+			err = run(ctx, []string{"serve"}, io.Discard, io.Discard)
+			require.Error(t, err)
+			assert.Equal(t, app.ExitUsage, app.ExitCode(err), "%v", err)
+
+			var n int
+			require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", db).Scan(&n))
+			assert.Zero(t, n, "the database was created")
+			entries, err := os.ReadDir(data)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "the data directory was written to")
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/console"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
 	"github.com/bae-go/bae-go/internal/lib/live"
@@ -79,6 +80,9 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.New("app: Options.Log is required")
 	}
 	cfg := opts.Server
+	if err := Check(opts); err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{})
 	if err != nil {
 		return err
@@ -107,7 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 			HostPort: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace, Logger: newTemporalLogger(log),
 			DataConverter: secretguard.FromConfig(opts.File, os.LookupEnv).DataConverter(),
 		}
-		if err := temporalConnection(&copts, os.LookupEnv); err != nil {
+		if err := temporalConnection(&copts, cfg.Temporal); err != nil {
 			return err
 		}
 		tc, err = client.Dial(tel.TemporalOptions(copts))
@@ -266,6 +270,27 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	wg.Wait()
 	return runErr
+}
+
+// Check reads the files the settings name (Temporal and console TLS
+// material) and checks the console password file, so that every
+// configuration error is reported, with exit code 2, before the server
+// connects to PostgreSQL or writes anything. Run calls it first; baesrv dev
+// calls it before starting its embedded Temporal.
+func Check(opts Options) error {
+	if opts.Temporal == nil {
+		if _, err := opts.Server.Temporal.TLSConfig(); err != nil {
+			return err
+		}
+	}
+	c := opts.Server.Console
+	if !c.Enabled() {
+		return nil
+	}
+	if _, err := c.TLSConfig(); err != nil {
+		return err
+	}
+	return console.CheckPasswordFile(c)
 }
 
 // Exit codes.

@@ -46,13 +46,9 @@ func startConsole(ctx context.Context, cfg config.Server, parts *Parts, deployme
 	if err != nil {
 		return nil, err
 	}
-	var tlsCfg *tls.Config
-	if cc.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cc.TLSCert, cc.TLSKey)
-		if err != nil {
-			return nil, &config.ValidationError{Msg: "BAE_CONSOLE_TLS_CERT / BAE_CONSOLE_TLS_KEY: " + err.Error(), Err: err}
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsCfg, err := cc.TLSConfig() // checked by Check before anything started
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cc.Addr)
 	if err != nil {

@@ -6,17 +6,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+
+	"github.com/bae-go/bae-go/internal/config"
 )
 
 func TestTemporalCompression(t *testing.T) {
-	env := func(v string) func(string) (string, bool) {
-		return func(k string) (string, bool) {
-			if k == "BAE_TEMPORAL_COMPRESSION" && v != "" {
-				return v, true
-			}
-			return "", false
-		}
-	}
 	for _, c := range []struct {
 		addr, setting string
 		none          bool
@@ -29,15 +23,16 @@ func TestTemporalCompression(t *testing.T) {
 		{"127.0.0.1:7233", "gzip", false},
 		{"temporal.internal:7233", "none", true},
 	} {
-		comp, err := TemporalCompression(c.addr, env(c.setting))
+		mode, err := config.ParseTemporalCompression(c.setting)
 		require.NoError(t, err, c)
+		comp := TemporalCompression(c.addr, mode)
 		if c.none {
 			assert.IsType(t, &client.GrpcCompressionNone{}, comp, c)
 		} else {
 			assert.Nil(t, comp, "%v: the SDK default (gzip)", c)
 		}
 	}
-	_, err := TemporalCompression("127.0.0.1:7233", env("brotli"))
+	_, err := config.ParseTemporalCompression("brotli")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BAE_TEMPORAL_COMPRESSION")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -38,6 +39,18 @@ type Console struct {
 	// TemporalUIURL is the Temporal Web UI's base URL for links from a
 	// session's turns (BAE_CONSOLE_TEMPORAL_UI_URL); "" shows no links.
 	TemporalUIURL string
+}
+
+// TLSConfig reads the console's certificate and key; nil without them.
+func (c Console) TLSConfig() (*tls.Config, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, &ValidationError{Msg: "BAE_CONSOLE_TLS_CERT / BAE_CONSOLE_TLS_KEY", Err: err}
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Enabled reports whether the console is served.

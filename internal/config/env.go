@@ -87,6 +87,9 @@ type Server struct {
 	TrustedProxies []netip.Prefix
 	// Console is the operator console (BAE_CONSOLE_*); off by default.
 	Console Console
+	// Temporal is how serve reaches the Temporal frontend (TLS, API key,
+	// compression).
+	Temporal TemporalConn
 	// MetricsAddr is BAE_METRICS_ADDR, where GET /metrics serves the
 	// Prometheus exposition: "" (off), MetricsOnAdmin, or a host:port of
 	// its own.
@@ -168,6 +171,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, err
 	}
 	if s.MaxConcurrentOpens, err = parseCount("BAE_MAX_CONCURRENT_OPENS", get("BAE_MAX_CONCURRENT_OPENS", ""), 0, 1); err != nil {
+		return Server{}, err
+	}
+	if s.Temporal, err = temporalConnFromEnv(get); err != nil {
 		return Server{}, err
 	}
 	if s.Console, err = consoleFromEnv(get, s.DataDir); err != nil {

@@ -32,6 +32,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		MaxBodyBytes:      4 << 20,
 		BodyReadTimeout:   60 * time.Second,
 		Console:           Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Temporal:          TemporalConn{Compression: CompressionAuto},
 	}, s)
 }
 
@@ -64,7 +65,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		DisableAdminAuth: true, SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
 		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4,
-		Console: Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)
 
 	s, err = ServerFromEnv(envMap(map[string]string{
@@ -169,4 +171,30 @@ func TestTrustedProxiesFromEnv(t *testing.T) {
 	assert.Equal(t, []string{"10.0.0.0/8", "192.168.1.7/32", "172.16.0.1/32", "fd00::/8"}, got)
 	_, err = ServerFromEnv(envMap(map[string]string{"BAE_TRUSTED_PROXIES": "10.0.0.0/8,proxy.local"}))
 	requireValidation(t, err, "BAE_TRUSTED_PROXIES")
+}
+
+func TestTemporalConnFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	s, err := ServerFromEnv(env(map[string]string{"BAE_TEMPORAL_COMPRESSION": " GZIP ", "BAE_TEMPORAL_API_KEY": "k"}))
+	require.NoError(t, err)
+	assert.Equal(t, TemporalConn{Compression: CompressionGzip, TLS: true, APIKey: "k"}, s.Temporal, "an API key implies TLS")
+	s, err = ServerFromEnv(env(map[string]string{"BAE_TEMPORAL_TLS": "true"}))
+	require.NoError(t, err)
+	assert.True(t, s.Temporal.TLS)
+
+	for _, bad := range []map[string]string{
+		{"BAE_TEMPORAL_COMPRESSION": "brotli"},
+		{"BAE_TEMPORAL_TLS_CERT": "/c.pem"},
+		{"BAE_TEMPORAL_TLS_KEY": "/k.pem"},
+	} {
+		_, err := ServerFromEnv(env(bad))
+		var ve *ValidationError
+		assert.ErrorAs(t, err, &ve, "%v", bad)
+	}
+	_, err = (TemporalConn{TLS: true, CAFile: "/absent/ca.pem"}).TLSConfig()
+	var ve *ValidationError
+	assert.ErrorAs(t, err, &ve)
+	assert.Contains(t, err.Error(), "BAE_TEMPORAL_TLS_CA")
 }
