@@ -56,9 +56,8 @@ func isLoopback(hostPort string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// TemporalConnection applies BAE_TEMPORAL_COMPRESSION and the TLS and
-// API-key settings to opts, for the other binaries that dial the same
-// cluster (the launchers).
-func TemporalConnection(opts *client.Options, lookup func(string) (string, bool)) error {
-	return temporalConnection(opts, lookup)
+// TemporalConnection applies the connection settings to opts, for the other
+// binaries that dial the same cluster (the launchers).
+func TemporalConnection(opts *client.Options, c config.TemporalConn) error {
+	return temporalConnection(opts, c)
 }

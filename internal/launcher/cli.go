@@ -67,12 +67,12 @@ func NewLogger(w io.Writer, filter string) *slog.Logger {
 // DialTemporal connects to the Temporal cluster baesrv uses
 // (BAE_TEMPORAL_ADDR, BAE_TEMPORAL_NAMESPACE and the TLS settings).
 func DialTemporal(lookup func(string) (string, bool), log *slog.Logger) (client.Client, error) {
-	opts := client.Options{
-		HostPort:  Get(lookup, "BAE_TEMPORAL_ADDR", config.DefaultTemporalAddr),
-		Namespace: Get(lookup, "BAE_TEMPORAL_NAMESPACE", config.DefaultTemporalNamespace),
-		Logger:    sdklog.NewStructuredLogger(log.With("component", "temporal")),
+	addr, ns, conn, err := config.TemporalFromEnv(lookup)
+	if err != nil {
+		return nil, &UsageError{Msg: err.Error()}
 	}
-	if err := app.TemporalConnection(&opts, lookup); err != nil {
+	opts := client.Options{HostPort: addr, Namespace: ns, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal"))}
+	if err := app.TemporalConnection(&opts, conn); err != nil {
 		return nil, &UsageError{Msg: err.Error()}
 	}
 	c, err := client.Dial(opts)
