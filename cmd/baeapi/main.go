@@ -9,11 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/trigger"
 )
@@ -48,27 +48,22 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 }
 
 func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	log := launcher.NewLogger(stderr, launcher.Get(lookup, "BAE_LOG", "info"))
-	grace, err := launcher.Seconds(lookup, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT", trigger.DefaultShutdownTimeout)
+	log := launcher.NewLogger(stderr, config.LogFromEnv(lookup))
+	set, err := trigger.SettingsFromEnv(lookup)
 	if err != nil {
 		return err
 	}
-	path := launcher.Get(lookup, "BAE_LAUNCHER_API_CONFIG", trigger.DefaultConfigPath)
-	if _, _, err := trigger.Load(path); err != nil {
+	if _, _, err := trigger.Load(set.ConfigPath); err != nil {
 		return err
 	}
-	webapp, _ := lookup("BAE_LAUNCHER_WEBAPP")
 	c, err := launcher.DialTemporal(lookup, log)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	token, _ := lookup("BAE_LAUNCHER_API_TOKEN")
 	return trigger.Run(ctx, trigger.Options{
-		ConfigPath: path, Addr: launcher.Get(lookup, "BAE_LAUNCHER_API_ADDR", ""),
-		Token: token, ShutdownTimeout: grace,
-		StaticDir: launcher.Get(lookup, "BAE_LAUNCHER_WEBAPP_STATIC_DIR", ""),
-		WebApp:    webapp == "1" || strings.EqualFold(strings.TrimSpace(webapp), "true"),
-		Client:    c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+		ConfigPath: set.ConfigPath, Addr: set.Addr, Token: set.Token, ShutdownTimeout: set.ShutdownTimeout,
+		StaticDir: set.StaticDir, WebApp: set.WebApp,
+		Client: c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
 	})
 }

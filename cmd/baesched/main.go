@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/schedule"
 )
@@ -68,22 +70,14 @@ func command(ctx context.Context, lookup func(string) (string, bool), stdout, st
 }
 
 func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	log := launcher.NewLogger(stderr, launcher.Get(lookup, "BAE_LOG", "info"))
-	grace, err := launcher.Seconds(lookup, "BAE_SCHEDULES_SHUTDOWN_TIMEOUT", schedule.DefaultShutdownTimeout)
+	log := launcher.NewLogger(stderr, config.LogFromEnv(lookup))
+	set, err := schedule.SettingsFromEnv(lookup)
 	if err != nil {
 		return err
 	}
-	catchup, err := launcher.Seconds(lookup, "BAE_SCHEDULES_CATCHUP_WINDOW", schedule.DefaultCatchupWindow)
-	if err != nil {
-		return err
-	}
-	if catchup < 10*time.Second {
-		return &launcher.UsageError{Msg: "BAE_SCHEDULES_CATCHUP_WINDOW: Temporal needs at least 10 seconds"}
-	}
-	path := launcher.Get(lookup, "BAE_SCHEDULES_CONFIG", schedule.DefaultConfigPath)
 	// The file is checked before anything connects: a mistake in it exits 2
 	// whether or not Temporal is reachable.
-	if _, _, err := schedule.Load(path); err != nil {
+	if _, _, err := schedule.Load(set.ConfigPath); err != nil {
 		return err
 	}
 	c, err := launcher.DialTemporal(lookup, log)
@@ -92,14 +86,18 @@ func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr
 	}
 	defer c.Close()
 	return schedule.Run(ctx, schedule.Options{
-		ConfigPath: path, ShutdownTimeout: grace, CatchupWindow: catchup,
-		TaskQueue: launcher.Get(lookup, "BAE_SCHEDULES_TASK_QUEUE", schedule.DefaultTaskQueue),
+		ConfigPath: set.ConfigPath, ShutdownTimeout: set.ShutdownTimeout, CatchupWindow: set.CatchupWindow,
+		TaskQueue: set.TaskQueue,
 		Client:    c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
 	})
 }
 
 func listRuns(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer, agent string, limit int) error {
-	log := launcher.NewLogger(stderr, launcher.Get(lookup, "BAE_LOG", "warn"))
+	lc := config.LogFromEnv(lookup)
+	if v, _ := lookup("BAE_LOG"); v == "" {
+		lc.Level = slog.LevelWarn // a listing needs no connection chatter
+	}
+	log := launcher.NewLogger(stderr, lc)
 	c, err := launcher.DialTemporal(lookup, log)
 	if err != nil {
 		return err

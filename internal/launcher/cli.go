@@ -38,30 +38,14 @@ func Get(lookup func(string) (string, bool), name, def string) string {
 	return def
 }
 
-// NewLogger is a launcher's own stderr log, filtered by BAE_LOG. Its level
-// is the filter's first directive without a target ("info",
-// "debug,baeapi=trace"…); per-target directives are accepted and ignored,
-// since each launcher is one target.
-func NewLogger(w io.Writer, filter string) *slog.Logger {
-	level := slog.LevelInfo
-	for _, d := range strings.Split(filter, ",") {
-		d = strings.TrimSpace(d)
-		if d == "" || strings.Contains(d, "=") {
-			continue
-		}
-		switch strings.ToLower(d) {
-		case "trace", "debug":
-			level = slog.LevelDebug
-		case "info":
-			level = slog.LevelInfo
-		case "warn", "warning":
-			level = slog.LevelWarn
-		case "error", "off":
-			level = slog.LevelError
-		}
-		break
+// NewLogger is a launcher's own stderr log, set like baesrv's (BAE_LOG,
+// BAE_LOG_FORMAT; config.LogFromEnv).
+func NewLogger(w io.Writer, lc config.Log) *slog.Logger {
+	o := &slog.HandlerOptions{Level: lc.Level}
+	if lc.JSON {
+		return slog.New(slog.NewJSONHandler(w, o))
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(w, o))
 }
 
 // DialTemporal connects to the Temporal cluster baesrv uses
