@@ -29,7 +29,7 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 	root := &cobra.Command{
 		Use:           "baeapi",
 		Short:         "Run agent harnesses on HTTP triggers (and serve their web app)",
-		Args:          cobra.NoArgs,
+		Args:          launcher.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(*cobra.Command, []string) error {

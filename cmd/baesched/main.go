@@ -42,7 +42,7 @@ func command(ctx context.Context, lookup func(string) (string, bool), stdout, st
 	root := &cobra.Command{
 		Use:           "baesched",
 		Short:         "Run agent harnesses on cron schedules, as Temporal Schedules",
-		Args:          cobra.NoArgs,
+		Args:          launcher.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(*cobra.Command, []string) error {
@@ -54,7 +54,7 @@ func command(ctx context.Context, lookup func(string) (string, bool), stdout, st
 	runs := &cobra.Command{
 		Use:   "runs",
 		Short: "List recent runs of the scheduled agents, newest first",
-		Args:  cobra.NoArgs,
+		Args:  launcher.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return listRuns(ctx, lookup, stdout, stderr, agent, limit)
 		},

@@ -1,6 +1,11 @@
 package launcher
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
 
 // Exit codes shared by baesched and baeapi, as BAE's launchers use them.
 const (
@@ -26,4 +31,12 @@ func ExitCode(err error) int {
 		return ExitUsage
 	}
 	return ExitRuntime
+}
+
+// NoArgs is cobra.NoArgs as a usage error: a stray argument exits 2.
+func NoArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &UsageError{Msg: "unexpected argument " + strconv.Quote(args[0]) + " for " + cmd.CommandPath()}
+	}
+	return nil
 }

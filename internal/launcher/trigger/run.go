@@ -125,8 +125,20 @@ func Run(ctx context.Context, o Options) error {
 	// Whatever still runs is killed: closing the connections ends the
 	// requests' contexts, and each child goes with its request.
 	_ = srv.Close()
+	// Wait for them to be reaped, so none outlives baeapi's exit.
+	reaped := make(chan struct{})
+	go func() { s.children.Wait(); close(reaped) }()
+	select {
+	case <-reaped:
+	case <-time.After(childReapTimeout):
+		log.Error("children still running after shutdown", "waited", childReapTimeout.String())
+	}
 	return nil
 }
+
+// childReapTimeout bounds the wait for killed children to exit: a child in
+// uninterruptible sleep must not hold baeapi up forever.
+const childReapTimeout = 10 * time.Second
 
 // staticApp serves dir as a single-page app: a path that is no file gets
 // index.html, for the app's own routes.

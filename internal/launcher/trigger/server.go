@@ -42,6 +42,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	pending map[string]*invocation
+	// children counts the triggers' children from spawn until reaped, so
+	// that shutdown returns only once the ones it killed are gone.
+	children sync.WaitGroup
 }
 
 // invocation is a trigger's prepared child, waiting in this process for the
@@ -62,6 +65,7 @@ func (s *Server) Prepare(_ context.Context, in launcher.LaunchInput) (launcher.P
 	if inv == nil {
 		return launcher.Prepared{}, &launcher.SkipError{Reason: "the request that triggered this run is gone"}
 	}
+	s.children.Add(1) // RunAgent always calls Done once Prepare succeeded
 	return launcher.Prepared{
 		Spec: inv.spec,
 		Ctx:  inv.ctx,
@@ -72,7 +76,10 @@ func (s *Server) Prepare(_ context.Context, in launcher.LaunchInput) (launcher.P
 			}
 		},
 		Started: func(err error) { inv.started <- err },
-		Done:    func(e launcher.Exit, _ error) { inv.done <- e },
+		Done: func(e launcher.Exit, _ error) {
+			inv.done <- e
+			s.children.Done()
+		},
 	}, nil
 }
 

@@ -16,8 +16,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
@@ -171,6 +178,10 @@ func TestTriggerAPI(t *testing.T) {
 		assert.Contains(t, e.stderr.String(), "[alpha] to-stderr")
 	})
 
+	t.Run("a trigger's run history replays", func(t *testing.T) {
+		recordLaunchHistory(t, ts.GetDefaultClient(), "alpha", "launch_trigger")
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		p := problemOf(t, post(t, e.url+"/agents/alpha/trigger", `{not json`, ""))
 		assert.Equal(t, "bad_request", p["type"])
@@ -234,4 +245,46 @@ func TestTriggerToken(t *testing.T) {
 	require.NoError(t, err)
 	r.Body.Close()
 	assert.Equal(t, 200, r.StatusCode)
+}
+
+// recordLaunchHistory replays the history of agent's finished Launch run
+// against the current workflow code and, with BAE_RECORD_HISTORY=1, writes
+// it to internal/launcher/testdata/name.json, where
+// launcher.TestReplayRecordedHistories keeps replaying it.
+func recordLaunchHistory(t *testing.T, c client.Client, agent, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var id string
+	require.Eventually(t, func() bool {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: "WorkflowType = '" + launcher.WorkflowName + "' AND ExecutionStatus = 'Completed'",
+		})
+		if err != nil {
+			return false
+		}
+		for _, e := range resp.Executions {
+			if strings.HasPrefix(e.GetExecution().GetWorkflowId(), "baeapi-"+agent+"-") {
+				id = e.GetExecution().GetWorkflowId()
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "no completed run of %s listed", agent)
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		hist.Events = append(hist.Events, ev)
+	}
+	require.NotEmpty(t, hist.Events)
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(launcher.Launch, workflow.RegisterOptions{Name: launcher.WorkflowName})
+	require.NoError(t, r.ReplayWorkflowHistory(nil, hist))
+	if os.Getenv("BAE_RECORD_HISTORY") != "" {
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name+".json"), b, 0o644))
+	}
 }
