@@ -41,7 +41,7 @@ vet:
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 check: vet
 	$(GO) mod tidy -diff
-	$(GO) run $(WORKFLOWCHECK) ./workflows/...
+	$(GO) run $(WORKFLOWCHECK) ./workflows/... ./internal/launcher/...
 
 pg:
 	./scripts/pg-up.sh

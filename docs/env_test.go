@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/launcher/schedule"
+	"github.com/bae-go/bae-go/internal/launcher/trigger"
 )
 
 // How a variable is documented. Any docs/*.md page may hold a table whose
@@ -50,8 +52,10 @@ import (
 // variable with a default in internal/config, in one of them, or add the
 // function that reads it to loaders.
 var loaders = map[string]func(lookup func(string) (string, bool)) (any, error){
-	"config.ServerFromEnv": func(l func(string) (string, bool)) (any, error) { return config.ServerFromEnv(l) },
-	"config.LogFromEnv":    func(l func(string) (string, bool)) (any, error) { return config.LogFromEnv(l), nil },
+	"config.ServerFromEnv":     func(l func(string) (string, bool)) (any, error) { return config.ServerFromEnv(l) },
+	"config.LogFromEnv":        func(l func(string) (string, bool)) (any, error) { return config.LogFromEnv(l), nil },
+	"schedule.SettingsFromEnv": func(l func(string) (string, bool)) (any, error) { return schedule.SettingsFromEnv(l) },
+	"trigger.SettingsFromEnv":  func(l func(string) (string, bool)) (any, error) { return trigger.SettingsFromEnv(l) },
 }
 
 var bareName = regexp.MustCompile(`^BAE_[A-Z0-9_]+$`)

@@ -55,3 +55,9 @@ func isLoopback(hostPort string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// TemporalConnection applies the connection settings to opts, for the other
+// binaries that dial the same cluster (the launchers).
+func TemporalConnection(opts *client.Options, c config.TemporalConn) error {
+	return temporalConnection(opts, c)
+}

@@ -30,6 +30,22 @@ type TemporalConn struct {
 	APIKey   string // BAE_TEMPORAL_API_KEY
 }
 
+// TemporalFromEnv is where and how another binary (the launchers) reaches
+// the Temporal cluster baesrv serve uses: the same variables, the same
+// defaults.
+func TemporalFromEnv(lookup func(string) (string, bool)) (addr, namespace string, conn TemporalConn, err error) {
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok {
+			if v = strings.TrimSpace(v); v != "" {
+				return v
+			}
+		}
+		return def
+	}
+	conn, err = temporalConnFromEnv(get)
+	return get("BAE_TEMPORAL_ADDR", DefaultTemporalAddr), get("BAE_TEMPORAL_NAMESPACE", DefaultTemporalNamespace), conn, err
+}
+
 func temporalConnFromEnv(get func(name, def string) string) (TemporalConn, error) {
 	c := TemporalConn{
 		CAFile: get("BAE_TEMPORAL_TLS_CA", ""), CertFile: get("BAE_TEMPORAL_TLS_CERT", ""),

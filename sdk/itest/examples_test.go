@@ -2,9 +2,14 @@ package itest
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +17,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/launcher/trigger"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
-// TestExamples builds examples/assistant and examples/two-drivers and runs
-// them against a real server.
+// TestExamples builds examples/assistant, examples/two-drivers and the
+// launchers' harness and runs them against a real server.
 func TestExamples(t *testing.T) {
 	e := start(t)
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "../../examples/assistant", "../../examples/two-drivers")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "../../examples/assistant", "../../examples/two-drivers", "../../examples/launchers/ask")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
@@ -72,5 +78,48 @@ func TestExamples(t *testing.T) {
 		assert.Equal(t, turns[0][0], turns[1][0], "one driver's turn completes before the other's starts: %s", order)
 		assert.Equal(t, turns[2][0], turns[3][0], order)
 		assert.ElementsMatch(t, []string{"A", "B"}, []string{turns[0][0], turns[2][0]}, order)
+	})
+	t.Run("launchers", func(t *testing.T) {
+		// examples/launchers/bae-api.toml as written, with the harness at its
+		// built path, run by baeapi on the server's Temporal.
+		toml, err := os.ReadFile("../../examples/launchers/bae-api.toml")
+		require.NoError(t, err)
+		require.Contains(t, string(toml), `command = "ask"`)
+		cfg := filepath.Join(t.TempDir(), "bae-api.toml")
+		require.NoError(t, os.WriteFile(cfg, []byte(strings.Replace(string(toml), `command = "ask"`, "command = "+strconv.Quote(filepath.Join(bin, "ask")), 1)), 0o600))
+		_, key := e.srv.Key(t, e.profile(t, "misc"))
+		e.fake.Lane("misc").Enqueue(fakeprovider.Text("Paris."))
+		launcherEnv := map[string]string{"ASK_CLIENT_KEY": key, "ASK_SERVER_URL": e.srv.ClientURL}
+		var logs strings.Builder
+		addr := make(chan string, 1)
+		lctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- trigger.Run(lctx, trigger.Options{
+				ConfigPath: cfg, Addr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
+				Client: e.srv.Temporal, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Stdout: &strings.Builder{}, Stderr: &logs,
+				Lookup:    func(k string) (string, bool) { v, ok := launcherEnv[k]; return v, ok },
+				Listening: func(a string) { addr <- a },
+			})
+		}()
+		defer func() { stop(); require.NoError(t, <-done) }()
+		var url string
+		select {
+		case a := <-addr:
+			url = "http://" + a
+		case err := <-done:
+			t.Fatalf("baeapi did not start: %v", err)
+		}
+		resp, err := http.Post(url+"/agents/ask/trigger", "application/json", strings.NewReader(`{"prompt":"What is the capital of France?"}`))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		assert.Equal(t, "[ask] Paris.\n{\"exit_code\":0}\n", string(body))
+		last := e.fake.Requests()
+		require.NotEmpty(t, last)
+		assert.Contains(t, fmt.Sprint(lastMessage(last[len(last)-1])), "What is the capital of France?")
 	})
 }

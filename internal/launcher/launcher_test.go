@@ -1,0 +1,118 @@
+package launcher
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestResolveEnvRefs(t *testing.T) {
+	look := env(map[string]string{"TOKEN": "s3cret", "EMPTY": ""})
+	got, err := ResolveEnvRefs("Bearer ${TOKEN} costs $5 ${EMPTY}.", look)
+	require.NoError(t, err)
+	assert.Equal(t, "Bearer s3cret costs $5 .", got)
+
+	_, err = ResolveEnvRefs("x ${UNSET} y", look)
+	var me *MissingEnvError
+	require.ErrorAs(t, err, &me, "an unset variable is never an empty value")
+	assert.Equal(t, "UNSET", me.Var)
+
+	_, err = ResolveEnvRefs("x ${TOKEN", look)
+	var ue *UsageError
+	require.ErrorAs(t, err, &ue)
+	assert.NotContains(t, err.Error(), "TOKEN", "the message does not echo the value")
+	assert.Equal(t, ExitUsage, ExitCode(err))
+}
+
+func TestCheckNames(t *testing.T) {
+	require.NoError(t, CheckNames("f", []string{"a", "b"}))
+	err := CheckNames("f", []string{"a", "a"})
+	require.ErrorContains(t, err, `duplicate agent name "a"`)
+	assert.Equal(t, ExitUsage, ExitCode(err))
+	require.ErrorContains(t, CheckNames("f", []string{"a", "  "}), "agent 2 has an empty name")
+}
+
+func TestReadConfigRefusesUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.toml")
+	require.NoError(t, os.WriteFile(p, []byte("[agent]\nname = \"a\"\n"), 0o600))
+	var v struct {
+		Agents []struct {
+			Name string `toml:"name"`
+		} `toml:"agents"`
+	}
+	found, err := ReadConfig(p, &v, func(err error) error { return err })
+	assert.True(t, found)
+	require.ErrorContains(t, err, "unknown field(s) agent")
+	assert.Equal(t, ExitUsage, ExitCode(err))
+
+	found, err = ReadConfig(filepath.Join(dir, "missing.toml"), &v, func(err error) error { return err })
+	require.NoError(t, err)
+	assert.False(t, found, "a missing file is no error")
+}
+
+func collect(t *testing.T, spec Spec) ([]Line, Exit) {
+	t.Helper()
+	var lines []Line
+	exit, err := Run(context.Background(), spec, func(l Line) { lines = append(lines, l) })
+	require.NoError(t, err)
+	return lines, exit
+}
+
+func TestRunPrefixesAndCapsLines(t *testing.T) {
+	long := strings.Repeat("é", MaxLineLen+10)
+	lines, exit := collect(t, Spec{Name: "echoer", Command: "sh", Args: []string{"-c", `echo out; echo err >&2; printf '%s\n' "$LONG"; printf 'no newline'; exit 3`}, Env: map[string]string{"LONG": long}})
+	require.NotNil(t, exit.ExitCode)
+	assert.Equal(t, 3, *exit.ExitCode)
+	require.Len(t, lines, 4)
+	assert.Contains(t, lines, Line{Stream: Stdout, Text: "[echoer] out"})
+	assert.Contains(t, lines, Line{Stream: Stderr, Text: "[echoer] err"})
+	var capped string
+	for _, l := range lines {
+		if strings.HasPrefix(l.Text, "[echoer] éé") {
+			capped = l.Text
+		}
+	}
+	assert.Equal(t, "[echoer] "+strings.Repeat("é", MaxLineLen)+"…", capped)
+	assert.Contains(t, lines, Line{Stream: Stdout, Text: "[echoer] no newline"})
+}
+
+func TestRunReportsSignalAndSpawnFailure(t *testing.T) {
+	_, exit := collect(t, Spec{Name: "s", Command: "sh", Args: []string{"-c", "kill -9 $$"}})
+	assert.Nil(t, exit.ExitCode, "a signal is no exit code")
+
+	_, err := Run(context.Background(), Spec{Name: "bad", Command: "/nonexistent/harness"}, func(Line) {})
+	var se *SpawnError
+	require.ErrorAs(t, err, &se)
+}
+
+func TestRunKillsTheProcessGroupWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pid := make(chan string, 1)
+	done := make(chan Exit, 1)
+	go func() {
+		// The shell prints its background child's pid; that grandchild
+		// must die with it.
+		exit, _ := Run(ctx, Spec{Name: "hung", Command: "sh", Args: []string{"-c", `sleep 300 & echo "$!"; wait`}},
+			func(l Line) { pid <- strings.TrimPrefix(l.Text, "[hung] ") })
+		done <- exit
+	}()
+	grandchild := <-pid
+	cancel()
+	exit := <-done
+	assert.Nil(t, exit.ExitCode)
+	require.Eventually(t, func() bool {
+		stat, err := os.ReadFile("/proc/" + grandchild + "/stat")
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	}, 10*time.Second, 20*time.Millisecond, "the grandchild outlived the kill")
+}

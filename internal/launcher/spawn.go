@@ -1,0 +1,187 @@
+package launcher
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxLineLen caps one forwarded output line, in characters, before the
+// "[name] " prefix: one chatty child cannot flood the launcher's log or a
+// trigger's response with an unbounded line.
+const MaxLineLen = 8192
+
+// maxLineBytes bounds what is read of one line before the rest is dropped
+// (MaxLineLen characters of at most 4 bytes each).
+const maxLineBytes = 4 * MaxLineLen
+
+// waitDelay bounds how long Run waits, once the child has exited or been
+// killed, for output still held open by a process it left behind.
+const waitDelay = 10 * time.Second
+
+// Stream says which of the child's outputs a line came from.
+type Stream int
+
+const (
+	Stdout Stream = iota
+	Stderr
+)
+
+// Line is one attributed, capped line of a child's output: "[name] text".
+type Line struct {
+	Stream Stream
+	Text   string
+}
+
+// Spec is a child ready to spawn: every ${VAR} already resolved.
+type Spec struct {
+	Name    string
+	Command string // PATH-resolved when not absolute
+	Args    []string
+	Env     map[string]string // layered onto the launcher's own environment
+	Dir     string            // "" inherits the launcher's working directory
+}
+
+// SpawnError says the child could not be started at all (a bad command, not
+// executable): nothing ran.
+type SpawnError struct{ Err error }
+
+func (e *SpawnError) Error() string { return "spawn failed: " + e.Err.Error() }
+func (e *SpawnError) Unwrap() error { return e.Err }
+
+// Exit is how a child ended: ExitCode is nil when a signal killed it.
+type Exit struct {
+	ExitCode *int
+}
+
+// Run spawns spec, calls emit for every line of its stdout and stderr in
+// arrival order (never concurrently), and returns once it has exited. When
+// ctx ends the child's whole process group is killed. A child that cannot be
+// started is a *SpawnError, returned before any line.
+func Run(ctx context.Context, spec Spec, emit func(Line)) (Exit, error) {
+	return runWithStart(ctx, spec, emit, nil)
+}
+
+// runWithStart is Run that also calls started (when not nil) once the child
+// is running.
+func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(error)) (Exit, error) {
+	cmd := exec.CommandContext(ctx, spec.Command, spec.Args...)
+	cmd.Dir = spec.Dir
+	cmd.Env = os.Environ()
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = nil
+	// Its own process group, so a kill reaches whatever the child started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	// Pipes of our own, not StdoutPipe: Wait then waits for the output to be
+	// copied (bounded by WaitDelay, in case a grandchild keeps it open), so
+	// no line written before the exit is lost.
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		return Exit{}, &SpawnError{Err: err}
+	}
+	if started != nil {
+		started(nil)
+	}
+	var mu sync.Mutex
+	prefix := "[" + spec.Name + "] "
+	forward := func(r io.Reader, s Stream, wg *sync.WaitGroup) {
+		defer wg.Done()
+		readLines(r, func(text string) {
+			mu.Lock()
+			defer mu.Unlock()
+			emit(Line{Stream: s, Text: prefix + text})
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go forward(outR, Stdout, &wg)
+	go forward(errR, Stderr, &wg)
+	werr := cmd.Wait()
+	_ = outW.Close()
+	_ = errW.Close()
+	wg.Wait()
+	var exitErr *exec.ExitError
+	switch {
+	case werr == nil:
+		code := 0
+		return Exit{ExitCode: &code}, nil
+	case errors.As(werr, &exitErr):
+		if st, ok := exitErr.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			return Exit{}, nil
+		}
+		code := exitErr.ExitCode()
+		return Exit{ExitCode: &code}, nil
+	case errors.Is(werr, exec.ErrWaitDelay):
+		code := cmd.ProcessState.ExitCode()
+		if code < 0 {
+			return Exit{}, nil
+		}
+		return Exit{ExitCode: &code}, nil
+	}
+	return Exit{}, fmt.Errorf("wait for %s: %w", spec.Name, werr)
+}
+
+// readLines calls line for every line of r (without its line ending), each
+// capped at MaxLineLen characters with a trailing "…".
+func readLines(r io.Reader, line func(string)) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var buf []byte
+	cut := false
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if len(chunk) > 0 {
+			if room := maxLineBytes - len(buf); room > 0 {
+				if len(chunk) > room {
+					chunk, cut = chunk[:room], true
+				}
+				buf = append(buf, chunk...)
+			} else {
+				cut = true
+			}
+		}
+		if err != nil {
+			if len(buf) > 0 || cut {
+				line(capLine(buf, cut))
+			}
+			return
+		}
+		if isPrefix {
+			continue
+		}
+		line(capLine(buf, cut))
+		buf, cut = buf[:0], false
+	}
+}
+
+func capLine(b []byte, cut bool) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if utf8.RuneCountInString(s) > MaxLineLen {
+		n := 0
+		for i := range s {
+			if n == MaxLineLen {
+				s, cut = s[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
