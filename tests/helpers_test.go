@@ -44,7 +44,17 @@ func newEnv(t *testing.T, o envOpts) *env {
 // newEnvWith is newEnv with a hook on the server's parts (testenv.Options.Extend).
 func newEnvWith(t *testing.T, o envOpts, extend func(*app.Parts) error) *env {
 	t.Helper()
-	fake := fakeprovider.New(t)
+	return newEnvFull(t, fakeprovider.New(t), o, extend)
+}
+
+// newEnvOnFake is newEnv on a given fake, with extra configuration.
+func newEnvOnFake(t *testing.T, fake *fakeprovider.Server, extraTOML string) *env {
+	t.Helper()
+	return newEnvFull(t, fake, envOpts{extraTOML: extraTOML}, nil)
+}
+
+func newEnvFull(t *testing.T, fake *fakeprovider.Server, o envOpts, extend func(*app.Parts) error) *env {
+	t.Helper()
 	toml := fmt.Sprintf(`
 [[providers.entries]]
 name = "primary"

@@ -36,9 +36,29 @@ func stopReason(reply Reply) string {
 	return "end_turn"
 }
 
-// tokens is a plausible, deterministic usage figure (about 4 bytes a token).
+// InputTokens is how many tokens the fake counts in a request body (about
+// 4 bytes a token): the usage it reports and what its context window
+// (Lane.ContextWindow) holds against.
+func InputTokens(body []byte) int { return len(body)/4 + 1 }
+
+// tokens is a plausible, deterministic usage figure.
 func tokens(rec Recorded, reply Reply) (in, out int) {
-	return len(rec.RawBody)/4 + 1, len(reply.Text)/4 + len(reply.ToolUses) + 1
+	return InputTokens(rec.RawBody), len(reply.Text)/4 + len(reply.ToolUses) + 1
+}
+
+// writeTooLong refuses a request longer than the window, in each
+// provider's own words.
+func writeTooLong(w http.ResponseWriter, format Format, n, window int) {
+	if format == OpenAI {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+			"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, n),
+			"type":    "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+		}})
+		return
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{
+		"type": "invalid_request_error", "message": fmt.Sprintf("prompt is too long: %d tokens > %d maximum", n, window),
+	}})
 }
 
 // anthropicBody renders a Messages API response.
