@@ -15,6 +15,7 @@ import (
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -106,6 +107,7 @@ type profileBody struct {
 	AllowedTools       json.RawMessage `json:"allowed_tools"`
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
 	Sandbox            json.RawMessage `json:"sandbox"`
+	Context            json.RawMessage `json:"context"`
 }
 
 // Bounds on admin-supplied fields, checked before anything is stored: an
@@ -195,6 +197,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.Sandbox, p = sandboxSettings(b.Sandbox); p != nil {
 		return in, p
 	}
+	if in.Context, p = a.contextPolicy(b.Context); p != nil {
+		return in, p
+	}
 	// The primary is fatal at session open when missing, so a name the
 	// registry does not hold is refused here, where the typo is made.
 	// Fallbacks stay unchecked: a missing one is skipped at run time.
@@ -227,6 +232,30 @@ func sandboxSettings(raw json.RawMessage) (sandbox.Settings, *Problem) {
 	return s, nil
 }
 
+// contextPolicy reads a profile's "context" (compaction policy): malformed
+// is 400, a value out of range or an unknown summarizer is 422
+// invalid_context, naming the field. Absent or null keeps the default,
+// stored as NULL so later defaults apply.
+func (a *adminAPI) contextPolicy(raw json.RawMessage) (json.RawMessage, *Problem) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	pol, err := compaction.ParsePolicy(raw)
+	var fe *compaction.FieldError
+	if errors.As(err, &fe) {
+		if fe.Malformed {
+			return nil, badRequest(fe.Error())
+		}
+		return nil, unprocessable("invalid_context", fe.Error())
+	}
+	if pol.SummarizerProvider != "" {
+		if _, ok := a.Config.Provider(pol.SummarizerProvider); !ok {
+			return nil, unprocessable("invalid_context", fmt.Sprintf("context.summarizer_provider: %q is not in the provider registry", pol.SummarizerProvider))
+		}
+	}
+	return pol.JSON(), nil
+}
+
 func unknownPrimary(name string, f *config.File) *Problem {
 	var names []string
 	for _, p := range f.ProvidersView() {
@@ -240,6 +269,16 @@ func unknownPrimary(name string, f *config.File) *Problem {
 		fmt.Sprintf("primary_provider %q is not in the provider registry (%s)", name, configured))
 }
 
+// policyOf is a stored policy with its defaults (stored ones were
+// validated on the way in).
+func policyOf(raw json.RawMessage) compaction.Policy {
+	p, err := compaction.ParsePolicy(raw)
+	if err != nil {
+		return compaction.DefaultPolicy()
+	}
+	return p
+}
+
 func profileView(p store.Profile) wire.Profile {
 	sandbox, err := json.Marshal(p.Sandbox)
 	if err != nil {
@@ -248,7 +287,7 @@ func profileView(p store.Profile) wire.Profile {
 	return wire.Profile{
 		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
 		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
-		Sandbox:   sandbox,
+		Sandbox: sandbox, Context: policyOf(p.Context).JSON(),
 		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }

@@ -52,6 +52,9 @@ func DefaultPolicy() Policy {
 type FieldError struct {
 	Field  string
 	Reason string
+	// Malformed: not an object, an unknown field or a wrong type (as
+	// opposed to a value out of range).
+	Malformed bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
@@ -67,7 +70,7 @@ func ParsePolicy(raw json.RawMessage) (Policy, error) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return p, &FieldError{Field: "context", Reason: "must be an object"}
+		return p, &FieldError{Field: "context", Reason: "must be an object", Malformed: true}
 	}
 	for k, v := range fields {
 		var err error
@@ -85,10 +88,10 @@ func ParsePolicy(raw json.RawMessage) (Policy, error) {
 		case "trigger":
 			err = json.Unmarshal(v, &p.Trigger)
 		default:
-			return p, &FieldError{Field: "context." + k, Reason: "unknown field"}
+			return p, &FieldError{Field: "context." + k, Reason: "unknown field", Malformed: true}
 		}
 		if err != nil || string(v) == "null" {
-			return p, &FieldError{Field: "context." + k, Reason: "has the wrong type"}
+			return p, &FieldError{Field: "context." + k, Reason: "has the wrong type", Malformed: true}
 		}
 	}
 	return p, p.Validate()
