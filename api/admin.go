@@ -13,9 +13,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/live"
-	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
