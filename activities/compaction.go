@@ -326,9 +326,20 @@ func (a *Activities) summarize(ctx context.Context, policy compaction.Policy, in
 			bpt = compaction.DefaultBytesPerToken
 		}
 		maxBytes := max(int(float64(sumBudget-outTokens)*bpt*0.7), 1024)
-		text := compaction.SummaryInstruction + compaction.Transcript(prev, msgs, summaryPerBlock, maxBytes)
-		body, _ := json.Marshal([]map[string]any{{"role": "user", "content": text}})
-		resp, err := a.Provider.Call(ctx, provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: outTokens, AuthToken: token}, body, nil)
+		var resp *provider.Response
+		for {
+			text := compaction.SummaryInstruction + compaction.Transcript(prev, msgs, summaryPerBlock, maxBytes)
+			body, _ := json.Marshal([]map[string]any{{"role": "user", "content": text}})
+			resp, err = a.Provider.Call(ctx, provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: outTokens, AuthToken: token}, body, nil)
+			var ce *provider.CallError
+			// The summarizer's own window may be smaller than its entry
+			// says: a shorter transcript, down to a floor.
+			if err != nil && errors.As(err, &ce) && provider.TooLong(entry.Kind, ce) && maxBytes > 2048 {
+				maxBytes /= 2
+				continue
+			}
+			break
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("summarizer %q: %w", name, err))
 			continue

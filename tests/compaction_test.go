@@ -205,3 +205,136 @@ func TestLongSessionCompacts(t *testing.T) {
 		})
 	}
 }
+
+// TestToolHeavySessionCompacts: every turn pauses for a client tool whose
+// result is about 3 KB, resumed by the driver; 40 turns are about 3 times
+// the window. Compaction clears and summarizes without ever separating a
+// tool_use from its tool_result, and every paused turn survives the
+// compactions made while it was paused.
+func TestToolHeavySessionCompacts(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{"context": map[string]any{"keep_turns": 2}})
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Text("The user had files read.")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", map[string]any{"path": "/f"})
+	})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
+	d.register()
+	const turns = 40
+	for i := range turns {
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"], "turn %d", i)
+		msg := message(term)
+		var use map[string]any
+		for _, b := range msg["content"].([]any) {
+			if bm := b.(map[string]any); bm["type"] == "tool_use" {
+				use = bm
+			}
+		}
+		require.NotNil(t, use, "turn %d pauses for its tool", i)
+		result := strings.Repeat(fmt.Sprintf("line %d of the file\n", i), 150)
+		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": result}})
+		require.Nil(t, term["error"], "turn %d resumed", i)
+		require.Equal(t, "read it", firstText(message(term)), "turn %d", i)
+	}
+	assert.Zero(t, lane.Refusals())
+	requireNoSplitPairs(t, lane, e.fake.Requests())
+	layers := map[string]int{}
+	for _, ev := range d.allEvents() {
+		if ev["event_type"] == "session.compaction" {
+			p := payload(ev)
+			layers[p["layer"].(string)]++
+			if p["layer"] == "clear_tool_results" {
+				assert.NotEmpty(t, p["cleared_tool_results"])
+			}
+		}
+		require.NotEqual(t, "session.error", ev["event_type"], "%v", ev["payload"])
+	}
+	assert.Positive(t, layers["clear_tool_results"], "tool results were cleared")
+	assert.Positive(t, layers["summary"], "and the oldest turns summarized")
+}
+
+// TestTooLongRefusalCompactsHarder: the provider's real window is smaller
+// than its entry says, so requests the estimate lets through are refused
+// as too long. Each refusal compacts harder and retries the attempt; every
+// turn is answered and the session stays open.
+func TestTooLongRefusalCompactsHarder(t *testing.T) {
+	for _, kind := range []string{"anthropic", "openai"} {
+		t.Run(kind, func(t *testing.T) {
+			e, lane, pid := newCompactionEnv(t, kind, windowTokens/2, map[string]any{})
+			d := e.openOn(pid, nil)
+			d.register()
+			for i := range 40 {
+				_, term := d.send(userText(i))
+				require.Nil(t, term["error"], "turn %d", i)
+			}
+			require.Positive(t, lane.Refusals(), "the provider refused some requests as too long")
+			tooLong := 0
+			for _, ev := range d.allEvents() {
+				if ev["event_type"] == "session.compaction" && payload(ev)["trigger"] == "too_long" {
+					tooLong++
+				}
+				require.NotEqual(t, "session.error", ev["event_type"], "%v", ev["payload"])
+			}
+			assert.Positive(t, tooLong, "the refusals were compacted")
+		})
+	}
+}
+
+// TestTurnThatFitsNoWindowFailsAlone: a single message larger than the
+// window cannot be compacted to fit: that turn ends turn_failed, leaves the
+// conversation, and the session answers the next message.
+func TestTurnThatFitsNoWindowFailsAlone(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	d := e.openOn(pid, nil)
+	d.register()
+	_, term := d.send("hello")
+	require.Nil(t, term["error"])
+	_, term = d.send(strings.Repeat("too big ", 10_000))
+	require.NotNil(t, term["error"])
+	assert.Contains(t, term["error"].(map[string]any)["message"], "context_window")
+	_, term = d.send("and now?")
+	require.Nil(t, term["error"], "the session is still open")
+	assert.True(t, strings.HasSuffix(firstText(message(term)), "and now?"), "answered: %s", firstText(message(term)))
+	assert.Zero(t, lane.Refusals(), "the message that fits nothing was never sent")
+}
+
+// TestFailingSummarizerFallsBackToClearing: a summarizer that always fails
+// makes compaction clear tool results instead; turns go on.
+func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Error(400, "summaries are not allowed here")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", nil)
+	})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
+	d.register()
+	for i := range 16 {
+		_, term := d.send("read it please")
+		require.Nil(t, term["error"], "turn %d", i)
+		use := message(term)["content"].([]any)[0].(map[string]any)
+		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": strings.Repeat("x", 6000)}})
+		require.Nil(t, term["error"], "turn %d resumed", i)
+	}
+	fallbacks := 0
+	for _, ev := range d.allEvents() {
+		if ev["event_type"] == "session.compaction" {
+			p := payload(ev)
+			assert.Equal(t, "clear_tool_results", p["layer"], "no summary was written")
+			if p["fallback"] != nil {
+				fallbacks++
+				assert.Contains(t, p["fallback"], "summaries are not allowed here")
+			}
+		}
+	}
+	assert.Positive(t, fallbacks, "the summarizer's failure is on record")
+}
