@@ -168,6 +168,12 @@ func (t *Tx) StoreSummary(ctx context.Context, sessionID string, sum Summary, cl
 		SELECT id, through_seq, summary FROM ins
 		UNION ALL SELECT id, through_seq, summary FROM session_summaries WHERE session_id = $1 AND id = $2
 		LIMIT 1`, sessionID, sum.ID, sum.ThroughSeq, sum.Text).Scan(&stored.ID, &stored.ThroughSeq, &stored.Text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A concurrent writer committed the row after this statement's
+		// snapshot: the next statement sees it.
+		err = t.db.QueryRow(ctx, `SELECT id, through_seq, summary FROM session_summaries WHERE session_id = $1 AND id = $2`,
+			sessionID, sum.ID).Scan(&stored.ID, &stored.ThroughSeq, &stored.Text)
+	}
 	if err != nil {
 		return stored, fmt.Errorf("store summary: %w", err)
 	}

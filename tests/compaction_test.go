@@ -13,6 +13,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/workflows"
 )
 
 // windowTokens is the fake provider's context window in the compaction
@@ -337,4 +338,68 @@ func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
 		}
 	}
 	assert.Positive(t, fallbacks, "the summarizer's failure is on record")
+}
+
+// TestSummaryStoredOnceAcrossCrashes: CompactContext cut off after its
+// summarizer answered (the worker dies before storing), then retried, then
+// retried again after it stored, and raced by a second worker: one summary
+// and one session.compaction event.
+func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	d := e.openOn(pid, nil)
+	d.register()
+	for i := range 3 {
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"])
+	}
+	in := workflows.CompactContextInput{
+		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: "trn_crashduringsummary000000000000", ClientKeyID: d.keyID},
+		Provider: "small", Providers: []string{"small"}, Harder: true,
+	}
+	acts := e.srv.Parts.Activities
+
+	// The first try dies while the summarizer answers.
+	ctx, cancel := context.WithCancel(context.Background())
+	e.fake.OnRequest(func(rec fakeprovider.Recorded) {
+		if summarizing(rec) {
+			cancel()
+		}
+	})
+	require.Error(t, acts.CompactContext(ctx, in))
+	e.fake.OnRequest(nil)
+	n, err := e.srv.Parts.Store.CountSummaries(context.Background(), d.sid)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing stored by the try that died")
+
+	// The retry, a second worker racing it, and a retry after both stored.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- acts.CompactContext(context.Background(), in) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.NoError(t, acts.CompactContext(context.Background(), in))
+
+	n, err = e.srv.Parts.Store.CountSummaries(context.Background(), d.sid)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one summary")
+	compactions := 0
+	for _, ev := range d.allEvents() {
+		if ev["event_type"] == "session.compaction" {
+			compactions++
+		}
+	}
+	assert.Equal(t, 1, compactions, "one session.compaction event")
+	summarizerCalls := 0
+	for _, rec := range e.fake.Requests() {
+		if summarizing(rec) {
+			summarizerCalls++
+		}
+	}
+	assert.GreaterOrEqual(t, summarizerCalls, 2, "the retry asked again")
+
+	// The next turn sees the summary.
+	_, term := d.send("what did I say?")
+	require.Nil(t, term["error"])
+	assert.Zero(t, lane.Refusals())
 }
