@@ -353,7 +353,7 @@ func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
 		require.Nil(t, term["error"])
 	}
 	in := workflows.CompactContextInput{
-		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: "trn_crashduringsummary000000000000", ClientKeyID: d.keyID},
+		TurnRef:  workflows.TurnRef{SessionID: d.sid, TurnID: "trn_crashduringsummary000000000000", ClientKeyID: d.keyID},
 		Provider: "small", Providers: []string{"small"}, Harder: true,
 	}
 	acts := e.srv.Parts.Activities
