@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,13 +372,30 @@ func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing stored by the try that died")
 
-	// The retry, a second worker racing it, and a retry after both stored.
+	// The retry and a second worker racing it: both have their summary
+	// before either stores it. Then a retry after both stored.
+	both := make(chan struct{})
+	var arrived atomic.Int32
+	e.fake.OnRequest(func(rec fakeprovider.Recorded) {
+		if !summarizing(rec) {
+			return
+		}
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+		case <-time.After(30 * time.Second):
+		}
+	})
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() { errs <- acts.CompactContext(context.Background(), in) }()
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
+	e.fake.OnRequest(nil)
+	require.EqualValues(t, 2, arrived.Load(), "both workers summarized")
 	require.NoError(t, acts.CompactContext(context.Background(), in))
 
 	n, err = e.srv.Parts.Store.CountSummaries(context.Background(), d.sid)
