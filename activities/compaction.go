@@ -42,6 +42,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 		p.tools = p.ts.json()
 		p.bytesPerToken = ci.State.BytesPerToken
 		policy := policyOf(ci.Policy)
+		p.off = !policy.Enabled
 		est := compaction.Estimator{BytesPerToken: ci.State.BytesPerToken}
 		budget := entry.Budget()
 		st := ci.State
@@ -150,7 +151,7 @@ func (a *Activities) clearThrough(ctx context.Context, tx *store.Tx, ref workflo
 // attemptTooLong records a too-long refusal (provider.response, without
 // the provider_call_failed error: it is not the provider's failure yet)
 // and asks the workflow to compact harder and retry.
-func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError) (workflows.CallProviderResult, error) {
+func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError, off bool) (workflows.CallProviderResult, error) {
 	var body any
 	if len(ce.Body) > 0 {
 		body = ce.Body
@@ -165,7 +166,9 @@ func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProvid
 		return workflows.CallProviderResult{}, err
 	}
 	a.logger(ctx, in.TurnID).Warn("provider refused the request as too long", "provider", in.Provider, "attempt", in.Attempt, "retry", in.Retry)
-	return tooLongResult(in), nil
+	res := tooLongResult(in)
+	res.NeedsCompaction.NoFit = res.NeedsCompaction.NoFit || off
+	return res, nil
 }
 
 func tooLongResult(in workflows.CallProviderInput) workflows.CallProviderResult {
@@ -200,6 +203,9 @@ func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactCon
 		return nil // the attempt reports the missing provider
 	}
 	policy := policyOf(ci.Policy)
+	if !policy.Enabled {
+		return nil // turned off meanwhile: the retry fails as it did
+	}
 	keepTurns := policy.KeepTurns
 	if in.Harder {
 		keepTurns = 1

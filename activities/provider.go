@@ -72,6 +72,9 @@ type attemptPrep struct {
 	// calibrating it with the provider's count (0 when not compacting).
 	bytesPerToken float64
 	compacting    bool
+	// off: the profile turned compaction off; a too-long refusal then
+	// fails the turn without compacting.
+	off bool
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
@@ -167,7 +170,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		// Each HTTP call is its own span, a transport retry included.
 		endAttempt(span, ce.Status, "provider call failed")
 		if in.Compact && provider.TooLong(entry.Kind, ce) {
-			return a.attemptTooLong(ctx, in, step, entry.Kind, ce)
+			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off)
 		}
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.

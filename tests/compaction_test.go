@@ -421,3 +421,27 @@ func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
 	require.Nil(t, term["error"])
 	assert.Zero(t, lane.Refusals())
 }
+
+// TestCompactionOff: a profile with compaction off sends the whole
+// conversation; a too-long refusal fails that turn alone (no compaction,
+// no retry) and the session stays open.
+func TestCompactionOff(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", 2000, map[string]any{"context": map[string]any{"enabled": false}})
+	d := e.openOn(pid, nil)
+	d.register()
+	failed := 0
+	for i := range 16 {
+		_, term := d.send(userText(i))
+		if term["error"] != nil {
+			failed++
+		}
+	}
+	assert.Positive(t, failed, "turns past the window fail")
+	assert.Equal(t, failed, lane.Refusals(), "each failed turn was refused once, never retried")
+	for _, ev := range d.allEvents() {
+		require.NotEqual(t, "session.compaction", ev["event_type"])
+	}
+	sess, err := e.srv.Parts.Store.GetSession(context.Background(), d.sid)
+	require.NoError(t, err)
+	assert.Equal(t, "open", sess.State)
+}
