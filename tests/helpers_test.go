@@ -62,6 +62,9 @@ provider = "anthropic"
 base_url = %q
 model = "claude-fake"
 auth_token = "${BAE_FAKE_TOKEN}"
+# The fake has no window here: requests are never compacted, as before
+# (the compaction tests configure one).
+context_window = 100000000
 
 [[providers.entries]]
 name = "fallback"
