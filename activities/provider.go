@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
@@ -20,6 +21,9 @@ import (
 
 // attemptStep names an attempt in its events' idempotency keys.
 func attemptStep(in workflows.CallProviderInput) string {
+	if in.Retry > 0 {
+		return fmt.Sprintf("i%d/a%d/r%d", in.Iteration, in.Attempt, in.Retry)
+	}
 	return fmt.Sprintf("i%d/a%d", in.Iteration, in.Attempt)
 }
 
@@ -62,11 +66,23 @@ type attemptPrep struct {
 	ts       toolset
 	messages json.RawMessage
 	tools    json.RawMessage
+	// need (compacting attempts) stops the attempt before its call.
+	need *workflows.CompactionNeed
+	// bytesPerToken is the session's estimate before this attempt, for
+	// calibrating it with the provider's count (0 when not compacting).
+	bytesPerToken float64
+	compacting    bool
+	// off: the profile turned compaction off; a too-long refusal then
+	// fails the turn without compacting.
+	off bool
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
 // provider.request, in tx, after the events before (a beginning turn's).
 func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
+	if in.Compact {
+		return a.prepareView(ctx, tx, in, before)
+	}
 	var p attemptPrep
 	step := attemptStep(in)
 	inputs, conv, at, err := tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
@@ -105,6 +121,9 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProviderInput, prep attemptPrep) (workflows.CallProviderResult, error) {
 	if prep.stored != nil {
 		return a.storedAttempt(ctx, in, *prep.stored)
+	}
+	if prep.need != nil {
+		return workflows.CallProviderResult{NeedsCompaction: prep.need}, nil
 	}
 	step := attemptStep(in)
 	entry, configured := a.Config.Provider(in.Provider)
@@ -162,6 +181,9 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		}
 		// Each HTTP call is its own span, a transport retry included.
 		endAttempt(span, ce.Status, "provider call failed")
+		if in.Compact && provider.TooLong(entry.Kind, ce) {
+			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off)
+		}
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.
 		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
@@ -174,7 +196,11 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		status = 200
 	}
 	endAttempt(span, &status, "")
-	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts)
+	var cal *calibration
+	if prep.compacting {
+		cal = &calibration{bytes: len(messages) + len(tools), prev: prep.bytesPerToken}
+	}
+	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
 }
 
 // beginThenCall begins the turn and makes its first attempt in one local
@@ -287,7 +313,14 @@ func failedAttempt(in workflows.CallProviderInput, detail string) (workflows.Cal
 	return workflows.CallProviderResult{OK: false}, nil
 }
 
-func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset) (workflows.CallProviderResult, error) {
+// calibration is what a compacting attempt sent, to fold the provider's
+// token count into the session's estimate.
+type calibration struct {
+	bytes int
+	prev  float64
+}
+
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, error) {
 	content := resp.Canonical.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage(`[]`)
@@ -303,6 +336,11 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
 			// Made first, the message rides with the append's first round trip.
 			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
+			if cal != nil {
+				if n := provider.InputTokens(kindName, resp.Raw); n > 0 {
+					tx.Calibrate(in.SessionID, compaction.Calibrate(cal.prev, cal.bytes, n))
+				}
+			}
 			all := append([]store.NewEvent{{
 				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
@@ -365,12 +403,17 @@ func classifyAssistant(in workflows.CallProviderInput, content json.RawMessage, 
 // logged response.
 func (a *Activities) storedAttempt(ctx context.Context, in workflows.CallProviderInput, resp store.Event) (workflows.CallProviderResult, error) {
 	var p struct {
-		OK     bool   `json:"ok"`
-		Status *int   `json:"status"`
-		Error  string `json:"error"`
+		OK       bool            `json:"ok"`
+		Status   *int            `json:"status"`
+		Error    string          `json:"error"`
+		Provider string          `json:"provider"`
+		Body     json.RawMessage `json:"body"`
 	}
 	if err := json.Unmarshal(resp.Payload, &p); err != nil {
 		return workflows.CallProviderResult{}, fmt.Errorf("decode stored response: %w", err)
+	}
+	if !p.OK && in.Compact && provider.TooLong(p.Provider, &provider.CallError{Status: p.Status, Body: p.Body}) {
+		return tooLongResult(in), nil
 	}
 	if !p.OK {
 		return failedAttempt(in, attemptDetail(p.Status, p.Error))

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
@@ -105,6 +106,7 @@ type profileBody struct {
 	AllowedTools       json.RawMessage `json:"allowed_tools"`
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
 	Sandbox            json.RawMessage `json:"sandbox"`
+	Context            json.RawMessage `json:"context"`
 }
 
 // Bounds on admin-supplied fields, checked before anything is stored: an
@@ -194,6 +196,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.Sandbox, p = sandboxSettings(b.Sandbox); p != nil {
 		return in, p
 	}
+	if in.Context, p = a.contextPolicy(b.Context); p != nil {
+		return in, p
+	}
 	return in, nil
 }
 
@@ -220,6 +225,30 @@ func sandboxSettings(raw json.RawMessage) (sandbox.Settings, *Problem) {
 	return s, nil
 }
 
+// contextPolicy reads a profile's "context" (compaction policy): malformed
+// is 400, a value out of range or an unknown summarizer is 422
+// invalid_context, naming the field. Absent or null keeps the default,
+// stored as NULL so later defaults apply.
+func (a *adminAPI) contextPolicy(raw json.RawMessage) (json.RawMessage, *Problem) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	pol, err := compaction.ParsePolicy(raw)
+	var fe *compaction.FieldError
+	if errors.As(err, &fe) {
+		if fe.Malformed {
+			return nil, badRequest(fe.Error())
+		}
+		return nil, unprocessable("invalid_context", fe.Error())
+	}
+	if pol.SummarizerProvider != "" {
+		if _, ok := a.Config.Provider(pol.SummarizerProvider); !ok {
+			return nil, unprocessable("invalid_context", fmt.Sprintf("context.summarizer_provider: %q is not in the provider registry", pol.SummarizerProvider))
+		}
+	}
+	return pol.JSON(), nil
+}
+
 // profileWarnings checks a stored profile's provider names against the
 // registry. As in BAE, a name the registry does not hold is stored (the
 // provider may be rolled out later, or this replica's file be behind);
@@ -244,6 +273,16 @@ type replacedProfile struct {
 	Warnings []wire.Warning `json:"warnings,omitempty"`
 }
 
+// policyOf is a stored policy with its defaults (stored ones were
+// validated on the way in).
+func policyOf(raw json.RawMessage) compaction.Policy {
+	p, err := compaction.ParsePolicy(raw)
+	if err != nil {
+		return compaction.DefaultPolicy()
+	}
+	return p
+}
+
 func profileView(p store.Profile) wire.Profile {
 	sandbox, err := json.Marshal(p.Sandbox)
 	if err != nil {
@@ -252,7 +291,7 @@ func profileView(p store.Profile) wire.Profile {
 	return wire.Profile{
 		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
 		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
-		Sandbox:   sandbox,
+		Sandbox: sandbox, Context: policyOf(p.Context).JSON(),
 		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }

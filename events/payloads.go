@@ -260,7 +260,70 @@ func (p Subagent) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// Compaction layers (session.compaction "layer").
+const (
+	// LayerClearToolResults: older tool results' content became a marker.
+	LayerClearToolResults = "clear_tool_results"
+	// LayerSummary: the oldest turns became one summary.
+	LayerSummary = "summary"
+)
+
+// Compaction triggers (session.compaction "trigger").
+const (
+	// TriggerBudget: the request's estimate passed the policy's trigger.
+	TriggerBudget = "budget"
+	// TriggerTooLong: the provider refused the request as too long.
+	TriggerTooLong = "too_long"
+)
+
+// SeqRange is an inclusive range of sequence numbers.
+type SeqRange struct {
+	From    int64 `json:"from_seq"`
+	Through int64 `json:"through_seq"`
+}
+
+// SummarizerUsage is what writing a summary cost.
+type SummarizerUsage struct {
+	Provider     string `json:"provider"`
+	Model        string `json:"model"`
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+}
+
+// CompactionPayload is session.compaction (BAE reserves the type; this is
+// bae-go's definition, docs/api.md): the conversation a provider receives
+// was compacted. The log itself keeps everything; this event says what the
+// provider no longer sees verbatim from here on.
+type CompactionPayload struct {
+	// CompactionID names the compaction (its summary's key).
+	CompactionID string `json:"compaction_id"`
+	Layer        string `json:"layer"`
+	Trigger      string `json:"trigger"`
+	// Provider is the entry whose budget the request had to fit.
+	Provider string `json:"provider"`
+	// Events is the range of this session's events the compaction covers.
+	Events SeqRange `json:"events"`
+	// Messages is the range of stored conversation messages it covers.
+	Messages SeqRange `json:"messages"`
+	// TokensBefore and TokensAfter are the request's estimated input
+	// tokens; Budget is what it had to fit.
+	TokensBefore int `json:"tokens_before"`
+	TokensAfter  int `json:"tokens_after"`
+	Budget       int `json:"budget"`
+	// Summary (layer summary) is the text that stands for the range.
+	Summary    string           `json:"summary,omitempty"`
+	Summarizer *SummarizerUsage `json:"summarizer,omitempty"`
+	// ClearedToolResults (layer clear_tool_results) are the tool_use ids
+	// whose results were cleared.
+	ClearedToolResults []string `json:"cleared_tool_results,omitempty"`
+	// Fallback says why a summary was not written and results were
+	// cleared instead.
+	Fallback string `json:"fallback,omitempty"`
+}
+
 // EventType implementations: the one place a payload is tied to its type.
+
+func (CompactionPayload) EventType() Type { return SessionCompaction }
 
 func (ClientMessage) EventType() Type           { return ClientMessageSend }
 func (ServerMessage) EventType() Type           { return ServerMessageSend }

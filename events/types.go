@@ -25,7 +25,7 @@ const (
 	SessionDriverRegister   Type = "session.driver.register"
 	SessionClose            Type = "session.close"
 	SessionError            Type = "session.error"
-	SessionCompaction       Type = "session.compaction" // reserved by the contract, not emitted
+	SessionCompaction       Type = "session.compaction" // reserved by the contract; bae-go's payload: CompactionPayload
 	SessionSandboxAvailable Type = "session.sandbox.available"
 	SessionSandboxStart     Type = "session.sandbox.start"
 	SessionSandboxRunning   Type = "session.sandbox.running"

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,7 +31,9 @@ type Profile struct {
 	AvailableSandboxes []string
 	// Sandbox overrides the server's [sandbox] bounds for this profile's
 	// remote sandboxes.
-	Sandbox   sandbox.Settings
+	Sandbox sandbox.Settings
+	// Context is the compaction policy as stored (nil: the default).
+	Context   json.RawMessage
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -44,6 +47,8 @@ type ProfileInput struct {
 	AllowedTools       []string
 	AvailableSandboxes []string
 	Sandbox            sandbox.Settings
+	// Context is the validated compaction policy (nil: the default).
+	Context json.RawMessage
 }
 
 func nonNil(s []string) []string {
@@ -53,20 +58,28 @@ func nonNil(s []string) []string {
 	return s
 }
 
-const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, created_at, updated_at`
+const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context, created_at, updated_at`
 
 func scanProfile(row pgx.Row) (Profile, error) {
 	var p Profile
-	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox, &p.CreatedAt, &p.UpdatedAt)
+	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox, &p.Context, &p.CreatedAt, &p.UpdatedAt)
 	return p, err
+}
+
+// contextArg stores a policy as jsonb, or NULL for the default.
+func contextArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
 }
 
 // CreateProfile inserts a profile.
 func (s *Store) CreateProfile(ctx context.Context, in ProfileInput) (Profile, error) {
 	id := ids.New(ids.ProfilePrefix)
-	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox)
+	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+profileCols,
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context))
 	p, err := scanProfile(row)
 	if isUniqueViolation(err) {
 		return Profile{}, ErrDuplicateName
@@ -113,9 +126,9 @@ func (s *Store) AllLiveProfiles(ctx context.Context) ([]Profile, error) {
 // ReplaceProfile overwrites every writable field and bumps updated_at.
 func (s *Store) ReplaceProfile(ctx context.Context, id string, in ProfileInput) (Profile, error) {
 	row := s.Pool.QueryRow(ctx, `UPDATE profiles SET name = $2, primary_provider = $3, fallback_providers = $4, mcp_servers = $5,
-		allowed_tools = $6, available_sandboxes = $7, sandbox = $8, updated_at = now()
+		allowed_tools = $6, available_sandboxes = $7, sandbox = $8, context = $9, updated_at = now()
 		WHERE id = $1 AND deleted_at IS NULL RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox)
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context))
 	p, err := scanProfile(row)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

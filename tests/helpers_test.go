@@ -44,7 +44,17 @@ func newEnv(t *testing.T, o envOpts) *env {
 // newEnvWith is newEnv with a hook on the server's parts (testenv.Options.Extend).
 func newEnvWith(t *testing.T, o envOpts, extend func(*app.Parts) error) *env {
 	t.Helper()
-	fake := fakeprovider.New(t)
+	return newEnvFull(t, fakeprovider.New(t), o, extend)
+}
+
+// newEnvOnFake is newEnv on a given fake, with extra configuration.
+func newEnvOnFake(t *testing.T, fake *fakeprovider.Server, extraTOML string) *env {
+	t.Helper()
+	return newEnvFull(t, fake, envOpts{extraTOML: extraTOML}, nil)
+}
+
+func newEnvFull(t *testing.T, fake *fakeprovider.Server, o envOpts, extend func(*app.Parts) error) *env {
+	t.Helper()
 	toml := fmt.Sprintf(`
 [[providers.entries]]
 name = "primary"
@@ -52,6 +62,9 @@ provider = "anthropic"
 base_url = %q
 model = "claude-fake"
 auth_token = "${BAE_FAKE_TOKEN}"
+# The fake has no window here: requests are never compacted, as before
+# (the compaction tests configure one).
+context_window = 100000000
 
 [[providers.entries]]
 name = "fallback"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,22 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_1", "content": "noon"}})
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "begin_in_attempt")
+	})
+	t.Run("compaction", func(t *testing.T) {
+		// versionCompaction: turns whose view needs a summary run
+		// CompactContext and retry their attempt; a too-long refusal
+		// compacts harder; a turn that fits no window fails alone.
+		e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens/2, map[string]any{})
+		d := e.openOn(pid, nil)
+		d.register()
+		for i := range 24 {
+			d.send(userText(i))
+		}
+		d.send(strings.Repeat("too big ", 10_000))
+		d.send("and now?")
+		require.Positive(t, lane.Refusals())
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "compaction")
 	})
 	t.Run("continue_as_new", func(t *testing.T) {
 		e := newEnv(t, envOpts{})

@@ -17,6 +17,7 @@ const (
 	ActFinishIteration = "FinishIteration"
 	ActFailTurn        = "FailTurn"
 	ActCleanupSession  = "CleanupSession"
+	ActCompactContext  = "CompactContext"
 )
 
 // TurnRef identifies a turn and its acting client.
@@ -77,6 +78,39 @@ type CallProviderInput struct {
 	// Begin alone. A retry finds both the begin and the response already
 	// stored.
 	Begin *BeginTurnInput `json:",omitempty"`
+	// Compact (versionCompaction): the attempt sends a view of the
+	// conversation bounded by the provider's budget, and answers
+	// NeedsCompaction instead of calling when only a summary would make it
+	// fit, or when the provider refused it as too long.
+	Compact bool `json:",omitempty"`
+	// Retry counts the attempt's retries after a compaction; it names the
+	// retry's events apart from the first try's.
+	Retry int `json:",omitempty"`
+}
+
+// CompactionNeed says why an attempt needs compacting before it can go on.
+type CompactionNeed struct {
+	// TooLong: the provider refused the request as longer than its window
+	// (compact harder); else the estimate passed the policy's trigger.
+	TooLong bool `json:",omitempty"`
+	// NoFit: even the hardest compaction leaves the view over the budget.
+	NoFit bool `json:",omitempty"`
+}
+
+// CompactContextInput summarizes the oldest turns of a session's
+// conversation for an attempt (CompactContext, a regular activity: it
+// calls a provider, so it retries and shows in the Temporal UI).
+type CompactContextInput struct {
+	TurnRef
+	Iteration int
+	Attempt   int
+	Retry     int
+	// Provider is the attempt's provider, whose budget the view must fit;
+	// Providers is the session's chain, the default summarizers.
+	Provider  string
+	Providers []string
+	// Harder keeps only the current turn verbatim (a too-long refusal).
+	Harder bool `json:",omitempty"`
 }
 
 // ErrProviderAttemptFailed is the non-retryable application error type of
@@ -103,6 +137,10 @@ type CallProviderResult struct {
 	LastSeq int64 `json:",omitempty"`
 	// Begin is BeginTurn's result when the input carried Begin.
 	Begin *BeginTurnResult `json:",omitempty"`
+	// NeedsCompaction (Compact inputs only): the attempt stopped before
+	// calling, or after a too-long refusal, for the workflow to compact
+	// and retry it.
+	NeedsCompaction *CompactionNeed `json:",omitempty"`
 }
 
 // ToolCallInput dispatches one server-side tool call.

@@ -25,6 +25,7 @@ type Activities interface {
 	FinishIteration(ctx context.Context, in FinishIterationInput) (FinishIterationResult, error)
 	FailTurn(ctx context.Context, in FailTurnInput) error
 	CleanupSession(ctx context.Context, in CleanupInput) error
+	CompactContext(ctx context.Context, in CompactContextInput) error
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -85,6 +86,7 @@ var (
 	runSubagent     = action[RunSubagentInput]{ActRunSubagent, Activities.RunSubagent}
 	failTurnAct     = action[FailTurnInput]{ActFailTurn, Activities.FailTurn}
 	cleanupSession  = action[CleanupInput]{ActCleanupSession, Activities.CleanupSession}
+	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -95,7 +97,7 @@ func refMethods() map[string]any {
 		callMCPTool.name: callMCPTool.method, execSandbox.name: execSandbox.method,
 		runSubagentTool.name: runSubagentTool.method, finishIteration.name: finishIteration.method,
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
-		cleanupSession.name: cleanupSession.method,
+		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
 	}
 }
 

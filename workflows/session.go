@@ -34,6 +34,16 @@ const (
 	versionBeginInAttempt = 1
 )
 
+// versionCompaction: provider attempts send a view bounded by the
+// provider's budget; a view that needs a summary, or a too-long refusal,
+// runs CompactContext and retries the attempt; a turn that cannot fit ends
+// turn_failed with the session open. Histories recorded before it send the
+// whole conversation.
+const (
+	changeCompaction  = "context-compaction"
+	versionCompaction = 1
+)
+
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
 // after this many turns (well under Temporal's per-run update limit).
 const defaultTurnsPerRun = 200
@@ -167,6 +177,7 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 	o.observable = workflow.GetVersion(ctx, changeObservability, workflow.DefaultVersion, versionObservability) >= versionObservability
 	o.localProvider = workflow.GetVersion(ctx, changeLocalProvider, workflow.DefaultVersion, versionLocalProvider) >= versionLocalProvider
 	o.beginInAttempt = o.localProvider && workflow.GetVersion(ctx, changeBeginInAttempt, workflow.DefaultVersion, versionBeginInAttempt) >= versionBeginInAttempt
+	o.compaction = workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, versionCompaction) >= versionCompaction
 	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

@@ -38,6 +38,9 @@ type turnOptions struct {
 	// beginInAttempt (versionBeginInAttempt): BeginTurn runs inside the
 	// turn's first provider attempt (needs localProvider).
 	beginInAttempt bool
+	// compaction (versionCompaction): attempts send a bounded view and the
+	// turn compacts and retries when it does not fit.
+	compaction bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -128,6 +131,30 @@ func runAttempt(ctx workflow.Context, o turnOptions, in CallProviderInput) (Call
 	return callProvider.run(providerCtx(ctx, o), in)
 }
 
+// compactCtx: CompactContext is a regular activity (it calls a provider:
+// retried, heartbeating, visible in the Temporal UI). Its last attempt
+// falls back to clearing instead of failing.
+func compactCtx(ctx workflow.Context, o turnOptions) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
+		HeartbeatTimeout:    o.heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    250 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    CompactAttempts,
+		},
+	})
+}
+
+// CompactAttempts is how many times CompactContext is tried; its last
+// try clears instead of summarizing when the summarizer keeps failing.
+const CompactAttempts = 3
+
+// MaxCompactRetries bounds how often one attempt is compacted and retried:
+// once for the budget, once more (harder) after a too-long refusal.
+const MaxCompactRetries = 2
+
 // ToolAttempts bounds a server tool activity's attempts. A tool's own
 // failure is a result, not an attempt: attempts are spent only by lost
 // workers and outages past the database budget, so a turn rides out
@@ -180,11 +207,30 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	}
 	for it := 0; it < MaxIterations; it++ {
 		var res CallProviderResult
+		noFit := false // the last attempt could not be made to fit
 		for attempt, name := range begin.Providers {
-			if it == 0 && attempt == 0 && first != nil {
-				res, err = first.res, first.err // made with the begin
-			} else {
-				res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable})
+			for retry := 0; ; retry++ {
+				if it == 0 && attempt == 0 && retry == 0 && first != nil {
+					res, err = first.res, first.err // made with the begin
+				} else {
+					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry})
+				}
+				need := res.NeedsCompaction
+				if err != nil || need == nil || need.NoFit || retry >= MaxCompactRetries {
+					break
+				}
+				if err := compactContext.run(compactCtx(ctx, o), CompactContextInput{
+					TurnRef: ref, Iteration: it, Attempt: attempt, Retry: retry, Provider: name, Providers: begin.Providers,
+					Harder: need.TooLong || retry > 0,
+				}); err != nil {
+					return turnResult{}, err
+				}
+			}
+			noFit = err == nil && res.NeedsCompaction != nil
+			if noFit {
+				res = CallProviderResult{}
+				notes.lastError = name + ": the conversation does not fit its context window"
+				continue
 			}
 			if detail, failed := attemptFailure(err); failed {
 				res = CallProviderResult{}
@@ -199,6 +245,15 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				break
 			}
 			notes.lastError = name + ": failed"
+		}
+		if !res.OK && noFit {
+			// Too long for every way of compacting it: the turn fails, the
+			// session goes on.
+			in := FailTurnInput{TurnRef: ref, Reason: events.ReasonTurnFailed, Step: StepContextWindow}
+			if err := failTurnAct.runLocal(dbCtx(ctx, o), in); err != nil {
+				return turnResult{}, err
+			}
+			return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: StepContextWindow, Reason: events.ReasonTurnFailed}}, nil
 		}
 		if !res.OK {
 			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
@@ -230,6 +285,10 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
 }
 
+// StepContextWindow is the failed step of a turn whose conversation fits no
+// provider's context window however it is compacted.
+const StepContextWindow = "context_window"
+
 // firstAttempt is the outcome of a turn's first provider attempt when it
 // ran together with the begin.
 type firstAttempt struct {
@@ -246,7 +305,7 @@ func startTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTur
 		b, err := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, nil, err
 	}
-	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in})
+	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in, Compact: o.compaction})
 	if _, failed := attemptFailure(err); failed {
 		b, berr := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, &firstAttempt{err: err}, berr

@@ -19,7 +19,9 @@ type Profile struct {
 	AllowedTools       []string `json:"allowed_tools"`
 	AvailableSandboxes []string `json:"available_sandboxes"`
 	// Sandbox is the profile's overrides of the server's [sandbox] bounds.
-	Sandbox   json.RawMessage `json:"sandbox"`
+	Sandbox json.RawMessage `json:"sandbox"`
+	// Context is the profile's compaction policy, defaults filled in.
+	Context   json.RawMessage `json:"context"`
 	CreatedAt string          `json:"created_at"`
 	UpdatedAt string          `json:"updated_at"`
 }

@@ -104,6 +104,8 @@ type profileFlags struct {
 	fallbacks, mcpServers, allowedTools, sandboxes []string
 	// sandboxLimits is the profile's "sandbox" object as JSON text.
 	sandboxLimits string
+	// context is the profile's compaction policy as JSON text.
+	context string
 }
 
 // register binds the list flags; each is repeatable and keeps commas
@@ -114,6 +116,7 @@ func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&p.allowedTools, "allowed-tool", nil, "client-side tool `NAME` to allow, repeatable (none: no client tools)")
 	fs.StringArrayVar(&p.sandboxes, "sandbox", nil, "sandbox `IMAGE` the profile may use, repeatable")
 	fs.StringVar(&p.sandboxLimits, "sandbox-limits", "", "`JSON` object overriding the server's [sandbox] bounds, e.g. '{\"network\":\"bridge\"}' (none: the server's)")
+	fs.StringVar(&p.context, "context", "", "`JSON` compaction policy, e.g. '{\"keep_turns\":6}' or '{\"enabled\":false}' (none: the default, on)")
 }
 
 // body always carries every list and the sandbox object, so a PUT clears
@@ -133,11 +136,18 @@ func (p *profileFlags) body(name, primary string) (map[string]any, error) {
 		}
 		limits = json.RawMessage(p.sandboxLimits)
 	}
+	policy := json.RawMessage(`null`)
+	if strings.TrimSpace(p.context) != "" {
+		if !json.Valid([]byte(p.context)) {
+			return nil, usagef("--context: not valid JSON: %s", p.context)
+		}
+		policy = json.RawMessage(p.context)
+	}
 	return map[string]any{
 		"name": name, "primary_provider": primary,
 		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
 		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
-		"sandbox": limits,
+		"sandbox": limits, "context": policy,
 	}, nil
 }
 
@@ -185,7 +195,7 @@ func printProfile(e *invocation, p profile) error {
 		{"id", p.ID}, {"name", p.Name}, {"primary_provider", p.PrimaryProvider},
 		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
 		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
-		{"sandbox", sandboxOrDefaults(p.Sandbox)},
+		{"sandbox", sandboxOrDefaults(p.Sandbox)}, {"context", compactJSON(p.Context)},
 		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
 	})
 }

@@ -228,6 +228,16 @@ func TestAgainstServer(t *testing.T) {
 		upd = okJSON[map[string]any](c, "update", "profile", idA, "alpha-provider", "--name", "prof-a2")
 		assert.Equal(t, map[string]any{}, upd["sandbox"])
 
+		// Context policy: shown on one line, validated by the server.
+		r = c.ok("update", "profile", idA, "alpha-provider", "--name", "prof-a2", "--context", `{"keep_turns":6}`)
+		assert.Regexp(t, `context:\s+\{"enabled":true,"keep_turns":6,`, r.stdout)
+		r = c.run("update", "profile", idA, "alpha-provider", "--name", "prof-a2", "--context", `{"keep_turns":0}`)
+		assert.Equal(t, ExitRuntime, r.code)
+		assert.Contains(t, r.stderr, "(422 invalid_context)")
+		assert.Contains(t, r.stderr, "context.keep_turns")
+		r = c.run("update", "profile", idA, "alpha-provider", "--context", `{keep`)
+		assert.Equal(t, ExitUsage, r.code)
+
 		// Duplicate name: readable 409, exit 1.
 		r = c.run("create", "profile", "prof-b", "alpha-provider")
 		assert.Equal(t, ExitRuntime, r.code)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
@@ -97,6 +98,19 @@ type ProviderEntry struct {
 	// NoStream turns streaming off for this provider (stream = false):
 	// its answers then arrive whole and no deltas are sent.
 	NoStream bool
+	// ContextWindow is the model's window in tokens: as written, else the
+	// model family's default (compaction.ContextWindow).
+	ContextWindow int
+}
+
+// Budget is how many input tokens a request to this entry may carry: the
+// context window minus the output reserve.
+func (p ProviderEntry) Budget() int {
+	maxTokens := p.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = provider.DefaultMaxTokens
+	}
+	return compaction.Budget(p.ContextWindow, maxTokens)
 }
 
 // EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.
@@ -224,6 +238,8 @@ type rawProvider struct {
 	AuthToken *string `toml:"auth_token"`
 	MaxTokens *int64  `toml:"max_tokens"`
 	Stream    *bool   `toml:"stream"`
+	// ContextWindow is the model's context window in tokens.
+	ContextWindow *int64 `toml:"context_window"`
 }
 
 type rawTelemetry struct {
@@ -388,13 +404,23 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if maxTokens < 0 || maxTokens > 1<<32-1 {
 			return ProvidersSection{}, invalidf("provider %q has out-of-range max_tokens %d", e.Name, maxTokens)
 		}
+		window := int64(compaction.ContextWindow(*e.Model))
+		if e.ContextWindow != nil {
+			window = *e.ContextWindow
+		}
+		if window < 1024 || window > 1<<31-1 {
+			return ProvidersSection{}, invalidf("provider %q has out-of-range context_window %d (at least 1024 tokens)", e.Name, window)
+		}
+		if window <= maxTokens {
+			return ProvidersSection{}, invalidf("provider %q has context_window %d not larger than max_tokens %d", e.Name, window, maxTokens)
+		}
 		if seen[e.Name] {
 			return ProvidersSection{}, invalidf("duplicate provider name %q in [providers.entries]", e.Name)
 		}
 		seen[e.Name] = true
 		out.Entries = append(out.Entries, ProviderEntry{
 			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
-			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens),
+			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens), ContextWindow: int(window),
 			NoStream: e.Stream != nil && !*e.Stream,
 		})
 	}

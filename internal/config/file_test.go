@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
@@ -109,7 +110,7 @@ auth_token = "${GW}"
 	a, ok := f.Provider("anthropic-sonnet")
 	require.True(t, ok)
 	assert.Equal(t, ProviderEntry{Name: "anthropic-sonnet", Kind: "anthropic", Model: "claude-sonnet-4-6",
-		AuthToken: "${ANTHROPIC_API_KEY}", MaxTokens: 8096}, a)
+		AuthToken: "${ANTHROPIC_API_KEY}", MaxTokens: 8096, ContextWindow: 200_000}, a, "a claude model's window by default")
 	assert.Equal(t, "https://api.anthropic.com", a.EffectiveBaseURL())
 	gw, ok := f.Provider("gw")
 	require.True(t, ok)
@@ -193,6 +194,8 @@ func TestParseValidationErrors(t *testing.T) {
 		"provider no model":   {"[[providers.entries]]\nname = \"x\"\nprovider = \"openai\"\nauth_token = \"t\"\n", `missing required field "model"`},
 		"provider no token":   {"[[providers.entries]]\nname = \"x\"\nprovider = \"openai\"\nmodel = \"m\"\n", `missing required field "auth_token"`},
 		"provider neg tokens": {"[[providers.entries]]\nname = \"x\"" + prov + "max_tokens = -1\n", "max_tokens"},
+		"window too small":    {"[[providers.entries]]\nname = \"x\"" + prov + "context_window = 100\n", "out-of-range context_window 100"},
+		"window below output": {"[[providers.entries]]\nname = \"x\"" + prov + "context_window = 4000\nmax_tokens = 4000\n", "context_window 4000 not larger than max_tokens 4000"},
 		"telemetry unknown":   {"[telemetry]\nenabled = false\nbogus = 1\n", "unknown field"},
 		"traces unknown":      {"[telemetry.traces]\nenabld = true\n", "unknown field"},
 	}
@@ -202,6 +205,30 @@ func TestParseValidationErrors(t *testing.T) {
 			requireValidation(t, err, tc.want)
 		})
 	}
+}
+
+func TestProviderContextWindow(t *testing.T) {
+	f, err := Parse([]byte(`
+[[providers.entries]]
+name = "small"
+provider = "openai"
+model = "local-model"
+auth_token = "t"
+context_window = 10000
+max_tokens = 1000
+
+[[providers.entries]]
+name = "unknown"
+provider = "openai"
+model = "local-model"
+auth_token = "t"
+`), noEnv)
+	require.NoError(t, err)
+	small, _ := f.Provider("small")
+	assert.Equal(t, 10000, small.ContextWindow)
+	assert.Equal(t, 9000, small.Budget(), "the window minus the output reserve")
+	unknown, _ := f.Provider("unknown")
+	assert.Equal(t, compaction.DefaultContextWindow, unknown.ContextWindow, "an unknown family gets the conservative default")
 }
 
 func TestLoadFileMalformedIsValidationError(t *testing.T) {

@@ -486,3 +486,19 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		}
 	}
 }
+
+func TestTooLongPerKind(t *testing.T) {
+	st := func(n int) *int { return &n }
+	anth := &provider.CallError{Status: st(400), Body: json.RawMessage(`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`)}
+	oa := &provider.CallError{Status: st(400), Body: json.RawMessage(`{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`)}
+	other := &provider.CallError{Status: st(400), Body: json.RawMessage(`{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"}}`)}
+	assert.True(t, provider.TooLong(provider.KindAnthropic, anth))
+	assert.True(t, provider.TooLong(provider.KindOpenAI, oa))
+	assert.False(t, provider.TooLong(provider.KindOpenAI, anth), "each kind's own answer")
+	assert.False(t, provider.TooLong(provider.KindAnthropic, oa))
+	assert.False(t, provider.TooLong(provider.KindAnthropic, other))
+	assert.True(t, provider.TooLong(provider.KindAnthropic, &provider.CallError{Status: st(413)}))
+	assert.False(t, provider.TooLong(provider.KindAnthropic, &provider.CallError{Detail: "transport"}))
+	assert.Equal(t, 12, provider.InputTokens(provider.KindAnthropic, json.RawMessage(`{"usage":{"input_tokens":10,"cache_read_input_tokens":2}}`)))
+	assert.Equal(t, 7, provider.InputTokens(provider.KindOpenAI, json.RawMessage(`{"usage":{"prompt_tokens":7}}`)))
+}

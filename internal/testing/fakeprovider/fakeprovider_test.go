@@ -390,3 +390,35 @@ func TestNewHandlerServesWithoutListener(t *testing.T) {
 	assert.Equal(t, 200, rr.Code)
 	assert.Contains(t, rr.Body.String(), `"text":"direct"`)
 }
+
+// A lane with a context window refuses longer requests as each provider
+// does, and provider.TooLong recognises both answers.
+func TestContextWindowRefusesLikeTheProvider(t *testing.T) {
+	s := fakeprovider.New(t)
+	lane := s.Lane("small")
+	lane.ContextWindow(50)
+	c := &provider.Client{}
+	long, _ := json.Marshal([]map[string]any{{"role": "user", "content": string(bytes.Repeat([]byte("x"), 400))}})
+	for _, kind := range []string{provider.KindAnthropic, provider.KindOpenAI} {
+		t.Run(kind, func(t *testing.T) {
+			ep := provider.Endpoint{Kind: kind, BaseURL: lane.URL(), Model: "fake-model", AuthToken: "tok"}
+			lane.Enqueue(fakeprovider.Text("kept for the short one"))
+			_, err := c.Call(context.Background(), ep, long, nil)
+			var ce *provider.CallError
+			require.ErrorAs(t, err, &ce)
+			require.NotNil(t, ce.Status)
+			assert.Equal(t, 400, *ce.Status)
+			assert.False(t, ce.Retryable)
+			assert.True(t, provider.TooLong(kind, ce), "%s", ce.Body)
+			if kind == provider.KindAnthropic {
+				assert.Regexp(t, `^prompt is too long: \d+ tokens > 50 maximum$`, ce.Detail)
+			} else {
+				assert.Contains(t, string(ce.Body), `"code":"context_length_exceeded"`)
+			}
+			resp, err := c.Call(context.Background(), ep, json.RawMessage(`[{"role":"user","content":"hi"}]`), nil)
+			require.NoError(t, err, "a request within the window is answered")
+			assert.Contains(t, string(resp.Canonical.Content), "kept for the short one", "the refused request consumed no reply")
+		})
+	}
+	assert.Equal(t, 2, lane.Refusals())
+}

@@ -51,6 +51,11 @@ type Server struct {
 type laneState struct {
 	queue     []Reply
 	responder func(Recorded) Reply
+	// window, when set, is the lane's context window in tokens (as
+	// InputTokens counts them); longer requests are refused as the
+	// provider would.
+	window   int
+	refusals int
 }
 
 // NewHandler returns a Server that is not listening: serve it with any
@@ -132,6 +137,24 @@ func (l Lane) Respond(fn func(Recorded) Reply) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	l.s.laneLocked(l.name).responder = fn
+}
+
+// ContextWindow makes the lane refuse requests longer than tokens (as
+// InputTokens counts them; 0 lifts the limit) the way each provider does:
+// Anthropic with 400 invalid_request_error "prompt is too long: N tokens >
+// M maximum", OpenAI with 400 context_length_exceeded. A refused request
+// is recorded but consumes no queued reply.
+func (l Lane) ContextWindow(tokens int) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	l.s.laneLocked(l.name).window = tokens
+}
+
+// Refusals is how many requests the lane refused as too long.
+func (l Lane) Refusals() int {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.laneLocked(l.name).refusals
 }
 
 // Pending is the number of queued replies not yet served.
@@ -233,9 +256,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hook := s.onRequest
 	var reply Reply
 	var responder func(Recorded) Reply
+	tooLong := 0 // the window a too-long request passed
 	if validBody {
 		st := s.laneLocked(lane)
-		if len(st.queue) > 0 {
+		if st.window > 0 && InputTokens(raw) > st.window {
+			tooLong = st.window
+			st.refusals++
+		} else if len(st.queue) > 0 {
 			reply, st.queue = st.queue[0], st.queue[1:]
 		} else {
 			responder = st.responder
@@ -252,6 +279,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !validBody {
 		writeError(w, format, http.StatusBadRequest, "fakeprovider: request body is not a JSON object")
+		return
+	}
+	if tooLong > 0 {
+		writeTooLong(w, format, InputTokens(raw), tooLong)
 		return
 	}
 	if responder != nil {

@@ -36,12 +36,41 @@ func stopReason(reply Reply) string {
 	return "end_turn"
 }
 
-// tokens is a plausible, deterministic usage figure (about 4 bytes a
-// token), the same whether or not the request asked for a stream.
+// InputTokens is how many tokens the fake counts in a request body (about
+// 4 bytes a token): the usage it reports and what its context window
+// (Lane.ContextWindow) holds against. The stream options are left out, so
+// a request counts the same whether or not it asked for a stream.
+func InputTokens(body []byte) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) == nil {
+		delete(m, "stream")
+		delete(m, "stream_options")
+		if b, err := json.Marshal(m); err == nil {
+			body = b
+		}
+	}
+	return len(body)/4 + 1
+}
+
+// tokens is a plausible, deterministic usage figure, the same whether or
+// not the request asked for a stream.
 func tokens(rec Recorded, reply Reply) (in, out int) {
-	msgs, _ := json.Marshal(rec.Body["messages"])
-	tools, _ := json.Marshal(rec.Body["tools"])
-	return (len(msgs)+len(tools))/4 + 1, len(reply.Text)/4 + len(reply.ToolUses) + 1
+	return InputTokens(rec.RawBody), len(reply.Text)/4 + len(reply.ToolUses) + 1
+}
+
+// writeTooLong refuses a request longer than the window, in each
+// provider's own words.
+func writeTooLong(w http.ResponseWriter, format Format, n, window int) {
+	if format == OpenAI {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+			"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, n),
+			"type":    "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+		}})
+		return
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{
+		"type": "invalid_request_error", "message": fmt.Sprintf("prompt is too long: %d tokens > %d maximum", n, window),
+	}})
 }
 
 // anthropicBody renders a Messages API response.
