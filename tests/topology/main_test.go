@@ -8,6 +8,7 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -18,9 +19,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/sessionclient"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
@@ -67,7 +72,53 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	temporalAddr = "127.0.0.1:" + env["TEMPORAL_PORT"]
+	if err := searchAttributesReady(temporalAddr); err != nil {
+		return 0, err
+	}
 	return m.Run(), nil
+}
+
+// searchAttributesReady registers bae-go's search attributes and waits until
+// the frontend accepts a workflow start that carries them. baesrv registers
+// them itself at startup, but a real server's frontend learns a new
+// attribute's mapping only when it next refreshes its namespace cache (about
+// 10 s later); a session's first message sent before that fails with
+// "Namespace default has no mapping defined for search attribute
+// BaeSessionState". Each test starts fresh replicas, so the suite settles
+// this once here instead of racing it in every test.
+func searchAttributesReady(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: "default"})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: "default", SearchAttributes: sessionclient.SearchAttributes,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	var sa []temporal.SearchAttributeUpdate
+	for name := range sessionclient.SearchAttributes {
+		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(name).ValueSet("probe"))
+	}
+	for {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: "topology-search-attribute-probe", TaskQueue: "topology-probe",
+			TypedSearchAttributes: temporal.NewSearchAttributes(sa...),
+		}, "probe")
+		if err == nil {
+			return c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "probe")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("search attributes never became usable: %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func script(path string, env map[string]string) error {
