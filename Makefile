@@ -3,7 +3,7 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 BIN := bin
 
-.PHONY: all build dev test test-short vet check pg test-deps bench fuzz clean
+.PHONY: all build dev test test-short test-topology topology topology-down vet check pg test-deps bench fuzz clean
 
 all: build
 
@@ -32,6 +32,22 @@ test: pg test-deps check
 ## test-short: the fast tests (-short skips the slow ones; skips allowed).
 test-short: pg
 	$(GO) test -count=1 -short ./...
+
+## test-topology: the production topology's tests (tests/topology, build tag
+## "topology"): a real Temporal server on PostgreSQL with stock dynamic config
+## (scripts/temporal-up.sh on free ports) and two baesrv replicas. Not part of
+## `make test`.
+test-topology: pg
+	$(GO) test -count=1 -timeout 20m -tags topology -v ./tests/topology
+
+## topology: PostgreSQL, a real Temporal server, its Web UI and two
+## `baesrv serve` replicas on one database (scripts/topology.sh); Ctrl-C or
+## `make topology-down` stops them.
+topology: pg build
+	./scripts/topology.sh
+
+topology-down:
+	./scripts/topology.sh down
 
 vet:
 	$(GO) vet ./...
