@@ -217,19 +217,20 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	if s.AuthFailureLimit, err = parseCount("BAE_AUTH_FAILURE_LIMIT", get("BAE_AUTH_FAILURE_LIMIT", ""), DefaultAuthFailureLimit, 0); err != nil {
 		return Server{}, err
 	}
-	for _, c := range []struct {
-		name string
-		into *int
-		def  int
-	}{
-		{"BAE_MAX_SESSIONS_PER_KEY", &s.MaxSessionsPerKey, DefaultMaxSessionsPerKey},
-		{"BAE_MAX_SESSIONS_PER_PROFILE", &s.MaxSessionsPerProfile, DefaultMaxSessionsPerProfile},
-		{"BAE_MAX_SANDBOXES_PER_KEY", &s.MaxSandboxesPerKey, DefaultMaxSandboxesPerKey},
-		{"BAE_MAX_SANDBOXES_PER_PROFILE", &s.MaxSandboxesPerProfile, DefaultMaxSandboxesPerProfile},
-		{"BAE_MAX_STREAMS_PER_SESSION", &s.MaxStreamsPerSession, DefaultMaxStreamsPerSession},
-		{"BAE_MAX_STREAMS_PER_KEY", &s.MaxStreamsPerKey, DefaultMaxStreamsPerKey},
+	count := func(name string, into *int, def int) error {
+		var err error
+		*into, err = parseCount(name, get(name, ""), def, 0)
+		return err
+	}
+	for _, err := range []error{
+		count("BAE_MAX_SESSIONS_PER_KEY", &s.MaxSessionsPerKey, DefaultMaxSessionsPerKey),
+		count("BAE_MAX_SESSIONS_PER_PROFILE", &s.MaxSessionsPerProfile, DefaultMaxSessionsPerProfile),
+		count("BAE_MAX_SANDBOXES_PER_KEY", &s.MaxSandboxesPerKey, DefaultMaxSandboxesPerKey),
+		count("BAE_MAX_SANDBOXES_PER_PROFILE", &s.MaxSandboxesPerProfile, DefaultMaxSandboxesPerProfile),
+		count("BAE_MAX_STREAMS_PER_SESSION", &s.MaxStreamsPerSession, DefaultMaxStreamsPerSession),
+		count("BAE_MAX_STREAMS_PER_KEY", &s.MaxStreamsPerKey, DefaultMaxStreamsPerKey),
 	} {
-		if *c.into, err = parseCount(c.name, get(c.name, ""), c.def, 0); err != nil {
+		if err != nil {
 			return Server{}, err
 		}
 	}
