@@ -26,7 +26,7 @@ dev: pg build
 ## fuzz run after it mutates beyond the seeds (2s per target).
 test: pg test-deps check
 	$(GO) build -o $(BIN)/noskip ./scripts/noskip
-	bash -o pipefail -c '$(GO) test -count=1 -timeout 15m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 25m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 ## test-short: the fast tests (-short skips the slow ones; skips allowed).
