@@ -76,10 +76,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 		}
 		if p.need == nil {
 			p.messages = view
-			req := events.ProviderRequestPayload{
-				Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: entry.Kind, BaseURL: entry.EffectiveBaseURL(),
-				Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: p.tools,
-			}
+			req := requestPayload(in.Attempt, entry, p.tools)
 			ne := store.NewEvent{IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}
 			if st.ThroughSeq == 0 && st.ClearedSeq == 0 {
 				// The view is the conversation: stored by reference.

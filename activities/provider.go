@@ -103,10 +103,7 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
 			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-			Payload: events.ProviderRequestPayload{
-				Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: entry.Kind, BaseURL: entry.DisplayBaseURL(),
-				Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: p.tools,
-			},
+			Payload: requestPayload(in.Attempt, entry, p.tools),
 			MessagesAt: &at,
 		})
 	}
@@ -441,4 +438,14 @@ func lastSeq(evs []store.Event) int64 {
 		last = max(last, e.Seq)
 	}
 	return last
+}
+
+// requestPayload is the provider.request event of an attempt, naming the
+// provider's URL without user info or query (config.RedactURL); the
+// messages are added by the caller.
+func requestPayload(attempt int, entry config.ProviderEntry, tools json.RawMessage) events.ProviderRequestPayload {
+	return events.ProviderRequestPayload{
+		Attempt: attempt, Kind: attemptKind(attempt), Provider: entry.Kind, BaseURL: entry.DisplayBaseURL(),
+		Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: tools,
+	}
 }
