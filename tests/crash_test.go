@@ -19,7 +19,7 @@ import (
 // TestCrashRecovery is the short form of bench/crash: a real `baesrv serve`
 // subprocess is SIGKILLed at random and aimed points (just after a message
 // or a tool continuation is accepted, during a provider call, during an MCP
-// call) of 16 turns (some pausing on a client tool, some calling an MCP
+// call) of 24 turns (some pausing on a client tool, some calling an MCP
 // tool), and the event log must show every message as exactly one turn
 // with exactly one answer and balanced provider calls.
 //
@@ -38,8 +38,10 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := crashlib.Run(ctx, crashlib.Options{
-		// Enough client tool turns that the resume point comes up whatever the seed.
-		Turns: 16, Sessions: 2, Kills: 4, Seed: seed, MCPShare: 0.2, ToolShare: 0.5,
+		// Enough turns that every aimed point comes up after the kills
+		// before it, whatever the seed: with 16, a resume could run out
+		// behind three earlier kills (seen once in CI-like load).
+		Turns: 24, Sessions: 2, Kills: 4, Seed: seed, MCPShare: 0.2, ToolShare: 0.5,
 		KillAt:      []string{crashlib.PointAccept, crashlib.PointProvider, crashlib.PointRandom, crashlib.PointResume},
 		BaesrvPath:  os.Getenv("BAE_CRASH_BAESRV"),
 		DatabaseURL: testdb.BaseDatabaseURL(),
