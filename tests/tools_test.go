@@ -39,7 +39,13 @@ func fsStdioTOML(t *testing.T, name string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	return fmt.Sprintf("\n[[mcp.servers]]\nname = %q\ntransport = \"stdio\"\ncommand = %q\nargs = [%q]\n", name, exe, fsServerArg)
+	toml := fmt.Sprintf("\n[[mcp.servers]]\nname = %q\ntransport = \"stdio\"\ncommand = %q\nargs = [%q]\n", name, exe, fsServerArg)
+	// A stdio server starts with a minimal environment: the release file
+	// of the hang tool is passed through the entry's own env.
+	if release := os.Getenv(fsReleaseEnv); release != "" {
+		toml += fmt.Sprintf("env = { %s = %q }\n", fsReleaseEnv, release)
+	}
+	return toml
 }
 
 var profileSeq atomic.Int64
