@@ -49,38 +49,12 @@ func scanContext(row pgx.Row, in *ContextInputs) error {
 // round trip (only the messages this process has not read yet come from
 // the database).
 func (t *Tx) AttemptContext(ctx context.Context, sessionID, clientKeyID, respIdem string) (AttemptInputs, ContextInputs, error) {
-	s, tx := t.s, t.db
 	var ci ContextInputs
-	e := s.conv.entry(sessionID)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b := &pgx.Batch{}
-	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
-	b.Queue(contextQuery, sessionID)
-	e.queue(b, sessionID)
-	br := tx.SendBatch(ctx, b)
-	in, err := readAttemptInputs(br)
-	if err == nil {
-		err = scanContext(br.QueryRow(), &ci)
-	}
-	complete := false
-	if err == nil {
-		complete, err = e.apply(ctx, tx, br, sessionID)
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err == nil && !complete {
-		e.last, e.msgs, e.buf, e.drops = 0, nil, nil, nil
-		err = e.refresh(ctx, tx, sessionID)
-	}
-	if err != nil {
-		s.conv.forget(sessionID)
-		return in, ci, err
-	}
-	s.conv.account(sessionID, e)
-	ci.Messages, ci.Counter = e.liveAfter(ci.State.ThroughSeq), e.last
-	return in, ci, nil
+	in, err := t.attemptRead(ctx, sessionID, clientKeyID, respIdem,
+		func(b *pgx.Batch) { b.Queue(contextQuery, sessionID) },
+		func(br pgx.BatchResults) error { return scanContext(br.QueryRow(), &ci) },
+		func(e *convEntry) { ci.Messages, ci.Counter = e.liveAfter(ci.State.ThroughSeq), e.last })
+	return in, ci, err
 }
 
 // ContextOf reads a session's context state, policy and the messages after

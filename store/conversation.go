@@ -359,15 +359,38 @@ func (s *Store) Conversation(ctx context.Context, sessionID string) (json.RawMes
 // Attempt reads a provider attempt's inputs (AttemptInputs) and the
 // conversation (as Store.Conversation) in one round trip.
 func (t *Tx) Attempt(ctx context.Context, sessionID, clientKeyID, respIdem string) (AttemptInputs, json.RawMessage, int64, error) {
+	var conv json.RawMessage
+	var last int64
+	in, err := t.attemptRead(ctx, sessionID, clientKeyID, respIdem, nil, nil, func(e *convEntry) {
+		conv, last = e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last
+	})
+	if err != nil {
+		return in, nil, 0, err
+	}
+	return in, conv, last, nil
+}
+
+// attemptRead sends an attempt's inputs query, the rows extra queues (read
+// back by read, in the same order) and what the session's conversation
+// lacks in one batch, then hands use the conversation entry, current and
+// still locked. On any error the cached entry is forgotten.
+func (t *Tx) attemptRead(ctx context.Context, sessionID, clientKeyID, respIdem string,
+	extra func(*pgx.Batch), read func(pgx.BatchResults) error, use func(*convEntry)) (AttemptInputs, error) {
 	s, tx := t.s, t.db
 	e := s.conv.entry(sessionID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	b := &pgx.Batch{}
 	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
+	if extra != nil {
+		extra(b)
+	}
 	e.queue(b, sessionID)
 	br := tx.SendBatch(ctx, b)
 	in, err := readAttemptInputs(br)
+	if err == nil && read != nil {
+		err = read(br)
+	}
 	complete := false
 	if err == nil {
 		complete, err = e.apply(ctx, tx, br, sessionID)
@@ -381,10 +404,11 @@ func (t *Tx) Attempt(ctx context.Context, sessionID, clientKeyID, respIdem strin
 	}
 	if err != nil {
 		s.conv.forget(sessionID)
-		return in, nil, 0, err
+		return in, err
 	}
 	s.conv.account(sessionID, e)
-	return in, e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last, nil
+	use(e)
+	return in, nil
 }
 
 // CachedMessage returns a message of the session by idempotency key from
