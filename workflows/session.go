@@ -155,6 +155,13 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
 	}
 	s.dequeue(ticket)
+	return s.runGated(ctx, in)
+}
+
+// runGated runs one turn that holds the gate: it marks the session busy,
+// resumes or abandons a paused turn, runs the turn and applies its outcome
+// to the session (pause, or end on a session-ending failure).
+func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
 	s.busy = true
 	defer func() { s.busy = false }()
 
