@@ -48,6 +48,9 @@ type InProcOptions struct {
 	Env map[string]string
 	// ServerLog gets baesrv's and Temporal's warnings; nil discards them.
 	ServerLog *slog.Logger
+	// DBSettings are set on the bench database (ALTER DATABASE … SET), for
+	// example log_min_duration_statement to see what a turn waits on.
+	DBSettings map[string]string
 }
 
 // StartInProc brings every part up; on error whatever started is torn down.
@@ -65,7 +68,7 @@ func StartInProc(ctx context.Context, log *slog.Logger, o InProcOptions) (_ *InP
 	if s.dataDir, err = os.MkdirTemp("", "bae-bench-"); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	if s.DB, err = CreateDatabase(ctx, o.BaseDatabaseURL, "bae_bench_", nil); err != nil {
+	if s.DB, err = CreateDatabase(ctx, o.BaseDatabaseURL, "bae_bench_", o.DBSettings); err != nil {
 		return nil, err
 	}
 	ports, err := FreePorts(1)

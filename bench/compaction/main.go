@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -45,6 +46,7 @@ type options struct {
 	windowTokens         int
 	db                   string
 	jsonOut, verbose     bool
+	slowMs               int
 }
 
 func main() {
@@ -57,6 +59,7 @@ func main() {
 	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
 	flag.BoolVar(&o.jsonOut, "json", false, "JSON report on stdout")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
+	flag.IntVar(&o.slowMs, "log-slow-ms", 0, "diagnostic: PostgreSQL logs the bench database's statements slower than this (server log)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -153,8 +156,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	if o.verbose {
 		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	var dbSettings map[string]string
+	if o.slowMs > 0 {
+		dbSettings = map[string]string{"log_min_duration_statement": strconv.Itoa(o.slowMs)}
+	}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
-		BaseDatabaseURL: o.db, ServerLog: srvLog,
+		BaseDatabaseURL: o.db, ServerLog: srvLog, DBSettings: dbSettings,
 		ConfigTOML: fmt.Sprintf(`
 [[providers.entries]]
 name = "small"
@@ -175,47 +182,103 @@ max_tokens = 1000
 		return nil, err
 	}
 	hc := benchstack.HTTPClient(4)
-	sess, err := sdk.Connect(ctx, sdk.Config{ServerURL: st.ClientURL, ClientKey: ck, HTTPClient: hc, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
-	}
-
-	log.Info("driving one compacting session", "turns", o.turns, "kind", o.kind, "context_window", o.windowTokens)
-	costs := make([]turnCost, 0, o.turns)
-	t0 := time.Now()
-	for i := range o.turns {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		before := f.read()
-		start := time.Now()
-		res, err := turn(ctx, hc, st.ClientURL, sess.ID, sess.Key(), i, userText(i))
-		lat := time.Since(start)
-		after := f.read()
+	openSession := func() (*drive, error) {
+		s, err := sdk.Connect(ctx, sdk.Config{ServerURL: st.ClientURL, ClientKey: ck, HTTPClient: hc, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
-			return nil, fmt.Errorf("turn %d: %w", i+1, err)
+			return nil, fmt.Errorf("open session: %w", err)
 		}
-		costs = append(costs, turnCost{
-			n: i + 1, added: lat - time.Duration(after.fakeNs-before.fakeNs),
-			reqBytes: after.mainBytes - before.mainBytes, requests: after.mainReqs - before.mainReqs,
-			summarized: after.summarizes > before.summarizes, cpu: after.cpu - before.cpu, streamBytes: res.bytes,
-		})
-		if (i+1)%100 == 0 {
-			log.Info("progress", "turns", i+1, "elapsed", time.Since(t0).Round(time.Second))
+		return &drive{id: s.ID, key: s.Key(), hc: hc, base: st.ClientURL, f: f}, nil
+	}
+	long, err := openSession()
+	if err != nil {
+		return nil, err
+	}
+	early, err := openSession()
+	if err != nil {
+		return nil, err
+	}
+	// The late window is measured on the long session and the early one on
+	// a second session, in alternating blocks, so a change in the machine's
+	// load falls on both.
+	lateFrom := max(o.turns-o.window, 0)
+	earlyFrom := max(o.early-o.window/2, 0)
+	log.Info("building the long session", "turns", lateFrom, "kind", o.kind, "context_window", o.windowTokens)
+	t0 := time.Now()
+	for long.n < lateFrom {
+		if _, err := long.turn(ctx); err != nil {
+			return nil, err
+		}
+		if long.n%100 == 0 {
+			log.Info("progress", "turns", long.n, "elapsed", time.Since(t0).Round(time.Second))
 		}
 	}
-	if err := storedSizes(ctx, st.DB.URL, sess.ID, costs); err != nil {
+	for early.n < earlyFrom {
+		if _, err := early.turn(ctx); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("measuring", "early_from", earlyFrom+1, "late_from", lateFrom+1)
+	var ec, lc []turnCost
+	const block = 5
+	for len(ec) < o.window || len(lc) < o.window {
+		for _, x := range []struct {
+			d  *drive
+			cs *[]turnCost
+		}{{early, &ec}, {long, &lc}} {
+			for range min(block, o.window-len(*x.cs)) {
+				c, err := x.d.turn(ctx)
+				if err != nil {
+					return nil, err
+				}
+				*x.cs = append(*x.cs, c)
+			}
+		}
+	}
+	if err := storedSizes(ctx, st.DB.URL, early.id, ec); err != nil {
+		return nil, err
+	}
+	if err := storedSizes(ctx, st.DB.URL, long.id, lc); err != nil {
 		return nil, err
 	}
 	rep := &report{Options: o, Refusals: lane.Refusals(), Wall: time.Since(t0).Seconds()}
-	rep.Summaries, rep.Clearings, rep.StoredRequestBytes, rep.EventsBytes, err = sessionTotals(ctx, st.DB.URL, sess.ID)
+	rep.Summaries, rep.Clearings, rep.StoredRequestBytes, rep.EventsBytes, err = sessionTotals(ctx, st.DB.URL, long.id)
 	if err != nil {
 		return nil, err
 	}
-	lo := max(0, o.early-o.window/2)
-	rep.Early = summarize(costs[lo:min(len(costs), lo+o.window)])
-	rep.Late = summarize(costs[max(0, len(costs)-o.window):])
+	rep.Early, rep.Late = summarize(ec), summarize(lc)
 	return rep, nil
+}
+
+// drive is one session driven turn by turn.
+type drive struct {
+	id, key, base string
+	hc            *http.Client
+	f             *fake
+	n             int // turns sent
+}
+
+// turn sends the session's next message and measures it. Sessions take
+// turns, never run together, so whatever the fake served while a turn ran
+// belongs to it.
+func (d *drive) turn(ctx context.Context) (turnCost, error) {
+	if ctx.Err() != nil {
+		return turnCost{}, ctx.Err()
+	}
+	i := d.n
+	before := d.f.read()
+	start := time.Now()
+	res, err := turn(ctx, d.hc, d.base, d.id, d.key, i, userText(i))
+	lat := time.Since(start)
+	after := d.f.read()
+	if err != nil {
+		return turnCost{}, fmt.Errorf("session %s turn %d: %w", d.id, i+1, err)
+	}
+	d.n++
+	return turnCost{
+		n: i + 1, added: lat - time.Duration(after.fakeNs-before.fakeNs),
+		reqBytes: after.mainBytes - before.mainBytes, requests: after.mainReqs - before.mainReqs,
+		summarized: after.summarizes > before.summarizes, cpu: after.cpu - before.cpu, streamBytes: res.bytes,
+	}, nil
 }
 
 type turnResult struct {
@@ -280,8 +343,9 @@ func turn(ctx context.Context, hc *http.Client, base, sid, key string, n int, te
 	}
 }
 
-// storedSizes fills in each turn's stored provider.request payload size
-// (turns in the order their messages were stored, which is the order sent).
+// storedSizes fills in each measured turn's stored provider.request
+// payload size (the session's turns in the order their messages were
+// stored, which is the order sent).
 func storedSizes(ctx context.Context, dbURL, sid string, costs []turnCost) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -298,11 +362,10 @@ func storedSizes(ctx context.Context, dbURL, sid string, costs []turnCost) error
 	if err != nil {
 		return fmt.Errorf("stored provider.request sizes: %w", err)
 	}
-	if len(sizes) != len(costs) {
-		return fmt.Errorf("stored provider.request sizes: %d turns in the log, %d driven", len(sizes), len(costs))
-	}
-	for i, n := range sizes {
-		costs[i].storedReqLen = n
+	for i := range costs {
+		if n := costs[i].n - 1; n < len(sizes) {
+			costs[i].storedReqLen = sizes[n]
+		}
 	}
 	return nil
 }
