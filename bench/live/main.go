@@ -263,17 +263,25 @@ func open(ctx context.Context, hc *http.Client, base, key string) (*sdk.Session,
 
 func loadPhase(ctx context.Context, hc *http.Client, base, key string, f *fake, o options) (*phase, error) {
 	sessions := make([]*sdk.Session, o.sessions)
+	errs := make(chan error, o.sessions)
 	for i := range sessions {
 		s, err := open(ctx, hc, base, key)
 		if err != nil {
 			return nil, err
 		}
 		sessions[i] = s
-		// Warm-up: the first turn starts the session's workflow.
-		if _, err := turn(ctx, hc, base, s.ID, s.Key(), fmt.Sprintf("warm %d %s", i, s.ID)); err != nil {
+		// Warm-up, all at once: the first turn starts the session's workflow.
+		go func() {
+			tok := fmt.Sprintf("warm %d %s", i, s.ID)
+			_, err := turn(ctx, hc, base, s.ID, s.Key(), tok)
+			f.take(tok)
+			errs <- err
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
 			return nil, err
 		}
-		f.take(fmt.Sprintf("warm %d %s", i, s.ID))
 	}
 	ph := &phase{}
 	var mu sync.Mutex
