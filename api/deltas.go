@@ -77,21 +77,34 @@ func (d *deltaStream) drain() error {
 			return err
 		}
 	}
+	// One flush for what was pending: a stream that fell behind catches up
+	// in one write.
+	n := 0
 	for _, x := range xs {
 		if d.turnID != "" && x.TurnID != d.turnID {
 			continue
 		}
-		if err := d.call.delta(x); err != nil {
+		if err := d.call.out.writeParts(false, x.Line(deltaLine)); err != nil {
 			return err
 		}
+		n++
+	}
+	if n > 0 {
+		d.call.out.flush()
 	}
 	return nil
 }
 
-// delta writes a session.delta notification:
-// {"turn_id","iteration","attempt","seq","type","index", and "text",
-// "partial_json" or "block" by type}.
+// delta writes a session.delta notification.
 func (c *rpcCall) delta(x live.Delta) error {
+	return c.out.writeRaw(x.Line(deltaLine))
+}
+
+// deltaLine encodes a session.delta notification, newline included:
+// {"turn_id","iteration","attempt","seq","type","index", and "text",
+// "partial_json" or "block" by type}. Every stream a delta goes to sends
+// these bytes, so a delta is encoded once (live.Delta.Line).
+func deltaLine(x live.Delta) []byte {
 	b := make([]byte, 0, 192+len(x.Text)+len(x.Block))
 	b = append(b, `{"jsonrpc":"2.0","method":"`+wire.DeltasMethod+`","params":{`...)
 	if x.Type == live.DeltaReset {
@@ -101,7 +114,7 @@ func (c *rpcCall) delta(x live.Delta) error {
 			b = appendJSONString(b, x.TurnID)
 			b = append(b, ',')
 		}
-		return c.out.writeRaw(append(b, `"type":"reset"}}`+"\n"...))
+		return append(b, `"type":"reset"}}`+"\n"...)
 	}
 	b = append(b, `"turn_id":`...)
 	b = appendJSONString(b, x.TurnID)
@@ -130,7 +143,7 @@ func (c *rpcCall) delta(x live.Delta) error {
 			b = append(b, x.Block...)
 		}
 	}
-	return c.out.writeRaw(append(b, "}}\n"...))
+	return append(b, "}}\n"...)
 }
 
 func appendJSONString(b []byte, s string) []byte {

@@ -1,9 +1,7 @@
 package crashlib
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,10 +25,10 @@ import (
 	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
 	"github.com/bae-go/bae-go/internal/testing/devstack"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/procserver"
 )
 
 const (
-	modulePath = "github.com/bae-go/bae-go"
 	// healthWithin bounds how long a restarted baesrv (or Temporal) may take
 	// to serve again before the run gives up.
 	healthWithin = 2 * time.Minute
@@ -190,46 +188,16 @@ func (s *stack) fileLogger(name string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})), nil
 }
 
-// buildServer builds ./cmd/baesrv into a stable path under the temp dir:
-// go build skips the (slow) link when that file is already up to date. The
-// path is per checkout, so runs from two worktrees never swap binaries
-// under each other.
+// buildServer builds ./cmd/baesrv (procserver.Build: a stable path per
+// checkout, so the slow link is skipped when the binary is up to date).
 func buildServer(ctx context.Context, log *slog.Logger) (string, error) {
-	root, err := moduleRoot()
+	t0 := time.Now()
+	out, err := procserver.Build(ctx)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(root))
-	out := filepath.Join(os.TempDir(), fmt.Sprintf("bae-crash-bin-%d-%x", os.Getuid(), sum[:6]), "baesrv")
-	t0 := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/baesrv")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/baesrv: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
 	log.Info("baesrv built", "path", out, "took", time.Since(t0).Round(time.Millisecond))
 	return out, nil
-}
-
-// moduleRoot finds this module's go.mod from the working directory up.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module "+modulePath+"\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod for %s above the working directory (run from the repository, or pass a baesrv binary)", modulePath)
-		}
-		dir = parent
-	}
 }
 
 // startTemporal starts the devstack. With -kill-temporal its state lives in

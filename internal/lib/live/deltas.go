@@ -46,6 +46,25 @@ type Delta struct {
 	Index     int             `json:"x,omitempty"`
 	Text      string          `json:"d,omitempty"`
 	Block     json.RawMessage `json:"b,omitempty"`
+	// line is the delta's encoded notification, shared by every stream it
+	// is delivered to (set by deliver).
+	line *lineCache
+}
+
+type lineCache struct {
+	once sync.Once
+	b    []byte
+}
+
+// Line is the delta's notification as enc encodes it: encoded once for
+// every local stream it goes to, which all send the same bytes. The result
+// must not be modified.
+func (x Delta) Line(enc func(Delta) []byte) []byte {
+	if x.line == nil {
+		return enc(x)
+	}
+	x.line.once.Do(func() { x.line.b = enc(x) })
+	return x.line.b
 }
 
 const (
@@ -227,6 +246,7 @@ func (d *Deltas) Flush(ctx context.Context) {
 // deliver hands a delta to the local streams of its session and keeps it
 // in its turn's buffer.
 func (d *Deltas) deliver(x Delta) {
+	x.line = &lineCache{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()

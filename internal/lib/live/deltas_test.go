@@ -88,3 +88,27 @@ func TestBacklog(t *testing.T) {
 	_, complete = d.Backlog("trn_x", RunSpan+30)
 	assert.True(t, complete)
 }
+
+// TestLineEncodedOnce: every local stream a delta is delivered to sends
+// the same bytes, encoded once.
+func TestLineEncodedOnce(t *testing.T) {
+	d := newDeltas(nil)
+	a, b := d.Subscribe("ses_x"), d.Subscribe("ses_x")
+	defer a.Close()
+	defer b.Close()
+	d.deliver(Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: RunSpan + 1, Type: "text_delta", Text: "hi"})
+	encodes := 0
+	enc := func(x Delta) []byte {
+		encodes++
+		return []byte(x.Text + "\n")
+	}
+	xa, _ := a.Take()
+	xb, _ := b.Take()
+	require.Len(t, xa, 1)
+	require.Len(t, xb, 1)
+	assert.Equal(t, "hi\n", string(xa[0].Line(enc)))
+	assert.Equal(t, "hi\n", string(xb[0].Line(enc)))
+	assert.Equal(t, 1, encodes)
+	assert.Equal(t, "hi\n", string(Delta{Text: "hi"}.Line(enc)), "a delta never delivered is encoded each time")
+	assert.Equal(t, 2, encodes)
+}
