@@ -35,6 +35,21 @@ func TestFirstMessageOnFreshNamespace(t *testing.T) {
 	require.NoError(t, nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	}))
+	// The frontend caches the namespace once something reads it through
+	// its registry (here a visibility count, retried until the new
+	// namespace is found). Attributes added after that stay unknown until
+	// the cache refreshes; a namespace nothing has read yet would be loaded
+	// fresh, attributes and all, and hide the window.
+	tc, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: ns})
+	require.NoError(t, err)
+	defer tc.Close()
+	for {
+		if _, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns}); err == nil {
+			break
+		}
+		require.NoError(t, ctx.Err(), "namespace %s never answered", ns)
+		time.Sleep(100 * time.Millisecond) // polling for the new namespace; nothing to wait on
+	}
 
 	c := startCluster(t, clusterOptions{Namespace: ns, Names: []string{"a"}})
 	api := c.api("a")
@@ -43,9 +58,6 @@ func TestFirstMessageOnFreshNamespace(t *testing.T) {
 	require.Contains(t, term, "result", "%v", term)
 	assert.Equal(t, "echo: first on a fresh namespace", firstText(message(term)))
 
-	tc, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: ns})
-	require.NoError(t, err)
-	defer tc.Close()
 	desc, err := tc.DescribeWorkflowExecution(ctx, sid, "")
 	require.NoError(t, err)
 	fields := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
