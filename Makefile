@@ -23,10 +23,13 @@ dev: pg build
 ## untested path) unless scripts/test-skips.txt names the test with a reason.
 ## scripts/test-deps.sh installs what the tests need so that none skips.
 ## Plain go test already runs each fuzz target's seed corpus; the short
-## fuzz run after it mutates beyond the seeds (2s per target).
+## fuzz run after it mutates beyond the seeds (2s per target). The
+## production topology's suite (test-topology) runs after the rest, under
+## the same no-skip rule.
 test: pg test-deps check
 	$(GO) build -o $(BIN)/noskip ./scripts/noskip
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 25m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags topology -json ./tests/topology | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 ## test-short: the fast tests (-short skips the slow ones; skips allowed).
@@ -35,8 +38,8 @@ test-short: pg
 
 ## test-topology: the production topology's tests (tests/topology, build tag
 ## "topology"): a real Temporal server on PostgreSQL with stock dynamic config
-## (scripts/temporal-up.sh on free ports) and two baesrv replicas. Not part of
-## `make test`.
+## (scripts/temporal-up.sh on free ports) and two baesrv replicas, killed and
+## restarted, and the Temporal server restarted. `make test` runs it too.
 test-topology: pg
 	$(GO) test -count=1 -timeout 20m -tags topology -v ./tests/topology
 

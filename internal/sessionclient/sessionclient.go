@@ -43,8 +43,9 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 }
 
 // EnsureSearchAttributes registers the custom search attributes on the
-// namespace. Clusters that refuse (for example without operator access)
-// still work; sessions then carry only a memo.
+// namespace and waits (bounded) until the frontend accepts them (see
+// awaitSearchAttributes). Clusters that refuse (for example without operator
+// access) still work; sessions then carry only a memo.
 func (e *Client) EnsureSearchAttributes(ctx context.Context, namespace string) {
 	missing := map[string]enumspb.IndexedValueType{}
 	resp, err := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
@@ -57,19 +58,17 @@ func (e *Client) EnsureSearchAttributes(ctx context.Context, namespace string) {
 			missing[name] = typ
 		}
 	}
-	if len(missing) == 0 {
-		e.UseSearchAttributes = true
-		return
+	if len(missing) > 0 {
+		_, err = e.Client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: namespace, SearchAttributes: missing,
+		})
+		var exists *serviceerror.AlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			e.Log.Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
+			return
+		}
 	}
-	_, err = e.Client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: namespace, SearchAttributes: missing,
-	})
-	var exists *serviceerror.AlreadyExists
-	if err == nil || errors.As(err, &exists) {
-		e.UseSearchAttributes = true
-		return
-	}
-	e.Log.Warn("custom search attributes unavailable; sessions will carry a memo only", "err", err)
+	e.UseSearchAttributes = e.awaitSearchAttributes(ctx, namespace, searchAttributesWait)
 }
 
 // startOperation is the start half of every update-with-start call: a

@@ -32,6 +32,10 @@ import (
 // temporalAddr is the frontend of the Temporal server TestMain starts.
 var temporalAddr string
 
+// temporalEnv is the environment scripts/temporal-up.sh started it with (a
+// test restarts it with the same).
+var temporalEnv map[string]string
+
 func TestMain(m *testing.M) {
 	code, err := run(m)
 	if err != nil {
@@ -71,7 +75,7 @@ func run(m *testing.M) (int, error) {
 	if err := script("../../scripts/temporal-up.sh", env); err != nil {
 		return 0, err
 	}
-	temporalAddr = "127.0.0.1:" + env["TEMPORAL_PORT"]
+	temporalAddr, temporalEnv = "127.0.0.1:"+env["TEMPORAL_PORT"], env
 	if err := searchAttributesReady(temporalAddr); err != nil {
 		return 0, err
 	}
