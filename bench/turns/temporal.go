@@ -10,8 +10,9 @@ import (
 )
 
 // temporalAlone is the Temporal round trip of a turn with nothing else in
-// it (bench/temporalfloor), measured with bae-go's load on the bench's own
-// embedded Temporal server after the floor's phase: added to the floor's
+// it (bench/temporalfloor), measured with bae-go's load on the bench's
+// Temporal server (embedded, or the external one of -temporal) after the
+// floor's phase: added to the floor's
 // latency it is the least a turn that is an Update can take here.
 type temporalAlone struct {
 	Completed int      `json:"completed"`
@@ -40,12 +41,10 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 	var start cpuMark
 	res, err := temporalfloor.Run(ctx, st.Temporal, temporalfloor.Load{
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
-		Measuring: func() { start = markCPU(nil) },
+		Measuring: func() { start = markCPU(nil, st.procs()) },
 	})
-	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil))}
-	if n := float64(t.Completed); n > 0 {
-		t.CPU.BenchMsPerTurn = t.CPU.BenchProcess * res.Elapsed.Seconds() * 1000 / n
-	}
+	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, st.procs()))}
+	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
 	}
