@@ -31,7 +31,7 @@ type api struct {
 	clientURLs []string
 	opened     atomic.Uint64
 	admin      benchstack.Admin
-	watch     *stallWatch // optional: counts turns in flight
+	watch      *stallWatch // optional: counts turns in flight
 }
 
 func newAPI(clientURL, adminURL, adminKey string, conns int) *api {
@@ -56,7 +56,7 @@ type session struct {
 	ID  string
 	Key string
 	URL string // the client API it is driven through ("": the api's)
-	n   int // next JSON-RPC id
+	n   int    // next JSON-RPC id
 }
 
 // open opens a session and registers as its driver, through the SDK.

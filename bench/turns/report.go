@@ -87,11 +87,11 @@ type report struct {
 	Workflows workflowCount `json:"temporal_workflows"`
 	Stalls    []stallReport `json:"stalls,omitempty"`
 	// Floor is the same load on the floor program, after bae-go's phase.
-	Floor   *floorReport `json:"floor,omitempty"`
+	Floor *floorReport `json:"floor,omitempty"`
 	// ReplicaRSS is the baesrv processes' resident memory (-replicas).
 	ReplicaRSS []rssSample `json:"baesrv_rss,omitempty"`
-	Long    *longReport  `json:"long_session,omitempty"`
-	Targets []target     `json:"targets"`
+	Long       *longReport `json:"long_session,omitempty"`
+	Targets    []target    `json:"targets"`
 }
 
 type idleReport struct {

@@ -42,15 +42,15 @@ type stack struct {
 	// temporalPID is an external Temporal server's process, for its CPU.
 	temporalPID int
 	replicas    []*replica
-	Fake     *timedFake
-	FakeURL  string
-	fakeSrv  *http.Server
+	Fake        *timedFake
+	FakeURL     string
+	fakeSrv     *http.Server
 
 	ClientURL  string
 	ClientURLs []string // every replica's client API, ClientURL first
 	AdminURL   string
-	AdminKey  string
-	Parts     *app.Parts
+	AdminKey   string
+	Parts      *app.Parts
 
 	stopApp context.CancelFunc
 	appDone chan error

@@ -283,15 +283,15 @@ type CPUStats struct {
 	BenchProcess float64 `json:"bench_process_cores"` // Temporal + baesrv + fake + load generator, less what runs in Procs
 	// Procs are the other processes of the system under test, by role
 	// ("baesrv" replicas, "temporal" server), when they run outside this one.
-	Procs map[string]float64 `json:"process_cores,omitempty"`
-	PGBackends   float64 `json:"postgres_backends_cores"`
-	MachineBusy  float64 `json:"machine_busy_cores"`
-	Other        float64 `json:"other_cores"` // PostgreSQL background workers, other processes
-	Available    bool    `json:"available"`
+	Procs       map[string]float64 `json:"process_cores,omitempty"`
+	PGBackends  float64            `json:"postgres_backends_cores"`
+	MachineBusy float64            `json:"machine_busy_cores"`
+	Other       float64            `json:"other_cores"` // PostgreSQL background workers, other processes
+	Available   bool               `json:"available"`
 	// CPU time per completed turn: the cost that bounds throughput once
 	// the machine is saturated, and is less noisy than latency on a shared box.
-	BenchMsPerTurn float64 `json:"bench_process_cpu_ms_per_turn"`
-	PGMsPerTurn    float64 `json:"postgres_cpu_ms_per_turn"`
+	BenchMsPerTurn float64            `json:"bench_process_cpu_ms_per_turn"`
+	PGMsPerTurn    float64            `json:"postgres_cpu_ms_per_turn"`
 	ProcsMsPerTurn map[string]float64 `json:"process_cpu_ms_per_turn,omitempty"`
 }
 
