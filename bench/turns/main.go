@@ -201,7 +201,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	t0 := time.Now()
 	st, err := startStack(ctx, log, stackOptions{
 		BaseDatabaseURL: o.dbURL, ServerLog: srvLog, Gzip: o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers,
-		TemporalAddr: o.temporalAddr, TemporalNamespace: o.temporalNS, TemporalPID: o.temporalPID,
+		TemporalAddr: o.temporalAddr, TemporalNamespace: o.temporalNS, TemporalPID: o.temporalPID, TemporalDBs: splitList(o.temporalDBs),
 		Replicas: o.replicas, BaesrvBin: o.baesrvBin,
 	})
 	if err != nil {
@@ -312,7 +312,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 			log.Warn("floor run failed", "err", err)
 		}
 		if fl != nil && ctx.Err() == nil {
-			if fl.Temporal, err = runTemporalAlone(ctx, log, o, st); err != nil {
+			if fl.Temporal, err = runTemporalAlone(ctx, log, o, st, pg); err != nil {
 				log.Warn("Temporal-alone run failed", "err", err)
 			}
 		}
@@ -369,7 +369,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	}
 	rep.addMem(sampleMem("measure start"))
 	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
-	res, err := counted(ctx, pg, st.procs(), func(h *driveHooks) []turnRec {
+	res, err := counted(ctx, pg, st.procs(ctx, pg), func(h *driveHooks) []turnRec {
 		// Middle memory sample: halfway through the turns, or the duration.
 		h.onHalf = func() { rep.addMem(sampleMem("measure middle")) }
 		if o.progress > 0 {

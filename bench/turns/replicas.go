@@ -142,14 +142,21 @@ func tail(path string) string {
 }
 
 // procs are the system under test's processes other than this one, by
-// role, for CPU accounting; nil when everything runs in this process.
-func (s *stack) procs() map[string][]int {
+// role, for CPU accounting; nil when everything runs in this process. With
+// pg, the external Temporal server's PostgreSQL backends are one more role
+// (they hold pooled connections, so the list taken before a phase stands).
+func (s *stack) procs(ctx context.Context, pg *pgSampler) map[string][]int {
 	m := map[string][]int{}
 	for _, r := range s.replicas {
 		m["baesrv"] = append(m["baesrv"], r.cmd.Process.Pid)
 	}
 	if s.temporalPID > 0 {
 		m["temporal"] = []int{s.temporalPID}
+	}
+	if pg != nil && len(s.temporalDBs) > 0 {
+		if pids := pg.backendPIDsOf(ctx, s.temporalDBs); len(pids) > 0 {
+			m["temporal postgres"] = pids
+		}
 	}
 	if len(m) == 0 {
 		return nil

@@ -41,6 +41,7 @@ type stack struct {
 	TaskQueue string
 	// temporalPID is an external Temporal server's process, for its CPU.
 	temporalPID int
+	temporalDBs []string
 	replicas    []*replica
 	Fake        *timedFake
 	FakeURL     string
@@ -74,6 +75,7 @@ type stackOptions struct {
 	TemporalAddr      string
 	TemporalNamespace string
 	TemporalPID       int
+	TemporalDBs       []string
 	// Replicas > 0 runs baesrv as that many `BaesrvBin serve` processes
 	// on one database and task queue instead of in this process.
 	Replicas  int
@@ -82,7 +84,7 @@ type stackOptions struct {
 
 // startStack brings every part up; on error whatever started is torn down.
 func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack, err error) {
-	s := &stack{log: log, baseURL: o.BaseDatabaseURL, extraPollers: o.ExtraPollers, TaskQueue: "bae-bench", temporalPID: o.TemporalPID}
+	s := &stack{log: log, baseURL: o.BaseDatabaseURL, extraPollers: o.ExtraPollers, TaskQueue: "bae-bench", temporalPID: o.TemporalPID, temporalDBs: o.TemporalDBs}
 	defer func() {
 		if err != nil {
 			s.Close()

@@ -203,6 +203,18 @@ func (p *pgSampler) backendPIDs(ctx context.Context) []int {
 	return pids
 }
 
+// backendPIDsOf lists the backends connected to any of dbs.
+func (p *pgSampler) backendPIDsOf(ctx context.Context, dbs []string) []int {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = ANY($1)`, dbs)
+	if err != nil {
+		return nil
+	}
+	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int])
+	return pids
+}
+
 // StorageStats is what the run left in PostgreSQL.
 type StorageStats struct {
 	DatabaseBytes int64 `json:"database_bytes"`

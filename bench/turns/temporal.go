@@ -22,7 +22,7 @@ type temporalAlone struct {
 	Err       string   `json:"error,omitempty"`
 }
 
-func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack) (*temporalAlone, error) {
+func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack, pg *pgSampler) (*temporalAlone, error) {
 	turns := o.turns
 	if o.duration > 0 {
 		// As many as -duration would take at the offered rate, or as the
@@ -38,12 +38,13 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 	}
 	defer w.Stop()
 	log.Info("measuring Temporal alone", "workflows", o.sessions, "updates_per_workflow", turns, "rate", o.rate)
+	procs := st.procs(ctx, pg)
 	var start cpuMark
 	res, err := temporalfloor.Run(ctx, st.Temporal, temporalfloor.Load{
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
-		Measuring: func() { start = markCPU(nil, st.procs()) },
+		Measuring: func() { start = markCPU(nil, procs) },
 	})
-	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, st.procs()))}
+	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, procs))}
 	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
