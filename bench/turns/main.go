@@ -694,11 +694,15 @@ func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range o.idle {
+		// An interrupt stops the loop at once, not after each queued open.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			errs[i] = ctx.Err()
 			continue
 		}
-		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			t := time.Now()
