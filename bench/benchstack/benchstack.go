@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/lib/ids"
@@ -185,4 +190,39 @@ func (a Admin) Setup(ctx context.Context, profile map[string]any) (string, error
 		return "", fmt.Errorf("create client key: %w", err)
 	}
 	return key.Key, nil
+}
+
+// SearchAttributesReady registers baesrv's search attributes on an external
+// Temporal server's namespace and waits until a workflow start carrying them
+// is accepted. baesrv registers them itself, but a real server's frontend
+// learns a new attribute's mapping only at its next namespace-cache refresh
+// (about 10 s later), and a session's first message before that fails.
+func SearchAttributesReady(ctx context.Context, c client.Client, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: sessionclient.SearchAttributes,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	var sa []temporal.SearchAttributeUpdate
+	for name := range sessionclient.SearchAttributes {
+		sa = append(sa, temporal.NewSearchAttributeKeyKeyword(name).ValueSet("probe"))
+	}
+	id := "bench-search-attribute-probe-" + ids.New("")[:8]
+	for {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: "bench-probe", TypedSearchAttributes: temporal.NewSearchAttributes(sa...),
+		}, "probe")
+		if err == nil {
+			return c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "probe")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("search attributes never became usable: %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

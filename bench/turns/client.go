@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
@@ -24,8 +25,13 @@ import (
 type api struct {
 	http      *http.Client
 	clientURL string
-	admin     benchstack.Admin
-	watch     *stallWatch // optional: counts turns in flight
+	// clientURLs, when set, are several replicas' client APIs: sessions
+	// open on them in turn, as behind a round-robin load balancer, and are
+	// driven where they opened.
+	clientURLs []string
+	opened     atomic.Uint64
+	admin      benchstack.Admin
+	watch      *stallWatch // optional: counts turns in flight
 }
 
 func newAPI(clientURL, adminURL, adminKey string, conns int) *api {
@@ -49,19 +55,24 @@ func (a *api) setup(ctx context.Context) (string, error) {
 type session struct {
 	ID  string
 	Key string
-	n   int // next JSON-RPC id
+	URL string // the client API it is driven through ("": the api's)
+	n   int    // next JSON-RPC id
 }
 
 // open opens a session and registers as its driver, through the SDK.
 func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
+	u := a.clientURL
+	if n := len(a.clientURLs); n > 0 {
+		u = a.clientURLs[int((a.opened.Add(1)-1)%uint64(n))]
+	}
 	s, err := sdk.Connect(ctx, sdk.Config{
-		ServerURL: a.clientURL, ClientKey: clientKey, HTTPClient: a.http, ClientVersion: "bae-bench",
+		ServerURL: u, ClientKey: clientKey, HTTPClient: a.http, ClientVersion: "bae-bench",
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	return &session{ID: s.ID, Key: s.Key()}, nil
+	return &session{ID: s.ID, Key: s.Key(), URL: u}, nil
 }
 
 // rpcLine is one NDJSON object: a notification (method, no id) or the
@@ -111,7 +122,11 @@ func (a *api) rpc(ctx context.Context, s *session, method string, params any) (r
 	if err != nil {
 		return rpcResult{}, fmt.Errorf("marshal rpc: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.clientURL+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(buf))
+	base := a.clientURL
+	if s.URL != "" {
+		base = s.URL
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(buf))
 	if err != nil {
 		return rpcResult{}, fmt.Errorf("build rpc: %w", err)
 	}

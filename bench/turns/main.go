@@ -21,11 +21,13 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -59,6 +61,12 @@ type options struct {
 	dbURL           string
 	floor           bool
 	long            int
+	temporalAddr    string
+	temporalNS      string
+	temporalPID     int
+	temporalDBs     string
+	replicas        int
+	baesrvBin       string
 }
 
 func parseFlags() options {
@@ -86,6 +94,12 @@ func parseFlags() options {
 	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
 	flag.IntVar(&o.long, "long", 0, "long-session mode instead of the measured phase: build one session of this many events, then compare -turns turns on it with a fresh session's, and time its replay")
 	flag.BoolVar(&o.floor, "floor", false, "also run the floor (the irreducible work of a text turn, no orchestration) with the same sessions, turns and rate, and print both side by side")
+	flag.StringVar(&o.temporalAddr, "temporal", "", "an external Temporal frontend (host:port) instead of the embedded server (scripts/temporal-up.sh starts one)")
+	flag.StringVar(&o.temporalNS, "temporal-namespace", "default", "namespace on the -temporal server")
+	flag.IntVar(&o.temporalPID, "temporal-pid", 0, "the -temporal server's process id, to count its CPU (and split CPU per turn between it and baesrv)")
+	flag.StringVar(&o.temporalDBs, "temporal-dbs", "", "comma-separated databases of the -temporal server, for their growth per idle session (-idle)")
+	flag.IntVar(&o.replicas, "replicas", 0, "run baesrv as this many `-baesrv serve` processes on one database and task queue (sessions open on them in turn); 0 = in this process")
+	flag.StringVar(&o.baesrvBin, "baesrv", "bin/baesrv", "baesrv binary for -replicas")
 	flag.Parse()
 	return o
 }
@@ -139,6 +153,10 @@ func validate(o options) error {
 		return errors.New("-idle and -warmup cannot be negative")
 	case o.idleConcurrency < 1:
 		return errors.New("-idle-concurrency must be at least 1")
+	case o.replicas < 0:
+		return errors.New("-replicas cannot be negative")
+	case o.replicas > 0 && (o.extraPollers > 0 || o.long > 0):
+		return errors.New("-extra-pollers and -long need baesrv in this process (no -replicas)")
 	}
 	return nil
 }
@@ -181,7 +199,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		srvLog = os.Stderr
 	}
 	t0 := time.Now()
-	st, err := startStack(ctx, log, stackOptions{BaseDatabaseURL: o.dbURL, ServerLog: srvLog, Gzip: o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers})
+	st, err := startStack(ctx, log, stackOptions{
+		BaseDatabaseURL: o.dbURL, ServerLog: srvLog, Gzip: o.gzip, LogStatements: o.logStatements, ExtraPollers: o.extraPollers,
+		TemporalAddr: o.temporalAddr, TemporalNamespace: o.temporalNS, TemporalPID: o.temporalPID, TemporalDBs: splitList(o.temporalDBs),
+		Replicas: o.replicas, BaesrvBin: o.baesrvBin,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +212,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	log.Info("stack ready", "client", st.ClientURL, "admin", st.AdminURL, "database", st.dbName, "took", time.Since(t0).Round(time.Millisecond))
 
 	a := newAPI(st.ClientURL, st.AdminURL, st.AdminKey, o.sessions+o.idleConcurrency)
+	a.clientURLs = st.ClientURLs
 	defer a.close()
 	clientKey, err := a.setup(ctx)
 	if err != nil {
@@ -207,8 +230,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		go a.watch.run(wctx)
 		defer func() { rep.Stalls = a.watch.reports() }()
 	}
-	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	if st.Parts != nil {
+		rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	}
 	rep.addMem(sampleMem("stack ready"))
+	rep.ReplicaRSS = append(rep.ReplicaRSS, rssSample{"stack ready", st.replicaRSS()})
 
 	if o.long > 0 {
 		rep.Long = runLong(ctx, log, a, st, pg, clientKey, o)
@@ -253,12 +279,17 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		if err != nil {
 			return rep, err
 		}
+		dbs := append([]string{st.dbName}, splitList(o.temporalDBs)...)
+		sizesBefore := pg.dbSizes(ctx, dbs)
+		rssBefore := st.replicaRSS()
 		rep.Idle = openIdleUnderLoad(ctx, log, a, clientKey, sessions, o)
 		rep.Idle.Baseline = addedDist(base)
+		rep.Idle.measureGrowth(pg.dbSizes(ctx, dbs), sizesBefore, st.dbName, st.replicaRSS()-rssBefore)
 		rep.addMem(sampleMem(fmt.Sprintf("%d idle open", rep.Idle.Opened)))
+		rep.ReplicaRSS = append(rep.ReplicaRSS, rssSample{fmt.Sprintf("%d idle open", rep.Idle.Opened), st.replicaRSS()})
 		// Idle sessions have no workflow: it starts with a session's first
 		// message.
-		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+		rep.Idle.Workflows = countWorkflows(ctx, st.Temporal, st.Namespace, st.TaskQueue)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
@@ -270,7 +301,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		return rep, runErr
 	}
 	// Counted before the Temporal-alone phase adds workflows of its own.
-	rep.Workflows = countWorkflows(ctx, st.Temporal, st.dev.Namespace())
+	rep.Workflows = countWorkflows(ctx, st.Temporal, st.Namespace, st.TaskQueue)
+	rep.ReplicaRSS = append(rep.ReplicaRSS, rssSample{"measure end", st.replicaRSS()})
 	// Idle sessions have no workflow: it starts with a session's first
 	// message.
 	rep.Workflows.Expected = int64(o.sessions)
@@ -280,7 +312,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 			log.Warn("floor run failed", "err", err)
 		}
 		if fl != nil && ctx.Err() == nil {
-			if fl.Temporal, err = runTemporalAlone(ctx, log, o, st); err != nil {
+			if fl.Temporal, err = runTemporalAlone(ctx, log, o, st, pg); err != nil {
 				log.Warn("Temporal-alone run failed", "err", err)
 			}
 		}
@@ -331,10 +363,13 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	defer stopSampling()
 	go pg.run(sampleCtx, time.Second)
 
-	poolStart := st.Parts.Store.Pool.Stat()
+	var poolStart *pgxpool.Stat
+	if st.Parts != nil {
+		poolStart = st.Parts.Store.Pool.Stat()
+	}
 	rep.addMem(sampleMem("measure start"))
 	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
-	res, err := counted(ctx, pg, func(h *driveHooks) []turnRec {
+	res, err := counted(ctx, pg, st.procs(ctx, pg), func(h *driveHooks) []turnRec {
 		// Middle memory sample: halfway through the turns, or the duration.
 		h.onHalf = func() { rep.addMem(sampleMem("measure middle")) }
 		if o.progress > 0 {
@@ -350,9 +385,11 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	rep.addMem(sampleMem("measure end"))
 	rep.Turns.Elapsed = res.elapsed.Seconds()
 	rep.CPU = res.cpu
-	rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
 	rep.PG = pg.stats()
-	rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	if st.Parts != nil { // baesrv's pool is in this process
+		rep.Pool = poolDelta(poolStart, st.Parts.Store.Pool.Stat())
+		rep.PG.PoolMax = st.Parts.Store.Pool.Config().MaxConns
+	}
 	if err != nil {
 		return res.recs, err
 	}
@@ -374,18 +411,18 @@ type phaseResult struct {
 // counted runs fn between two readings of the CPU counters (this process,
 // the observed database's backends, the machine) and of the observed
 // database's pg_stat_database counters.
-func counted(ctx context.Context, pg *pgSampler, fn func(*driveHooks) []turnRec) (phaseResult, error) {
+func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, fn func(*driveHooks) []turnRec) (phaseResult, error) {
 	var res phaseResult
 	// A backend publishes its counters when it goes idle, but at most once
 	// a second and otherwise only after PostgreSQL's 10 s idle interval:
 	// wait that out on both sides so the phase gets exactly its own work.
 	statsSettle(ctx)
 	dbStart, dbErr := pg.counters(ctx)
-	cpuStart := markCPU(pg.backendPIDs(ctx))
+	cpuStart := markCPU(pg.backendPIDs(ctx), procs)
 	h := &driveHooks{}
 	res.recs = fn(h)
 	res.elapsed = h.elapsed
-	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx))))
+	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx)), procs))
 	statsSettle(ctx)
 	dbEnd, err := pg.counters(context.WithoutCancel(ctx))
 	if err == nil {
@@ -405,8 +442,7 @@ func counted(ctx context.Context, pg *pgSampler, fn func(*driveHooks) []turnRec)
 			XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
 			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
 		}
-		res.cpu.BenchMsPerTurn = res.cpu.BenchProcess * res.elapsed.Seconds() * 1000 / n
-		res.cpu.PGMsPerTurn = res.cpu.PGBackends * res.elapsed.Seconds() * 1000 / n
+		res.cpu.perTurn(res.elapsed.Seconds(), done)
 	}
 	return res, nil
 }
@@ -658,11 +694,15 @@ func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range o.idle {
+		// An interrupt stops the loop at once, not after each queued open.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			errs[i] = ctx.Err()
 			continue
 		}
-		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			t := time.Now()
@@ -696,16 +736,18 @@ func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o
 	return ir
 }
 
-func countWorkflows(ctx context.Context, tc client.Client, ns string) workflowCount {
+// countWorkflows counts the run's workflows (those on its task queue).
+func countWorkflows(ctx context.Context, tc client.Client, ns, taskQueue string) workflowCount {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var wc workflowCount
-	running, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: "ExecutionStatus = 'Running'"})
+	q := fmt.Sprintf("TaskQueue = '%s'", taskQueue)
+	running, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: q + " AND ExecutionStatus = 'Running'"})
 	if err != nil {
 		wc.Err = err.Error()
 		return wc
 	}
-	all, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns})
+	all, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: q})
 	if err != nil {
 		wc.Err = err.Error()
 		return wc
@@ -737,4 +779,15 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("write heap profile: %w", err)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -86,9 +87,11 @@ type report struct {
 	Workflows workflowCount `json:"temporal_workflows"`
 	Stalls    []stallReport `json:"stalls,omitempty"`
 	// Floor is the same load on the floor program, after bae-go's phase.
-	Floor   *floorReport `json:"floor,omitempty"`
-	Long    *longReport  `json:"long_session,omitempty"`
-	Targets []target     `json:"targets"`
+	Floor *floorReport `json:"floor,omitempty"`
+	// ReplicaRSS is the baesrv processes' resident memory (-replicas).
+	ReplicaRSS []rssSample `json:"baesrv_rss,omitempty"`
+	Long       *longReport `json:"long_session,omitempty"`
+	Targets    []target    `json:"targets"`
 }
 
 type idleReport struct {
@@ -103,6 +106,12 @@ type idleReport struct {
 	GoroutinesAdded int            `json:"goroutines_added"`
 	HeapLiveAdded   int64          `json:"heap_live_added_bytes"`
 	Workflows       workflowCount  `json:"temporal_workflows"`
+	// Growth while the idle sessions opened: baesrv's resident memory
+	// (-replicas: its processes, summed), bae-go's database and the
+	// external Temporal server's databases (-temporal-dbs), in bytes.
+	ReplicaRSSAdded int64            `json:"baesrv_rss_added_bytes,omitempty"`
+	BaeDBAdded      int64            `json:"bae_database_added_bytes"`
+	TemporalDBAdded map[string]int64 `json:"temporal_databases_added_bytes,omitempty"`
 	// Baseline is the server-added latency of the same turns before any
 	// idle session was open; DuringBurst the client latency of turns sent
 	// while the idle sessions opened.
@@ -234,10 +243,7 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 		}
 		t.BytesLastTurns = float64(b) / float64(len(tail))
 	}
-	if t.Completed > 0 {
-		r.CPU.BenchMsPerTurn = r.CPU.BenchProcess * t.Elapsed * 1000 / float64(t.Completed)
-		r.CPU.PGMsPerTurn = r.CPU.PGBackends * t.Elapsed * 1000 / float64(t.Completed)
-	}
+	r.CPU.perTurn(t.Elapsed, t.Completed)
 	t.ProviderReqs = st.Fake.Requests()
 	t.FakeServedS = st.Fake.Served().Seconds()
 }
@@ -358,6 +364,17 @@ func writeTable(w io.Writer, r *report) {
 		if wf := ir.Workflows; wf.Err == "" {
 			row("  temporal workflows", fmt.Sprintf("%d running after the idle opens", wf.Running))
 		}
+		per := func(b int64) string {
+			return fmt.Sprintf("%+.1f MiB (%.0f bytes per idle session)", float64(b)/(1<<20), float64(b)/float64(max(ir.Opened, 1)))
+		}
+		growth := "bae-go database " + per(ir.BaeDBAdded)
+		for _, db := range slices.Sorted(maps.Keys(ir.TemporalDBAdded)) {
+			growth += "; " + db + " " + per(ir.TemporalDBAdded[db])
+		}
+		row("  growth", growth)
+		if ir.ReplicaRSSAdded != 0 {
+			row("  baesrv rss", per(ir.ReplicaRSSAdded))
+		}
 		row("  turns during opens", fmt.Sprintf("%s, %d errors", fd(ir.DuringBurst), ir.DuringBurstErrors))
 		row("  before (0 idle)", "server-added "+fd(ir.Baseline))
 		if ir.Baseline.P99 > 0 {
@@ -407,11 +424,16 @@ func writeTable(w io.Writer, r *report) {
 			w.XactsPerTurn, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
 	}
 	if r.CPU.Available {
-		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f, other %.2f",
-			r.CPU.MachineBusy, r.CPU.Cores, r.CPU.BenchProcess, r.CPU.PGBackends, r.CPU.Other))
+		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f,%s other %.2f",
+			r.CPU.MachineBusy, r.CPU.Cores, r.CPU.BenchProcess, r.CPU.PGBackends, procsCores(r.CPU), r.CPU.Other))
 	}
 	if t.Completed > 0 {
-		row("cpu per turn", fmt.Sprintf("%.1f ms in the bench process + %.1f ms in postgres backends", r.CPU.BenchMsPerTurn, r.CPU.PGMsPerTurn))
+		row("cpu per turn", fmt.Sprintf("%.1f ms in the bench process + %.1f ms in postgres backends%s", r.CPU.BenchMsPerTurn, r.CPU.PGMsPerTurn, procsPerTurn(r.CPU)))
+	}
+	for _, m := range r.ReplicaRSS {
+		if m.Bytes > 0 {
+			row("baesrv rss "+m.Label, mib(uint64(m.Bytes)))
+		}
 	}
 	for _, m := range r.Memory {
 		row("memory "+m.Label, fmt.Sprintf("goroutines %d, heap live %s, heap alloc %s, heap sys %s, sys %s, gc %d",
@@ -478,6 +500,10 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	row("rows inserted per turn", "", f.PGWork.InsertedPerTurn, r.PGWork.InsertedPerTurn)
 	row("cpu per turn, process", "ms", f.CPU.BenchMsPerTurn, r.CPU.BenchMsPerTurn)
 	row("cpu per turn, postgres", "ms", f.CPU.PGMsPerTurn, r.CPU.PGMsPerTurn)
+	for _, role := range slices.Sorted(maps.Keys(r.CPU.ProcsMsPerTurn)) {
+		// The floor runs in this process; these serve only bae-go.
+		row("cpu per turn, "+role, "ms", f.CPU.ProcsMsPerTurn[role], r.CPU.ProcsMsPerTurn[role])
+	}
 	fmt.Fprintf(tw, "cpu other (cores)\t%.2f\t%.2f\t\n", f.CPU.Other, r.CPU.Other)
 	tw.Flush()
 	if tf := f.Temporal; tf != nil && tf.Completed > 0 {
@@ -503,8 +529,8 @@ func writeTemporalAlone(w io.Writer, added dist, f *floorReport, tf *temporalAlo
 	row("p90", tf.Latency.P90, f.ServerAdded.P90, added.P90)
 	row("p99", tf.Latency.P99, f.ServerAdded.P99, added.P99)
 	tw.Flush()
-	fmt.Fprintf(w, "throughput %.1f updates/s (%.2fx the floor's), process cpu %.1f ms per update (the floor's turn: %.1f + %.1f in postgres)\n",
-		tf.PerSecond, ratio(tf.PerSecond, f.PerSecond), tf.CPU.BenchMsPerTurn, f.CPU.BenchMsPerTurn, f.CPU.PGMsPerTurn)
+	fmt.Fprintf(w, "throughput %.1f updates/s (%.2fx the floor's), process cpu %.1f ms per update%s (the floor's turn: %.1f + %.1f in postgres)\n",
+		tf.PerSecond, ratio(tf.PerSecond, f.PerSecond), tf.CPU.BenchMsPerTurn, procsPerTurn(tf.CPU), f.CPU.BenchMsPerTurn, f.CPU.PGMsPerTurn)
 }
 
 // writeLong prints the long-session mode's figures.
@@ -540,4 +566,48 @@ func writeLong(w io.Writer, r *report) {
 	if l.Err != "" {
 		fmt.Fprintf(w, "error: %s\n", l.Err)
 	}
+}
+
+// rssSample is the baesrv processes' resident memory at a point of the run.
+type rssSample struct {
+	Label string `json:"label"`
+	Bytes int64  `json:"bytes"`
+}
+
+// measureGrowth records what the idle opens added: after and before are
+// database sizes by name (bae is bae-go's; the rest are Temporal's).
+func (ir *idleReport) measureGrowth(after, before map[string]int64, bae string, rss int64) {
+	ir.ReplicaRSSAdded = rss
+	for db, b := range after {
+		a, ok := before[db]
+		if !ok {
+			continue
+		}
+		if db == bae {
+			ir.BaeDBAdded = b - a
+			continue
+		}
+		if ir.TemporalDBAdded == nil {
+			ir.TemporalDBAdded = map[string]int64{}
+		}
+		ir.TemporalDBAdded[db] = b - a
+	}
+}
+
+// procsCores and procsPerTurn print the CPU of the processes outside this
+// one (baesrv replicas, an external Temporal server), when there are any.
+func procsCores(c CPUStats) string {
+	var s string
+	for _, role := range slices.Sorted(maps.Keys(c.Procs)) {
+		s += fmt.Sprintf(" %s %.2f,", role, c.Procs[role])
+	}
+	return s
+}
+
+func procsPerTurn(c CPUStats) string {
+	var s string
+	for _, role := range slices.Sorted(maps.Keys(c.ProcsMsPerTurn)) {
+		s += fmt.Sprintf(" + %.1f ms in %s", c.ProcsMsPerTurn[role], role)
+	}
+	return s
 }

@@ -23,8 +23,10 @@ import (
 	"github.com/bae-go/bae-go/internal/testing/devstack"
 )
 
-// stack is everything the benchmark runs in-process: a throwaway database,
-// an in-memory Temporal, the fake provider and baesrv itself.
+// stack is everything the benchmark runs: a throwaway database, an
+// in-memory Temporal (or an external Temporal server, -temporal), the fake
+// provider and baesrv itself, in this process or as -replicas `baesrv
+// serve` processes.
 type stack struct {
 	log      *slog.Logger
 	baseURL  string // maintenance database the bench database is created from
@@ -34,14 +36,22 @@ type stack struct {
 	dataDir  string
 	dev      *devstack.Server
 	Temporal client.Client
-	Fake     *timedFake
-	FakeURL  string
-	fakeSrv  *http.Server
+	// Namespace and TaskQueue are where baesrv's sessions run.
+	Namespace string
+	TaskQueue string
+	// temporalPID is an external Temporal server's process, for its CPU.
+	temporalPID int
+	temporalDBs []string
+	replicas    []*replica
+	Fake        *timedFake
+	FakeURL     string
+	fakeSrv     *http.Server
 
-	ClientURL string
-	AdminURL  string
-	AdminKey  string
-	Parts     *app.Parts
+	ClientURL  string
+	ClientURLs []string // every replica's client API, ClientURL first
+	AdminURL   string
+	AdminKey   string
+	Parts      *app.Parts
 
 	stopApp context.CancelFunc
 	appDone chan error
@@ -59,11 +69,22 @@ type stackOptions struct {
 	LogStatements bool
 	// ExtraPollers > 0 starts a second worker with that many pollers.
 	ExtraPollers int
+	// TemporalAddr, when set, is an external Temporal frontend used instead
+	// of the embedded server, in TemporalNamespace; TemporalPID is its
+	// process (0: its CPU is not counted).
+	TemporalAddr      string
+	TemporalNamespace string
+	TemporalPID       int
+	TemporalDBs       []string
+	// Replicas > 0 runs baesrv as that many `BaesrvBin serve` processes
+	// on one database and task queue instead of in this process.
+	Replicas  int
+	BaesrvBin string
 }
 
 // startStack brings every part up; on error whatever started is torn down.
 func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack, err error) {
-	s := &stack{log: log, baseURL: o.BaseDatabaseURL, extraPollers: o.ExtraPollers}
+	s := &stack{log: log, baseURL: o.BaseDatabaseURL, extraPollers: o.ExtraPollers, TaskQueue: "bae-bench", temporalPID: o.TemporalPID, temporalDBs: o.TemporalDBs}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -90,18 +111,27 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	}
 
 	t0 := time.Now()
-	ports, err := benchstack.FreePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	s.dev, err = devstack.Start(ctx, benchstack.TemporalOptions(ports[0], "", srvLog))
-	if err != nil {
-		return nil, fmt.Errorf("start embedded temporal: %w", err)
+	frontend := o.TemporalAddr
+	s.Namespace = o.TemporalNamespace
+	if frontend == "" {
+		ports, err := benchstack.FreePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		s.dev, err = devstack.Start(ctx, benchstack.TemporalOptions(ports[0], "", srvLog))
+		if err != nil {
+			return nil, fmt.Errorf("start embedded temporal: %w", err)
+		}
+		frontend, s.Namespace = s.dev.FrontendAddr(), s.dev.Namespace()
+	} else {
+		// A Temporal server outlives runs: a task queue of the run's own
+		// keeps earlier runs' workflows away from this run's workers.
+		s.TaskQueue = "bae-bench-" + s.dbName[len("bae_bench_"):]
 	}
 	// Dialled like app.Run dials (SDK defaults), so the bench measures the
 	// client baesrv really uses.
 	copts := client.Options{
-		HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(),
+		HostPort: frontend, Namespace: s.Namespace,
 		Logger: sdklog.NewStructuredLogger(srvLog),
 	}
 	mode, err := config.ParseTemporalCompression(os.Getenv("BAE_TEMPORAL_COMPRESSION"))
@@ -116,7 +146,12 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}
-	log.Info("temporal ready", "frontend", s.dev.FrontendAddr(), "took", time.Since(t0).Round(time.Millisecond))
+	if s.dev == nil {
+		if err := benchstack.SearchAttributesReady(ctx, s.Temporal, s.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("temporal ready", "frontend", frontend, "embedded", s.dev != nil, "took", time.Since(t0).Round(time.Millisecond))
 
 	// The fake is served by our own listener so every request passes
 	// through timedFake, which times it and attributes it to a turn.
@@ -129,22 +164,33 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	go s.fakeSrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
 	s.FakeURL = "http://" + ln.Addr().String()
 
-	if err = s.startServer(ctx, srvLog, s.FakeURL); err != nil {
+	if o.Replicas > 0 {
+		err = s.startReplicas(ctx, o, frontend)
+	} else {
+		err = s.startServer(ctx, srvLog, s.FakeURL)
+	}
+	if err != nil {
 		return nil, err
 	}
+	s.ClientURLs = append([]string{s.ClientURL}, s.ClientURLs...)
 	return s, nil
 }
 
-func (s *stack) startServer(ctx context.Context, srvLog *slog.Logger, fakeURL string) error {
-	env := map[string]string{
+// serverEnv is the environment baesrv runs with in a bench.
+func (s *stack) serverEnv() map[string]string {
+	return map[string]string{
 		"BAE_ADDR": "127.0.0.1:0", "BAE_ADMIN_ADDR": "127.0.0.1:0", "BAE_DATABASE_URL": s.DBURL,
-		"BAE_DATA_DIR": s.dataDir, "BAE_SHUTDOWN_TIMEOUT": "5", "BAE_TASK_QUEUE": "bae-bench",
-		"BAE_TEMPORAL_NAMESPACE": s.dev.Namespace(),
+		"BAE_DATA_DIR": s.dataDir, "BAE_SHUTDOWN_TIMEOUT": "5", "BAE_TASK_QUEUE": s.TaskQueue,
+		"BAE_TEMPORAL_NAMESPACE": s.Namespace,
 		// The benchmark opens thousands of sessions with one client key and
 		// leaves most idle: lift the per-key and per-profile caps and the
 		// idle-session TTL it is not measuring.
 		"BAE_MAX_SESSIONS_PER_KEY": "0", "BAE_MAX_SESSIONS_PER_PROFILE": "0", "BAE_SESSION_IDLE_TTL": "0",
 	}
+}
+
+func (s *stack) startServer(ctx context.Context, srvLog *slog.Logger, fakeURL string) error {
+	env := s.serverEnv()
 	// Other BAE_* variables (BAE_TURN_TIMEOUT, ...) pass through, so a run
 	// can be tuned without editing the benchmark.
 	lookup := func(k string) (string, bool) {
@@ -210,6 +256,9 @@ func (s *stack) startServer(ctx context.Context, srvLog *slog.Logger, fakeURL st
 func (s *stack) Close() {
 	if s.extra != nil {
 		s.extra.Stop()
+	}
+	for _, r := range s.replicas {
+		r.stop(s.log)
 	}
 	if s.stopApp != nil {
 		s.stopApp()

@@ -203,6 +203,18 @@ func (p *pgSampler) backendPIDs(ctx context.Context) []int {
 	return pids
 }
 
+// backendPIDsOf lists the backends connected to any of dbs.
+func (p *pgSampler) backendPIDsOf(ctx context.Context, dbs []string) []int {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = ANY($1)`, dbs)
+	if err != nil {
+		return nil
+	}
+	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int])
+	return pids
+}
+
 // StorageStats is what the run left in PostgreSQL.
 type StorageStats struct {
 	DatabaseBytes int64 `json:"database_bytes"`
@@ -266,6 +278,9 @@ type cpuMark struct {
 	self    time.Duration
 	machine machineCPU
 	pg      map[int]time.Duration
+	// procs are the processes of the system under test outside this one
+	// (baesrv replicas, an external Temporal server), by role.
+	procs map[string]map[int]time.Duration
 }
 
 type machineCPU struct {
@@ -277,19 +292,45 @@ type machineCPU struct {
 // busy for the whole phase).
 type CPUStats struct {
 	Cores        int     `json:"cores"`
-	BenchProcess float64 `json:"bench_process_cores"` // Temporal + baesrv + fake + load generator
-	PGBackends   float64 `json:"postgres_backends_cores"`
-	MachineBusy  float64 `json:"machine_busy_cores"`
-	Other        float64 `json:"other_cores"` // PostgreSQL background workers, other processes
-	Available    bool    `json:"available"`
+	BenchProcess float64 `json:"bench_process_cores"` // Temporal + baesrv + fake + load generator, less what runs in Procs
+	// Procs are the other processes of the system under test, by role
+	// ("baesrv" replicas, "temporal" server), when they run outside this one.
+	Procs       map[string]float64 `json:"process_cores,omitempty"`
+	PGBackends  float64            `json:"postgres_backends_cores"`
+	MachineBusy float64            `json:"machine_busy_cores"`
+	Other       float64            `json:"other_cores"` // PostgreSQL background workers, other processes
+	Available   bool               `json:"available"`
 	// CPU time per completed turn: the cost that bounds throughput once
 	// the machine is saturated, and is less noisy than latency on a shared box.
-	BenchMsPerTurn float64 `json:"bench_process_cpu_ms_per_turn"`
-	PGMsPerTurn    float64 `json:"postgres_cpu_ms_per_turn"`
+	BenchMsPerTurn float64            `json:"bench_process_cpu_ms_per_turn"`
+	PGMsPerTurn    float64            `json:"postgres_cpu_ms_per_turn"`
+	ProcsMsPerTurn map[string]float64 `json:"process_cpu_ms_per_turn,omitempty"`
 }
 
-func markCPU(pids []int) cpuMark {
-	m := cpuMark{wall: time.Now(), machine: readMachineCPU(), pg: map[int]time.Duration{}}
+// perTurn sets the per-turn figures from the cores used over elapsed
+// seconds and n completed turns.
+func (st *CPUStats) perTurn(elapsed float64, n int) {
+	if n <= 0 {
+		return
+	}
+	per := func(cores float64) float64 { return cores * elapsed * 1000 / float64(n) }
+	st.BenchMsPerTurn, st.PGMsPerTurn = per(st.BenchProcess), per(st.PGBackends)
+	st.ProcsMsPerTurn = map[string]float64{}
+	for role, c := range st.Procs {
+		st.ProcsMsPerTurn[role] = per(c)
+	}
+}
+
+func markCPU(pids []int, procs map[string][]int) cpuMark {
+	m := cpuMark{wall: time.Now(), machine: readMachineCPU(), pg: map[int]time.Duration{}, procs: map[string]map[int]time.Duration{}}
+	for role, ps := range procs {
+		m.procs[role] = map[int]time.Duration{}
+		for _, pid := range ps {
+			if d, ok := procCPU(pid); ok {
+				m.procs[role][pid] = d
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -316,10 +357,22 @@ func cpuBetween(a, b cpuMark) CPUStats {
 		pg += end - a.pg[pid]
 	}
 	st.PGBackends = pg.Seconds() / wall
+	var procs float64
+	for role, pids := range b.procs {
+		var d time.Duration
+		for pid, end := range pids {
+			d += end - a.procs[role][pid]
+		}
+		if st.Procs == nil {
+			st.Procs = map[string]float64{}
+		}
+		st.Procs[role] = d.Seconds() / wall
+		procs += st.Procs[role]
+	}
 	if a.machine.ok && b.machine.ok && b.machine.total > a.machine.total {
 		frac := float64(b.machine.busy-a.machine.busy) / float64(b.machine.total-a.machine.total)
 		st.MachineBusy = frac * float64(st.Cores)
-		st.Other = max(0, st.MachineBusy-st.BenchProcess-st.PGBackends)
+		st.Other = max(0, st.MachineBusy-st.BenchProcess-st.PGBackends-procs)
 		st.Available = true
 	}
 	return st
@@ -385,4 +438,18 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// dbSizes is pg_database_size of each named database (missing ones left out).
+func (p *pgSampler) dbSizes(ctx context.Context, names []string) map[string]int64 {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	out := map[string]int64{}
+	for _, n := range names {
+		var b int64
+		if err := p.conn.QueryRow(ctx, `SELECT pg_database_size($1)`, n).Scan(&b); err == nil {
+			out[n] = b
+		}
+	}
+	return out
 }

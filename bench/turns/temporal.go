@@ -10,8 +10,9 @@ import (
 )
 
 // temporalAlone is the Temporal round trip of a turn with nothing else in
-// it (bench/temporalfloor), measured with bae-go's load on the bench's own
-// embedded Temporal server after the floor's phase: added to the floor's
+// it (bench/temporalfloor), measured with bae-go's load on the bench's
+// Temporal server (embedded, or the external one of -temporal) after the
+// floor's phase: added to the floor's
 // latency it is the least a turn that is an Update can take here.
 type temporalAlone struct {
 	Completed int      `json:"completed"`
@@ -21,7 +22,7 @@ type temporalAlone struct {
 	Err       string   `json:"error,omitempty"`
 }
 
-func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack) (*temporalAlone, error) {
+func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack, pg *pgSampler) (*temporalAlone, error) {
 	turns := o.turns
 	if o.duration > 0 {
 		// As many as -duration would take at the offered rate, or as the
@@ -37,15 +38,14 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 	}
 	defer w.Stop()
 	log.Info("measuring Temporal alone", "workflows", o.sessions, "updates_per_workflow", turns, "rate", o.rate)
+	procs := st.procs(ctx, pg)
 	var start cpuMark
 	res, err := temporalfloor.Run(ctx, st.Temporal, temporalfloor.Load{
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
-		Measuring: func() { start = markCPU(nil) },
+		Measuring: func() { start = markCPU(nil, procs) },
 	})
-	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil))}
-	if n := float64(t.Completed); n > 0 {
-		t.CPU.BenchMsPerTurn = t.CPU.BenchProcess * res.Elapsed.Seconds() * 1000 / n
-	}
+	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, procs))}
+	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
 	}
