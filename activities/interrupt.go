@@ -38,6 +38,11 @@ const (
 // turn. A turn that stored its final answer before the interrupt reached it
 // is left as it is (Outcome completed).
 func (a *Activities) InterruptTurn(ctx context.Context, in workflows.InterruptTurnInput) (workflows.InterruptTurnResult, error) {
+	// The turn's activities here stop now, a sandbox command it runs is
+	// killed (the activity may be on another worker, or blocked reading
+	// the command's output), then what they left is settled.
+	a.work.cancel(in.TurnID)
+	a.killTurnExecs(ctx, in.TurnRef)
 	partial := a.work.stop(ctx, in.TurnID, interruptWait)
 	// Stored: this is a retry.
 	if ev, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, stepInterrupted)); err == nil {
@@ -45,7 +50,6 @@ func (a *Activities) InterruptTurn(ctx context.Context, in workflows.InterruptTu
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return workflows.InterruptTurnResult{}, err
 	}
-	a.killTurnExecs(ctx, in.TurnRef)
 	var res workflows.InterruptTurnResult
 	err := a.untilStored(ctx, "close interrupted turn", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
@@ -169,8 +173,15 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 		}
 		results := make([]store.NewEvent, 0, len(calls))
 		for _, c := range calls {
+			key := idem(turn, toolStep(it, c.id)+"/result")
+			switch _, err := tx.EventWithKey(ctx, sid, key); {
+			case errors.Is(err, store.ErrNotFound):
+				closed = append(closed, c.id)
+			case err != nil:
+				return workflows.InterruptTurnResult{}, err
+			}
 			results = append(results, store.NewEvent{
-				IdemKey: idem(turn, toolStep(it, c.id)+"/result"), TurnID: turn, ClientKeyID: in.ClientKeyID,
+				IdemKey: key, TurnID: turn, ClientKeyID: in.ClientKeyID,
 				Payload: events.ToolResultPayload{ToolUseID: c.id, Dispatch: c.dispatch, ServerName: events.Optional(c.server), IsError: true, Content: textContent(events.InterruptedText)},
 			})
 		}
@@ -190,9 +201,6 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 			}
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				return workflows.InterruptTurnResult{}, fmt.Errorf("decode tool result: %w", err)
-			}
-			if p.IsError && string(p.Content) == string(textContent(events.InterruptedText)) {
-				closed = append(closed, calls[i].id)
 			}
 			blocks = append(blocks, block{"type": "tool_result", "tool_use_id": calls[i].id, "content": p.Content, "is_error": p.IsError})
 		}

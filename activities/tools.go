@@ -246,7 +246,8 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 		endSandboxExec(xspan, r, xerr)
 		stop()
 		a.Metrics.ToolLatency(ctx, events.DispatchSandbox, time.Since(started))
-		if xerr != nil && errors.Is(ctx.Err(), context.Canceled) {
+		if (xerr != nil && errors.Is(ctx.Err(), context.Canceled)) || errors.Is(context.Cause(ctx), ErrInterrupted) {
+			// Interrupted: the interrupt records the call's result.
 			// As for MCP: a stopping worker is retried, not recorded. The
 			// command keeps running; the retry collects it. (A deadline is
 			// the command's own failure and is recorded.)

@@ -29,11 +29,14 @@ type turnWork struct {
 }
 
 type turnRun struct {
-	next    int
-	cancels map[int]context.CancelCauseFunc
-	idle    chan struct{} // closed when the last tracked activity returns
-	partial json.RawMessage
-	kept    time.Time
+	// interrupted: activities the turn starts from now on (a tool call
+	// Temporal retries after its cancellation) begin cancelled.
+	interrupted bool
+	next        int
+	cancels     map[int]context.CancelCauseFunc
+	idle        chan struct{} // closed when the last tracked activity returns
+	partial     json.RawMessage
+	kept        time.Time
 }
 
 // track registers one activity of turnID; the returned context is
@@ -55,6 +58,9 @@ func (w *turnWork) track(ctx context.Context, turnID string) (context.Context, f
 	if len(r.cancels) == 0 {
 		r.idle = make(chan struct{})
 	}
+	if r.interrupted {
+		cancel(ErrInterrupted)
+	}
 	id := r.next
 	r.next++
 	r.cancels[id] = cancel
@@ -65,7 +71,7 @@ func (w *turnWork) track(ctx context.Context, turnID string) (context.Context, f
 		delete(r.cancels, id)
 		if len(r.cancels) == 0 {
 			close(r.idle)
-			if r.partial == nil && w.turns[turnID] == r {
+			if r.partial == nil && !r.interrupted && w.turns[turnID] == r {
 				delete(w.turns, turnID)
 			}
 		}
@@ -91,17 +97,34 @@ func (w *turnWork) keepPartial(turnID string, content json.RawMessage) {
 	}
 }
 
+// cancel cancels turnID's activities in this process (cause
+// ErrInterrupted).
+func (w *turnWork) cancel(turnID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.turns == nil {
+		w.turns = map[string]*turnRun{}
+	}
+	r := w.turns[turnID]
+	if r == nil {
+		r = &turnRun{cancels: map[int]context.CancelCauseFunc{}}
+		w.turns[turnID] = r
+	}
+	r.interrupted, r.kept = true, time.Now()
+	for _, cancel := range r.cancels {
+		cancel(ErrInterrupted)
+	}
+}
+
 // stop cancels turnID's activities in this process, waits up to wait for
 // them to return, and takes the partial answer one of them left (nil when
 // none).
 func (w *turnWork) stop(ctx context.Context, turnID string, wait time.Duration) json.RawMessage {
+	w.cancel(turnID)
 	w.mu.Lock()
 	r := w.turns[turnID]
 	var idle chan struct{}
 	if r != nil && len(r.cancels) > 0 {
-		for _, cancel := range r.cancels {
-			cancel(ErrInterrupted)
-		}
 		idle = r.idle
 	}
 	w.mu.Unlock()
@@ -121,8 +144,5 @@ func (w *turnWork) stop(ctx context.Context, turnID string, wait time.Duration) 
 	}
 	p := r.partial
 	r.partial = nil
-	if len(r.cancels) == 0 && w.turns[turnID] == r {
-		delete(w.turns, turnID)
-	}
 	return p
 }

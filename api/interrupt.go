@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -15,6 +16,9 @@ import (
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
+
+// controlWait bounds the reject policy's read of the turn gate.
+const controlWait = 2 * time.Second
 
 // methodInterrupt stops a running (or paused) turn (a bae-go extension).
 const methodInterrupt = "session.interrupt"
@@ -73,13 +77,16 @@ func (c *clientAPI) interrupt(call *rpcCall) {
 func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.WhenBusy) bool {
 	switch policy {
 	case wire.BusyReject:
-		v, err := c.Engine.Control(ctx, call.sess.ID)
+		// A workflow busy with a provider call answers a query only once
+		// that call's workflow task ends: no answer in time is a running
+		// turn.
+		qctx, cancel := context.WithTimeout(ctx, controlWait)
+		v, err := c.Engine.Control(qctx, call.sess.ID)
+		cancel()
 		if err != nil {
-			call.log.Error("read the turn gate", "err", err)
-			call.fail(NewRPCError(-32603, "Internal error"))
-			return false
+			call.log.Debug("read the turn gate", "err", err)
 		}
-		waits := v.Busy || v.Queued > 0 || (v.Paused != nil && v.Paused.Owner != call.clientID && !v.Paused.Expired)
+		waits := err != nil || v.Busy || v.Queued > 0 || (v.Paused != nil && v.Paused.Owner != call.clientID && !v.Paused.Expired)
 		if waits && !v.Closed {
 			call.fail(NewRPCError(-32000, "session_busy: a turn is running or queued (%s: reject)", wire.WhenBusyHeader))
 			return false

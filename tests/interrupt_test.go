@@ -33,6 +33,17 @@ func interruptEnv(t *testing.T, provider string, body map[string]any) (*env, str
 	return e, pid
 }
 
+// joinOn attaches a new client key of profile pid to d's session and
+// registers it.
+func (e *env) joinOn(pid string, d *driver) *driver {
+	e.t.Helper()
+	keyID, key := e.srv.Key(e.t, pid)
+	sk := e.srv.Join(e.t, d.sid, key, map[string]any{})
+	j := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: sk}
+	j.register()
+	return j
+}
+
 // untilTerminal reads a raw stream to its terminal response, keeping the
 // deltas on the way.
 func untilTerminal(t *testing.T, r *rawLines) (deltas []map[string]any, term map[string]any) {
@@ -171,14 +182,12 @@ func textOf(content any) string {
 // gate is free, and another driver's next turn runs on a conversation
 // the strict fake accepts.
 func TestInterruptPausedTurn(t *testing.T) {
-	e, pid := interruptEnv(t, "primary", nil)
+	e, pid := interruptEnv(t, "primary", map[string]any{"allowed_tools": []string{"get_time"}})
 	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
 	d.register()
 	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_p", "get_time", nil))
 	_, term := d.send("what time?")
 	require.Nil(t, term["error"])
-	turnEvs := resultEvents(term)
-	turnID := turnEvs[0]["turn_id"]
 
 	// An observer (joined, not registered) may not interrupt.
 	_, key := e.srv.Key(t, pid)
@@ -186,9 +195,12 @@ func TestInterruptPausedTurn(t *testing.T) {
 	obs := &driver{e: e, sid: d.sid, sk: osk}
 	rpcError(t, obs.call("session.interrupt", map[string]any{}), -32001)
 
-	res := result(t, d.call("session.interrupt", map[string]any{"turnId": turnID}))
+	assert.Contains(t, rpcError(t, d.call("session.interrupt", map[string]any{"turnId": "trn_other"}), -32000), "turn_not_running")
+	res := result(t, d.call("session.interrupt", map[string]any{}))
 	assert.Equal(t, true, res["interrupted"])
-	assert.Equal(t, turnID, res["turnId"])
+	turnID, _ := res["turnId"].(string)
+	require.NotEmpty(t, turnID)
+	assert.Contains(t, rpcError(t, d.call("session.interrupt", map[string]any{"turnId": turnID}), -32000), "turn_not_running")
 	evs := d.allEvents()
 	last := evs[len(evs)-1]
 	require.Equal(t, "server.message.interrupted", last["event_type"])
@@ -199,7 +211,7 @@ func TestInterruptPausedTurn(t *testing.T) {
 	assert.Equal(t, true, payload(results[0])["is_error"])
 
 	// The gate is free: another driver's turn runs at once.
-	other := e.join(d)
+	other := e.joinOn(pid, d)
 	requireValidNextTurn(t, e, other, "primary")
 }
 
@@ -300,7 +312,7 @@ func TestWhenBusy(t *testing.T) {
 	e, pid := interruptEnv(t, "primary", nil)
 	d := e.openOn(pid, nil)
 	d.register()
-	other := e.join(d)
+	other := e.joinOn(pid, d)
 	e.fake.Lane("primary").Enqueue(fakeprovider.Hang())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -349,7 +361,7 @@ func TestRecordedInterruptHistories(t *testing.T) {
 		recordAndReplay(t, e, d.sid, "interrupt_streaming")
 	})
 	t.Run("interrupt_paused", func(t *testing.T) {
-		e, pid := interruptEnv(t, "primary", nil)
+		e, pid := interruptEnv(t, "primary", map[string]any{"allowed_tools": []string{"get_time"}})
 		d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
 		d.register()
 		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_p", "get_time", nil))
