@@ -32,10 +32,15 @@ type turnView struct {
 	ID          string
 	ClientKeyID string
 	Started     time.Time
+	FirstSeq    int64
 	Entries     []entry
 	Failed      bool
 	// Done is set once the turn produced its final answer or failed.
 	Done bool
+	// Compacted says what a later compaction did to this turn in the view
+	// providers receive ("summarized", "tool results cleared"); the log,
+	// and so this transcript, keep it whole.
+	Compacted string
 }
 
 // entry is one bubble of a turn. Exactly one of its parts is set.
@@ -44,8 +49,9 @@ type entry struct {
 	User      *message
 	Assistant *message
 	Tool      *toolView
-	Failure   *failureView
-	Warning   *failureView
+	Failure    *failureView
+	Warning    *failureView
+	Compaction *compactionView
 }
 
 // message is a chat message; Parts keep text and tool calls in block order.
@@ -128,16 +134,18 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 		}
 		t := turns[e.TurnID]
 		if t == nil {
-			t = &turnView{ID: e.TurnID, ClientKeyID: e.ClientKeyID, Started: e.CreatedAt}
+			t = &turnView{ID: e.TurnID, ClientKeyID: e.ClientKeyID, Started: e.CreatedAt, FirstSeq: e.Seq}
 			turns[e.TurnID] = t
 			items = append(items, transcriptItem{Turn: t})
+		}
+		if endsTurn(e.Type) {
+			t.Done = true
 		}
 		switch e.Type {
 		case events.ClientMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, User: messageOf(payloadContent(e.Payload), calls, false)})
 		case events.ServerMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Assistant: messageOf(payloadContent(e.Payload), calls, true)})
-			t.Done = true
 		case events.ToolCall:
 			var p struct {
 				ID string `json:"id"`
@@ -161,7 +169,9 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			}
 		case events.SessionError:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Failure: failureOf(e.Payload)})
-			t.Failed, t.Done = true, true
+			t.Failed = true
+		case events.SessionCompaction:
+			t.Entries = append(t.Entries, entry{Seq: e.Seq, Compaction: compactionOf(e, calls)})
 		case events.ToolResult, events.ProviderRequest:
 			// folded into their call / shown in the timeline only
 		default:
@@ -169,6 +179,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Warning: &failureView{Reason: sl.Type, Detail: sl.Text}})
 		}
 	}
+	markCompacted(items)
 	return items
 }
 
