@@ -77,6 +77,9 @@ type Activities struct {
 	// Deltas carries a streamed answer's pieces to clients as they
 	// arrive; nil sends none (the answer is still streamed and stored).
 	Deltas *live.Deltas
+
+	// work tracks the turns' running activities for interrupts.
+	work turnWork
 }
 
 // Register adds the activities (and the workflow) to a worker.

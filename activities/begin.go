@@ -28,6 +28,8 @@ func rejected(why workflows.Rejection, detail string) workflows.BeginTurnResult 
 // the provider walk. Its outcome is stored with the turn input, so a re-run
 // returns the first run's answer.
 func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	var res workflows.BeginTurnResult
 	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
 		var (

@@ -185,6 +185,8 @@ const maxSummaryTokens = 2048
 // (every provider of the chain, or past the activity's retries) falls back
 // to clearing every tool result before the current turn.
 func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactContextInput) error {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	id := idem(in.TurnID, fmt.Sprintf("i%d/a%d/r%d/compact", in.Iteration, in.Attempt, in.Retry))
 	if _, err := a.Store.EventByIdem(ctx, in.SessionID, id); err == nil {
 		return nil // done by an earlier try

@@ -93,13 +93,15 @@ func (r *deltaRun) sink(d provider.Delta) {
 
 // end closes the run: a failed call's partial output is superseded at
 // once, and the run's deltas reach the other replicas before the caller
-// stores the attempt's events.
+// stores the attempt's events. A cancelled call's output is not: an
+// interrupt keeps it (server.message.interrupted), and a retry after a
+// stopped worker leads with its own marker.
 func (r *deltaRun) end(ctx context.Context, err error) {
 	<-r.numbered
 	if !r.ok {
 		return
 	}
-	if err != nil && r.n > 0 {
+	if err != nil && r.n > 0 && ctx.Err() == nil {
 		r.publish(live.DeltaSuperseded, 0, "", nil)
 	}
 	if r.n == 0 {

@@ -45,6 +45,8 @@ func (a *Activities) serverResults(ctx context.Context, ref workflows.TurnRef, i
 // dispatch, and the stashed server results); otherwise the server results
 // become the next user message and the loop goes on.
 func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIterationInput) (workflows.FinishIterationResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	results, err := a.serverResults(ctx, in.TurnRef, in.Iteration, in.Calls)
 	if err != nil {
 		return workflows.FinishIterationResult{}, err
@@ -109,6 +111,8 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 // (ReasonTurnFailed) leaves the conversation as it was before the turn and
 // the session open; the other reasons move the session to error.
 func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) error {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	payload := events.SessionErrorPayload{Reason: in.Reason}
 	switch in.Reason {
 	case events.ReasonAllProvidersFailed:

@@ -40,6 +40,8 @@ func attemptKind(attempt int) string {
 // failures are retried by Temporal; the failure is logged only on the last
 // try, so the log shows one request/response pair per attempt.
 func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	if in.Begin != nil {
 		return a.beginThenCall(ctx, in)
 	}
@@ -103,7 +105,7 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
 			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-			Payload: requestPayload(in.Attempt, entry, p.tools),
+			Payload:    requestPayload(in.Attempt, entry, p.tools),
 			MessagesAt: &at,
 		})
 	}
@@ -153,8 +155,16 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		resp, err = a.Provider.Call(ctx, ep, messages, tools)
 	} else {
 		run = a.startDeltaRun(ctx, in, step)
-		resp, err = a.Provider.CallStreaming(ctx, ep, messages, tools, run.sink)
+		var got partialText
+		resp, err = a.Provider.CallStreaming(ctx, ep, messages, tools, func(d provider.Delta) {
+			got.add(d)
+			run.sink(d)
+		})
 		run.end(ctx, err)
+		if err != nil && ctx.Err() != nil {
+			// Kept for an interrupt (see InterruptTurn).
+			a.work.keepPartial(in.TurnID, got.content())
+		}
 	}
 	stop()
 	token = ""

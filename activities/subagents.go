@@ -46,6 +46,8 @@ func subagentID(turnID, callID string) string {
 
 // RunSubagentTool dispatches launch_subagent-style tools and the status tool.
 func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	var res workflows.ToolCallResult
 	if done, err := a.recorded(ctx, in); err != nil || done {
 		if done {

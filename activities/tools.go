@@ -92,6 +92,8 @@ func textContent(s string) json.RawMessage {
 
 // CallMCPTool dispatches one tool_use to its MCP server.
 func (a *Activities) CallMCPTool(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	return workflows.ToolCallResult{}, a.callMCPTool(ctx, in)
 }
 
@@ -190,6 +192,8 @@ func execID(in workflows.ToolCallInput) string {
 // ExecSandbox runs an Auto-mode sandbox tool's command in the session's
 // remote sandbox.
 func (a *Activities) ExecSandbox(ctx context.Context, in workflows.ToolCallInput) (workflows.ToolCallResult, error) {
+	ctx, done := a.work.track(ctx, in.TurnID)
+	defer done()
 	return workflows.ToolCallResult{}, a.execSandbox(ctx, in)
 }
 

@@ -58,6 +58,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 		r.Delete("/keys/{id}", handle(a.revokeKey))
 		r.Get("/sessions", handle(a.listSessions))
 		r.Get("/sessions/{id}/events", handle(a.sessionEvents))
+		r.Post("/sessions/{id}/interrupt", handle(a.adminInterrupt))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})

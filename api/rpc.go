@@ -249,6 +249,8 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.reportLocalSubagent(call)
 	case "session.updateClientTools":
 		c.updateClientTools(call)
+	case methodInterrupt:
+		c.interrupt(call)
 	case "session.startRemoteSandbox", "session.stopRemoteSandbox", "session.execRemoteSandbox", "session.cancelSubagent":
 		c.sessionTool(call)
 	default:

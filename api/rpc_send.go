@@ -34,6 +34,10 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		// Checked before anything is stored, like the key.
 		_, bad = wire.ParseDeltas(call.r.Header.Values(wire.DeltasHeader))
 	}
+	var policy wire.WhenBusy
+	if bad == nil {
+		policy, bad = wire.ParseWhenBusy(call.r.Header.Values(wire.WhenBusyHeader))
+	}
 	if bad != nil {
 		call.fail(bad)
 		return
@@ -61,6 +65,9 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	stored, bad := wire.ParseSendMessage(call.params)
 	if bad != nil {
 		call.fail(bad)
+		return
+	}
+	if !c.whenBusy(ctx, call, policy) {
 		return
 	}
 
@@ -154,6 +161,8 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 			}
 		case events.ServerMessageSend:
 			replied = true
+		case events.ServerMessageInterrupted:
+			return workflows.TurnResult{Outcome: workflows.OutcomeInterrupted}, nil
 		}
 	}
 	if replied {
@@ -396,7 +405,14 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	turnEvs := relay.events
 	message := providerUnavailable
-	if res.Outcome != workflows.OutcomeProvidersFailed {
+	interrupted := false
+	if res.Outcome == workflows.OutcomeInterrupted {
+		// The kept partial answer, and "interrupted": true beside it.
+		message, interrupted = interruptedMessage(turnEvs)
+		if !interrupted {
+			message = providerUnavailable
+		}
+	} else if res.Outcome != workflows.OutcomeProvidersFailed {
 		for i := len(turnEvs) - 1; i >= 0; i-- {
 			if turnEvs[i].Type == events.ServerMessageSend {
 				message = turnEvs[i].Payload
@@ -419,6 +435,9 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	}
 	b = append(b, `],"message":`...)
 	b = append(b, message...)
+	if interrupted {
+		b = append(b, `,"interrupted":true`...)
+	}
 	call.resultRaw(append(b, '}'))
 }
 

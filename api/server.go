@@ -28,6 +28,11 @@ type Engine interface {
 	CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error
 	// Ready reports whether Temporal answers.
 	Ready(ctx context.Context) error
+	// Interrupt stops the session's running (or paused) turn, or only
+	// in.TurnID, and returns once that turn ended.
+	Interrupt(ctx context.Context, sessionID string, in workflows.InterruptInput) (workflows.InterruptResult, error)
+	// Control reads the session's turn gate (running, queued, paused).
+	Control(ctx context.Context, sessionID string) (workflows.ControlView, error)
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

@@ -78,6 +78,12 @@ func TestPayloadShapes(t *testing.T) {
 		Events: events.SeqRange{From: 1, Through: 9}, Messages: events.SeqRange{From: 1, Through: 4}, TokensBefore: 10, TokensAfter: 5, Budget: 8,
 		ClearedToolResults: []string{"tu_1"}}, events.SessionCompaction,
 		`{"compaction_id":"c","layer":"clear_tool_results","trigger":"budget","provider":"p","events":{"from_seq":1,"through_seq":9},"messages":{"from_seq":1,"through_seq":4},"tokens_before":10,"tokens_after":5,"budget":8,"cleared_tool_results":["tu_1"]}`})
+	cases = append(cases, struct {
+		p    events.Payload
+		typ  events.Type
+		want string
+	}{events.InterruptedMessage{Content: json.RawMessage(`[{"type":"text","text":"par"}]`), Partial: true, By: "ck_1"}, events.ServerMessageInterrupted,
+		`{"role":"assistant","content":[{"type":"text","text":"par"}],"partial":true,"closed_tool_use_ids":[],"by":"ck_1"}`})
 	covered := map[events.Type]bool{}
 	for _, c := range cases {
 		assert.Equal(t, c.typ, c.p.EventType())

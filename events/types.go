@@ -37,6 +37,10 @@ const (
 	SubagentCompleted       Type = "session.subagent.completed"
 	SubagentFailed          Type = "session.subagent.failed"
 	SubagentCancelled       Type = "session.subagent.cancelled"
+	// ServerMessageInterrupted ends a turn a driver or an operator
+	// interrupted: the assistant's partial answer (bae-go only, see
+	// docs/api.md; payload InterruptedMessage).
+	ServerMessageInterrupted Type = "server.message.interrupted"
 )
 
 // All returns every event type, in catalog order.
@@ -48,6 +52,7 @@ func All() []Type {
 		SessionCompaction, SessionSandboxAvailable, SessionSandboxStart, SessionSandboxRunning,
 		SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
 		SubagentStart, SubagentRunning, SubagentCompleted, SubagentFailed, SubagentCancelled,
+		ServerMessageInterrupted,
 	}
 }
 

@@ -41,6 +41,9 @@ const (
 	EventSubagentCompleted       = events.SubagentCompleted
 	EventSubagentFailed          = events.SubagentFailed
 	EventSubagentCancelled       = events.SubagentCancelled
+	// EventServerMessageInterrupted ends an interrupted turn (a bae-go
+	// extension; see InterruptedPayload).
+	EventServerMessageInterrupted = events.ServerMessageInterrupted
 )
 
 // EventTypes returns every known event type, in catalog order.
@@ -153,6 +156,8 @@ func Describe(e Event) string {
 		return fmt.Sprintf("%s (%s, %s)", base, str("harness"), str("dispatch"))
 	case EventSubagentFailed, EventSubagentCancelled:
 		return fmt.Sprintf("%s (%s, %s)", base, str("reason"), str("dispatch"))
+	case EventServerMessageInterrupted:
+		return fmt.Sprintf("%s (by %s)", base, str("by"))
 	}
 	if base == "" {
 		return "unknown event " + string(e.Type)
@@ -217,6 +222,8 @@ func describeType(t EventType) string {
 		return "subagent failed"
 	case EventSubagentCancelled:
 		return "subagent cancelled"
+	case EventServerMessageInterrupted:
+		return "server → client: interrupted assistant turn"
 	}
 	return ""
 }

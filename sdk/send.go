@@ -71,6 +71,9 @@ type TurnResult struct {
 	// Attempts is how many requests the call took: 1, plus one per resend
 	// after a lost response.
 	Attempts int `json:"-"`
+	// Interrupted is set when the turn was interrupted (Session.Interrupt):
+	// Message is then what the assistant had written (a bae-go extension).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // SendOptions tune SendOnce.
@@ -80,6 +83,8 @@ type SendOptions struct {
 	// under the same key, even from another process, relays the turn
 	// already stored instead of starting a second one.
 	IdempotencyKey string
+	// WhenBusy is the call's busy policy ("" sends none: enqueue).
+	WhenBusy WhenBusy
 }
 
 // SendOnce makes one session.sendMessage call, without the tool-call loop
@@ -93,7 +98,7 @@ func (s *Session) SendOnce(ctx context.Context, content any, o SendOptions) (*Tu
 		return nil, err
 	}
 	defer s.endSend()
-	res, err := s.sendMessage(ctx, msg, o.IdempotencyKey)
+	res, err := s.sendMessage(ctx, msg, o.IdempotencyKey, o.WhenBusy)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -122,7 +127,7 @@ func (s *Session) endSend() { <-s.sendSem }
 
 // sendMessage sends msg under key (drawn when ""), resending it under the
 // same key while its response is lost, up to Config.SendRetries times.
-func (s *Session) sendMessage(ctx context.Context, msg Message, key string) (*TurnResult, error) {
+func (s *Session) sendMessage(ctx context.Context, msg Message, key string, busy WhenBusy) (*TurnResult, error) {
 	if key == "" {
 		key = newIdempotencyKey()
 	}
@@ -131,6 +136,7 @@ func (s *Session) sendMessage(ctx context.Context, msg Message, key string) (*Tu
 	if s.hooks.OnDelta != nil {
 		header.Set(DeltasHeader, "on")
 	}
+	busyHeader(header, busy)
 	seen := map[string]bool{}
 	wait := resendWait
 	for attempt := 1; ; attempt++ {
@@ -229,7 +235,7 @@ func (s *Session) sendOnce(ctx context.Context, msg Message, iteration int) (rep
 			return nil, nil, &HookError{Hook: "BeforeSend", Err: err}
 		}
 	}
-	res, err := s.sendMessage(ctx, msg, "")
+	res, err := s.sendMessage(ctx, msg, "", s.whenBusy)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,7 @@ type options struct {
 	subagentTools []SubagentToolSpec
 	hooks         Hooks
 	closeHooks    []CloseHook
+	whenBusy      WhenBusy
 }
 
 // CloseHook runs at the start of Session.Close, before the session is
@@ -113,6 +114,8 @@ type Session struct {
 	hooks   Hooks
 	rpcID   atomic.Int64
 	sendSem chan struct{} // serializes Send
+	// whenBusy is Send's busy policy (WithWhenBusy).
+	whenBusy WhenBusy
 
 	mu         sync.Mutex
 	handlers   map[string]Tool
@@ -125,7 +128,7 @@ type Session struct {
 func newSession(cfg Config, id, key string, profile Profile, o options) *Session {
 	s := &Session{
 		ID: id, Profile: profile, key: key,
-		t: &transport{cfg: cfg}, hooks: o.hooks, closeHooks: o.closeHooks,
+		t: &transport{cfg: cfg}, hooks: o.hooks, closeHooks: o.closeHooks, whenBusy: o.whenBusy,
 		sendSem: make(chan struct{}, 1), handlers: map[string]Tool{},
 	}
 	for _, t := range slices.Concat(o.tools, o.dynamic) {

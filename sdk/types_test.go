@@ -138,3 +138,12 @@ func TestErrorHelpers(t *testing.T) {
 	assert.Equal(t, "Bad Gateway", p.Title)
 	assert.Contains(t, p.Error(), "bad gateway")
 }
+
+// An event type this SDK does not know (as a BAE SDK meets
+// server.message.interrupted) decodes and is described, not refused.
+func TestUnknownEventTypePassesThrough(t *testing.T) {
+	var ev Event
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"evt_1","session_id":"ses_1","client_key_id":"ck","event_type":"server.message.later","payload":{"x":1},"created_at":"2026-01-01T00:00:00.000Z"}`), &ev))
+	assert.Equal(t, EventType("server.message.later"), ev.Type)
+	assert.Equal(t, "unknown event server.message.later", Describe(ev))
+}

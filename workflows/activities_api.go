@@ -18,6 +18,7 @@ const (
 	ActFailTurn        = "FailTurn"
 	ActCleanupSession  = "CleanupSession"
 	ActCompactContext  = "CompactContext"
+	ActInterruptTurn   = "InterruptTurn"
 )
 
 // TurnRef identifies a turn and its acting client.
@@ -209,4 +210,28 @@ type RunSubagentInput struct {
 	// Link is the launching bae.tool.dispatch span's ref: the subagent's
 	// own trace links back to it.
 	Link string `json:",omitempty"`
+}
+
+// InterruptTurnInput closes an interrupted turn (InterruptTurn).
+type InterruptTurnInput struct {
+	TurnRef
+	// By is who interrupted (InterruptInput.By).
+	By string
+	// Paused: the turn is the session's paused turn.
+	Paused bool `json:",omitempty"`
+	// Begin is the turn's begin, made here when the interrupt came before
+	// the turn began (its message then still enters the conversation).
+	Begin *BeginTurnInput `json:",omitempty"`
+}
+
+// InterruptTurnResult says how the interrupted turn ended.
+type InterruptTurnResult struct {
+	// LastSeq is the sequence of the turn's last event.
+	LastSeq int64 `json:",omitempty"`
+	// Outcome is set when the turn had already ended on its own
+	// (completed); "" when it ended interrupted.
+	Outcome string `json:",omitempty"`
+	// Begin is the begin's result when InterruptTurn began the turn and
+	// the begin refused it.
+	Begin *BeginTurnResult `json:",omitempty"`
 }

@@ -26,6 +26,7 @@ type Activities interface {
 	FailTurn(ctx context.Context, in FailTurnInput) error
 	CleanupSession(ctx context.Context, in CleanupInput) error
 	CompactContext(ctx context.Context, in CompactContextInput) error
+	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -87,6 +88,7 @@ var (
 	failTurnAct     = action[FailTurnInput]{ActFailTurn, Activities.FailTurn}
 	cleanupSession  = action[CleanupInput]{ActCleanupSession, Activities.CleanupSession}
 	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
+	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -98,6 +100,7 @@ func refMethods() map[string]any {
 		runSubagentTool.name: runSubagentTool.method, finishIteration.name: finishIteration.method,
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
 		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
+		interruptTurn.name: interruptTurn.method,
 	}
 }
 

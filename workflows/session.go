@@ -66,6 +66,8 @@ type session struct {
 	subagents map[string]workflow.CancelFunc
 	// memoProfile is the profile name this run last put in the memo.
 	memoProfile string
+	// live is the running turn an interrupt can reach (see interrupt.go).
+	live *liveTurn
 }
 
 // Session is the workflow function registered as "Session".
@@ -95,6 +97,9 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateCancelSubagent, s.cancelSubagent); err != nil {
 		return fmt.Errorf("register cancel update: %w", err)
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateInterrupt, s.interrupt); err != nil {
+		return fmt.Errorf("register interrupt update: %w", err)
 	}
 
 	limit := p.TurnsPerRun
@@ -185,7 +190,8 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResul
 	o.localProvider = workflow.GetVersion(ctx, changeLocalProvider, workflow.DefaultVersion, versionLocalProvider) >= versionLocalProvider
 	o.beginInAttempt = o.localProvider && workflow.GetVersion(ctx, changeBeginInAttempt, workflow.DefaultVersion, versionBeginInAttempt) >= versionBeginInAttempt
 	o.compaction = workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, versionCompaction) >= versionCompaction
-	res, err := runTurn(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
+	o.interruptible = workflow.GetVersion(ctx, changeInterrupt, workflow.DefaultVersion, versionInterrupt) >= versionInterrupt
+	res, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err
 	}

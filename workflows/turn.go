@@ -41,6 +41,9 @@ type turnOptions struct {
 	// compaction (versionCompaction): attempts send a bounded view and the
 	// turn compacts and retries when it does not fit.
 	compaction bool
+	// interruptible (versionInterrupt): the turn runs under a context the
+	// Interrupt update cancels (see interrupt.go).
+	interruptible bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {

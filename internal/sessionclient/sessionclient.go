@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -208,4 +209,54 @@ func (e *Client) ResubmitTurn(ctx context.Context, ref workflows.SessionRef, in 
 		return fmt.Errorf("resubmit turn %s: %w", in.TurnID, err)
 	}
 	return nil
+}
+
+// Interrupt submits an Interrupt update and waits until the turn it
+// reached has ended (its last event stored). A session whose workflow is
+// not running has no turn to interrupt.
+func (e *Client) Interrupt(ctx context.Context, sessionID string, in workflows.InterruptInput) (workflows.InterruptResult, error) {
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateName:   workflows.UpdateInterrupt,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.InterruptResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		if notRunning(err) {
+			return workflows.InterruptResult{}, nil
+		}
+		return workflows.InterruptResult{}, fmt.Errorf("interrupt update: %w", err)
+	}
+	return res, nil
+}
+
+// Control reads the session's turn gate (the Control query). A session
+// whose workflow is not running is idle.
+func (e *Client) Control(ctx context.Context, sessionID string) (workflows.ControlView, error) {
+	v, err := e.Client.QueryWorkflow(ctx, sessionID, "", workflows.QueryControl)
+	var view workflows.ControlView
+	if err == nil {
+		err = v.Get(&view)
+	}
+	if err != nil {
+		if notRunning(err) {
+			return workflows.ControlView{}, nil
+		}
+		return workflows.ControlView{}, fmt.Errorf("control query: %w", err)
+	}
+	return view, nil
+}
+
+// notRunning reports a workflow that does not exist or has completed.
+func notRunning(err error) bool {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return true
+	}
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp) && strings.Contains(fp.Error(), "completed")
 }

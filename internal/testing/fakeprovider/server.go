@@ -46,6 +46,9 @@ type Server struct {
 	started   chan Recorded
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	strict         bool
+	strictRefusals int
 }
 
 type laneState struct {
@@ -257,7 +260,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var reply Reply
 	var responder func(Recorded) Reply
 	tooLong := 0 // the window a too-long request passed
-	if validBody {
+	var invalid error
+	if validBody && s.strict {
+		if invalid = ConversationError(rec); invalid != nil {
+			s.strictRefusals++
+		}
+	}
+	if validBody && invalid == nil {
 		st := s.laneLocked(lane)
 		if st.window > 0 && InputTokens(raw) > st.window {
 			tooLong = st.window
@@ -279,6 +288,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !validBody {
 		writeError(w, format, http.StatusBadRequest, "fakeprovider: request body is not a JSON object")
+		return
+	}
+	if invalid != nil {
+		writeError(w, format, http.StatusBadRequest, invalid.Error())
 		return
 	}
 	if tooLong > 0 {

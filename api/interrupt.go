@@ -1,0 +1,152 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/workflows"
+)
+
+// methodInterrupt stops a running (or paused) turn (a bae-go extension).
+const methodInterrupt = "session.interrupt"
+
+// interruptView is the result of session.interrupt and of the admin route.
+type interruptView struct {
+	Interrupted bool    `json:"interrupted"`
+	TurnID      *string `json:"turnId"`
+	// Outcome: the turn ended on its own before the interrupt reached it.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+func viewOf(res workflows.InterruptResult) interruptView {
+	v := interruptView{Interrupted: res.Interrupted, Outcome: res.Outcome}
+	if res.TurnID != "" {
+		v.TurnID = &res.TurnID
+	}
+	return v
+}
+
+// errTurnNotRunning is a named turn that is neither running nor paused.
+func errTurnNotRunning(turnID string) *RPCError {
+	return NewRPCError(-32000, "turn_not_running: turn %s is neither running nor paused", turnID)
+}
+
+// interrupt is session.interrupt: drivers only, on an open session.
+func (c *clientAPI) interrupt(call *rpcCall) {
+	if _, ok := c.requireDriver(call); !ok {
+		return
+	}
+	if !c.requireOpen(call) {
+		return
+	}
+	p, bad := wire.ParseInterrupt(call.params)
+	if bad != nil {
+		call.fail(bad)
+		return
+	}
+	res, err := c.Engine.Interrupt(call.r.Context(), call.sess.ID, workflows.InterruptInput{TurnID: p.TurnID, By: call.clientID})
+	if err != nil {
+		call.log.Error("interrupt", "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	if p.TurnID != "" && res.TurnID == "" {
+		call.fail(errTurnNotRunning(p.TurnID))
+		return
+	}
+	call.result(viewOf(res))
+}
+
+// whenBusy applies a sendMessage's busy policy before its message is
+// stored: reject refuses while a turn runs, is queued or is another
+// driver's live pause; interrupt stops the running turn first (the new
+// message then queues behind any message queued before it).
+func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.WhenBusy) bool {
+	switch policy {
+	case wire.BusyReject:
+		v, err := c.Engine.Control(ctx, call.sess.ID)
+		if err != nil {
+			call.log.Error("read the turn gate", "err", err)
+			call.fail(NewRPCError(-32603, "Internal error"))
+			return false
+		}
+		waits := v.Busy || v.Queued > 0 || (v.Paused != nil && v.Paused.Owner != call.clientID && !v.Paused.Expired)
+		if waits && !v.Closed {
+			call.fail(NewRPCError(-32000, "session_busy: a turn is running or queued (%s: reject)", wire.WhenBusyHeader))
+			return false
+		}
+	case wire.BusyInterrupt:
+		if _, err := c.Engine.Interrupt(ctx, call.sess.ID, workflows.InterruptInput{By: call.clientID, RunningOnly: true}); err != nil {
+			call.log.Error("interrupt before send", "err", err)
+			call.fail(NewRPCError(-32603, "Internal error"))
+			return false
+		}
+	}
+	return true
+}
+
+// interruptedMessage is an interrupted turn's terminal "message": the
+// assistant message its server.message.interrupted event kept.
+func interruptedMessage(turnEvs []store.Event) (json.RawMessage, bool) {
+	for i := len(turnEvs) - 1; i >= 0; i-- {
+		if turnEvs[i].Type != events.ServerMessageInterrupted {
+			continue
+		}
+		var p struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(turnEvs[i].Payload, &p) != nil {
+			return nil, false
+		}
+		b, _ := json.Marshal(events.ServerMessage{Content: p.Content})
+		return b, true
+	}
+	return nil, false
+}
+
+// adminInterrupt is POST /admin/v1/sessions/{id}/interrupt: an operator
+// stops the session's running (or paused) turn, or only body.turnId.
+// The turn's server.message.interrupted event records "by": "operator".
+func (a *adminAPI) adminInterrupt(w http.ResponseWriter, r *http.Request) *Problem {
+	id := chi.URLParam(r, "id")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		return badRequest("could not read request body")
+	}
+	if strings.TrimSpace(string(body)) == "" {
+		body = []byte("{}")
+	}
+	p, bad := wire.ParseInterrupt(body)
+	if bad != nil {
+		return badRequest(strings.TrimPrefix(bad.Message, "Invalid params: "))
+	}
+	sess, err := a.Store.GetSession(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no session " + id)
+	}
+	if err != nil {
+		return internalError(a.Log, err)
+	}
+	if sess.State != store.StateOpen {
+		return conflict("session_not_open", "session is "+sess.State+", not open")
+	}
+	res, err := a.Engine.Interrupt(r.Context(), id, workflows.InterruptInput{TurnID: p.TurnID, By: events.InterruptedBy})
+	if err != nil {
+		return internalError(a.Log, err)
+	}
+	a.Log.Info("admin interrupt", "session_id", id, "turn_id", res.TurnID, "requested_turn_id", p.TurnID, "interrupted", res.Interrupted)
+	if p.TurnID != "" && res.TurnID == "" {
+		return conflict("turn_not_running", "turn "+p.TurnID+" is neither running nor paused")
+	}
+	writeJSON(w, http.StatusOK, viewOf(res))
+	return nil
+}
