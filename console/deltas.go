@@ -67,9 +67,10 @@ func (c *Console) sendDeltas(w io.Writer, rc *http.ResponseController, sub *live
 }
 
 // endsTurn reports an event after which a turn has its stored outcome: its
-// answer (final, or paused on client tools) or its failure.
+// answer (final, or paused on client tools), what it kept when it was
+// interrupted, or its failure.
 func endsTurn(t events.Type) bool {
-	return t == events.ServerMessageSend || t == events.SessionError
+	return t == events.ServerMessageSend || t == events.ServerMessageInterrupted || t == events.SessionError
 }
 
 // runningTurns are the turns of evs without a stored outcome, in order.

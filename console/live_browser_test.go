@@ -48,6 +48,7 @@ max_tokens = 100
 		"context": map[string]any{"keep_turns": 1}, "sandbox": map[string]any{"memory_mib": 512}})
 	_, key := srv.Key(t, pid)
 	sid, sk := srv.Open(t, key, map[string]any{"client_version": "compaction/1.0"})
+	require.NotNil(t, testenv.Terminal(t, srv.Call(t, sid, sk, "session.registerDriver", nil))["result"])
 
 	// Turns of about 600 bytes until the oldest are summarized.
 	ctx := context.Background()
@@ -81,7 +82,7 @@ max_tokens = 100
 	assert.Contains(t, b.text("#transcript details.compaction.summary .compaction-body"), "written by small")
 	// Expanded, it shows the original turns the summary stands for.
 	b.do(chromedp.Click(chromedp.CSS("#transcript details.compaction.summary details.originals > summary")))
-	b.waitFor(`[...document.querySelectorAll('#transcript details.compaction.summary .originals-body article.turn .bubble.user')].some(n => n.innerText.startsWith('message 0000: word0'))`)
+	b.waitFor(`[...document.querySelectorAll('#transcript details.compaction.summary .originals-body article.turn .bubble.user')].some(n => n.innerText.includes('message 0000: word0'))`)
 	b.waitFor(`[...document.querySelectorAll('#transcript details.compaction.summary .originals-body .bubble.assistant')].some(n => n.innerText.includes('echo: message 0000'))`)
 	b.do(chromedp.ScrollIntoView(chromedp.CSS("#transcript details.compaction.summary")))
 	b.screenshot("session-compaction")
@@ -122,11 +123,12 @@ max_tokens = 100
 	assert.Equal(t, 512.0, got.Sandbox["memory_mib"], "the rest of the profile is kept")
 }
 
-// TestConsoleLiveAnswer: a running turn's answer is typed as the provider
-// streams it, before the turn ends; a partial answer the provider breaks
-// off is discarded when the retry starts; the stored answer replaces the
-// live text.
-func TestConsoleLiveAnswer(t *testing.T) {
+// TestConsoleLiveAnswerAndStop: a running turn's answer is typed as the
+// provider streams it, before the turn ends; a partial answer the provider
+// breaks off is discarded when the retry starts; the stored answer
+// replaces the live text. The Stop button of a running turn interrupts
+// it through the admin route, keeping what was typed.
+func TestConsoleLiveAnswerAndStop(t *testing.T) {
 	e := newConsoleEnv(t, nil)
 	b := newBrowser(t, e.srv.ConsoleURL)
 	b.login()
@@ -150,7 +152,7 @@ func TestConsoleLiveAnswer(t *testing.T) {
 	assert.Equal(t, 0, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant:not(.live)').length`)), "nothing is stored yet")
 	e.fake.Release()
 	// The break voids the partial answer; the retry's words replace it.
-	b.waitFor(liveText + `.includes('The right answer, ') && !` + liveText + `.includes('Wrong')`)
+	b.waitFor(liveText + `.includes('The right answer,') && !` + liveText + `.includes('Wrong')`)
 	assert.NotContains(t, b.text("#transcript article.turn .bubble.assistant.live"), "<b>", "not yet the rest")
 	assert.True(t, run(b, chromedp.Evaluate[bool](`document.querySelector('#transcript article.turn .badge.running') !== null`)), "the turn is still running")
 	b.screenshot("session-live")
@@ -161,4 +163,26 @@ func TestConsoleLiveAnswer(t *testing.T) {
 	assert.Equal(t, final, b.text("#transcript .bubble.assistant .text"), "the stored answer, as text")
 	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant b').length`)), "model output is never markup")
 	assert.NotContains(t, b.text("#transcript"), "Wrong partial")
+
+	// Stop: the provider holds the next answer after three words; the
+	// operator stops the turn, which keeps them, marked interrupted.
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("This answer is stopped halfway through").HangStream(3))
+	turn2 := e.srv.RPCStream(t, ctx, sid, sk, send(2, "Tell me a long story"))
+	b.waitFor(liveText + `.includes('This answer is')`)
+	assert.Equal(t, 1, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript article.turn button.stop').length`)), "only the running turn has Stop")
+	b.do(chromedp.Click(chromedp.CSS("#transcript article.turn:last-of-type button.stop")))
+	b.waitFor(`location.pathname === '/sessions/` + sid + `' && document.querySelector('#transcript article.turn:last-of-type .bubble.assistant.interrupted') !== null`)
+	last := b.text("#transcript article.turn:last-of-type")
+	assert.Contains(t, last, "This answer is", "what was typed is kept")
+	assert.NotContains(t, last, "halfway")
+	assert.Contains(t, strings.ToLower(last), "interrupted by operator")
+	assert.Equal(t, "true", run(b, chromedp.Evaluate[string](`document.querySelector('#transcript article.turn:last-of-type').getAttribute('data-done')`)))
+	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript button.stop, #transcript .bubble.live, #transcript .badge.running').length`)))
+	b.screenshot("session-stopped")
+	for range turn2.Lines() {
+	}
+	evs, err := e.srv.Parts.Store.EventsAfter(context.Background(), sid, 0, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, events.ServerMessageInterrupted, evs[len(evs)-1].Type)
+	assert.Contains(t, string(evs[len(evs)-1].Payload), `"by":"operator"`)
 }

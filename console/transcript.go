@@ -37,6 +37,8 @@ type turnView struct {
 	Failed      bool
 	// Done is set once the turn produced its final answer or failed.
 	Done bool
+	// Interrupted: a driver or an operator stopped the turn.
+	Interrupted bool
 	// Compacted says what a later compaction did to this turn in the view
 	// providers receive ("summarized", "tool results cleared"); the log,
 	// and so this transcript, keep it whole.
@@ -45,13 +47,16 @@ type turnView struct {
 
 // entry is one bubble of a turn. Exactly one of its parts is set.
 type entry struct {
-	Seq       int64
-	User      *message
-	Assistant *message
-	Tool      *toolView
+	Seq        int64
+	User       *message
+	Assistant  *message
+	Tool       *toolView
 	Failure    *failureView
 	Warning    *failureView
 	Compaction *compactionView
+	// InterruptedBy is set on the assistant message an interrupted turn
+	// kept: the interrupting driver's key id, or "operator".
+	InterruptedBy string
 }
 
 // message is a chat message; Parts keep text and tool calls in block order.
@@ -116,7 +121,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 				calls[p.ToolUseID] = tv
 			}
 			tv.HasResult, tv.IsError, tv.Result = true, p.IsError, contentText(p.Content)
-		case events.ServerMessageSend:
+		case events.ServerMessageSend, events.ServerMessageInterrupted:
 			for _, b := range blocks(payloadContent(e.Payload)) {
 				if b.Type == "tool_use" {
 					inMessage[b.ID] = true
@@ -170,6 +175,17 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 		case events.SessionError:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Failure: failureOf(e.Payload)})
 			t.Failed = true
+		case events.ServerMessageInterrupted:
+			var p struct {
+				Content json.RawMessage `json:"content"`
+				By      string          `json:"by"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.By == "" {
+				p.By = "—"
+			}
+			t.Entries = append(t.Entries, entry{Seq: e.Seq, Assistant: messageOf(p.Content, calls, true), InterruptedBy: p.By})
+			t.Interrupted = true
 		case events.SessionCompaction:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Compaction: compactionOf(e, calls)})
 		case events.ToolResult, events.ProviderRequest:
@@ -399,8 +415,8 @@ func timelineOf(e store.Event) timelineRow {
 	_ = json.Unmarshal(e.Payload, &p)
 	str := func(k string) string { s, _ := p[k].(string); return s }
 	switch e.Type {
-	case events.ClientMessageSend, events.ServerMessageSend:
-		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type == events.ServerMessageSend)
+	case events.ClientMessageSend, events.ServerMessageSend, events.ServerMessageInterrupted:
+		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type != events.ClientMessageSend)
 		var parts []string
 		for _, pt := range m.Parts {
 			switch {
@@ -453,7 +469,7 @@ func category(t events.Type) string {
 		return "error"
 	case events.ClientMessageSend:
 		return "client"
-	case events.ServerMessageSend:
+	case events.ServerMessageSend, events.ServerMessageInterrupted:
 		return "assistant"
 	case events.ProviderRequest, events.ProviderResponse:
 		return "provider"
