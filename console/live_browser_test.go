@@ -147,19 +147,19 @@ func TestConsoleLiveAnswerAndStop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	turn := e.srv.RPCStream(t, ctx, sid, sk, send(1, "Say something"))
-	liveText := `(document.querySelector('#transcript article.turn .bubble.assistant.live') || {innerText: ''}).innerText`
+	liveText := `(document.querySelector('#transcript article.turn .bubble.assistant.typing') || {innerText: ''}).innerText`
 	b.waitFor(liveText + `.includes('Wrong partial')`)
-	assert.Equal(t, 0, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant:not(.live)').length`)), "nothing is stored yet")
+	assert.Equal(t, 0, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant:not(.typing)').length`)), "nothing is stored yet")
 	e.fake.Release()
 	// The break voids the partial answer; the retry's words replace it.
 	b.waitFor(liveText + `.includes('The right answer,') && !` + liveText + `.includes('Wrong')`)
-	assert.NotContains(t, b.text("#transcript article.turn .bubble.assistant.live"), "<b>", "not yet the rest")
+	assert.NotContains(t, b.text("#transcript article.turn .bubble.assistant.typing"), "<b>", "not yet the rest")
 	assert.True(t, run(b, chromedp.Evaluate[bool](`document.querySelector('#transcript article.turn .badge.running') !== null`)), "the turn is still running")
 	b.screenshot("session-live")
 	e.fake.Release()
 	for range turn.Lines() {
 	}
-	b.waitFor(`document.querySelector('#transcript .bubble.assistant.live') === null && document.querySelectorAll('#transcript .bubble.assistant').length === 1`)
+	b.waitFor(`document.querySelector('#transcript .bubble.assistant.typing') === null && document.querySelectorAll('#transcript .bubble.assistant').length === 1`)
 	assert.Equal(t, final, b.text("#transcript .bubble.assistant .text"), "the stored answer, as text")
 	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant b').length`)), "model output is never markup")
 	assert.NotContains(t, b.text("#transcript"), "Wrong partial")
@@ -177,7 +177,7 @@ func TestConsoleLiveAnswerAndStop(t *testing.T) {
 	assert.NotContains(t, last, "halfway")
 	assert.Contains(t, strings.ToLower(last), "interrupted by operator")
 	assert.Equal(t, "true", run(b, chromedp.Evaluate[string](`document.querySelector('#transcript article.turn:last-of-type').getAttribute('data-done')`)))
-	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript button.stop, #transcript .bubble.live, #transcript .badge.running').length`)))
+	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript button.stop, #transcript .bubble.typing, #transcript .badge.running').length`)))
 	b.screenshot("session-stopped")
 	for range turn2.Lines() {
 	}

@@ -448,6 +448,9 @@ func timelineOf(e store.Event) timelineRow {
 			row.Warning = true
 			row.Summary += " — error"
 		}
+	case events.SessionCompaction:
+		c := compactionOf(e, map[string]*toolView{})
+		row.Summary = fmt.Sprintf("%s (events #%d–#%d, %d → %d tokens)", c.Headline(), c.From, c.Through, c.TokensBefore, c.TokensAfter)
 	case events.SessionError:
 		row.Failure = true
 		f := failureOf(e.Payload)

@@ -88,7 +88,7 @@
     }
     if (!st.el) {
       st.el = document.createElement("div");
-      st.el.className = "bubble assistant live";
+      st.el.className = "bubble assistant typing";
       st.el.setAttribute("aria-live", "polite");
     }
     st.el.textContent = "";
