@@ -138,11 +138,11 @@ func TestConsoleLiveAnswerAndStop(t *testing.T) {
 
 	// The fake sends one word at a time and holds the stream where told
 	// (until Release): the first try breaks off after four words, the retry
-	// holds after three.
+	// holds after four (one of them looks like markup).
 	const final = "The right answer, <b>typed</b> live."
 	e.fake.Lane("primary").Enqueue(
 		fakeprovider.Text("Wrong partial draft that gets dropped").HangStream(2).CutStream(4, "Overloaded"),
-		fakeprovider.Text(final).HangStream(3),
+		fakeprovider.Text(final).HangStream(4),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -152,8 +152,9 @@ func TestConsoleLiveAnswerAndStop(t *testing.T) {
 	assert.Equal(t, 0, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant:not(.typing)').length`)), "nothing is stored yet")
 	e.fake.Release()
 	// The break voids the partial answer; the retry's words replace it.
-	b.waitFor(liveText + `.includes('The right answer,') && !` + liveText + `.includes('Wrong')`)
-	assert.NotContains(t, b.text("#transcript article.turn .bubble.assistant.typing"), "<b>", "not yet the rest")
+	b.waitFor(liveText + `.includes('The right answer, <b>typed</b>') && !` + liveText + `.includes('Wrong')`)
+	assert.NotContains(t, b.text("#transcript article.turn .bubble.assistant.typing"), "live.", "not yet the rest")
+	assert.Zero(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .bubble.assistant.typing b').length`)), "live text is never markup")
 	assert.True(t, run(b, chromedp.Evaluate[bool](`document.querySelector('#transcript article.turn .badge.running') !== null`)), "the turn is still running")
 	b.screenshot("session-live")
 	e.fake.Release()
