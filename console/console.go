@@ -138,6 +138,8 @@ func (c *Console) routes() http.Handler {
 		r.Get("/sessions/{id}", c.sessionPage)
 		r.Get("/sessions/{id}/stream", c.sessionStream)
 		r.Get("/sessions/{id}/turns/{turn}/temporal", c.turnTemporal)
+		r.Post("/sessions/{id}/turns/{turn}/stop", c.turnStop)
+		r.Get("/sessions/{id}/events", c.compactionOriginals)
 		r.Get("/profiles", c.profilesPage)
 		r.Get("/profiles/new", c.profileNew)
 		r.Post("/profiles", c.profileCreate)

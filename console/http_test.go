@@ -89,6 +89,11 @@ func TestConsoleSecurity(t *testing.T) {
 	assert.Equal(t, "/login?next=%2Fsessions%3Fstate%3Dopen", resp.Header.Get("Location"))
 	resp, _ = c.post("/keys", url.Values{"name": {"x"}, "profile_id": {e.pid}}, nil)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a write without a login")
+	stop := "/sessions/ses_" + strings.Repeat("0", 32) + "/turns/trn_" + strings.Repeat("0", 32) + "/stop"
+	resp, _ = c.post(stop, url.Values{}, nil)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a Stop without a login")
+	resp, _ = c.get("/sessions/ses_" + strings.Repeat("0", 32) + "/events?from=1&through=2")
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "a compaction's original events without a login")
 
 	resp, body := c.post("/login", url.Values{"password": {"wrong"}}, nil)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -118,6 +123,8 @@ func TestConsoleSecurity(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
 
 	token := c.csrf()
+	resp, _ = c.post(stop, url.Values{}, nil)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a Stop without the CSRF token")
 	form := url.Values{"name": {"ci"}, "profile_id": {e.pid}}
 	resp, body = c.post("/keys", form, nil)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")

@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/config"
 )
 
@@ -23,11 +25,39 @@ type profileForm struct {
 	// SandboxText is the profile's "sandbox" overrides as JSON text ("" for
 	// none), so that saving the form keeps them; Profile.Sandbox is unused.
 	SandboxText string
+	// Ctx is the profile's "context" (compaction) policy; Profile.Context
+	// is unused.
+	Ctx contextForm
+}
+
+// contextForm is a context policy as the form edits it: numbers as typed,
+// so that the admin API, not the form, judges them and names the field.
+type contextForm struct {
+	Enabled, ClearToolResults, Summarize bool
+	KeepTurns, Trigger                   string
+	SummarizerProvider                   string
+}
+
+func contextFormOf(p compaction.Policy) contextForm {
+	return contextForm{
+		Enabled: p.Enabled, ClearToolResults: p.ClearToolResults, Summarize: p.Summarize,
+		KeepTurns: strconv.Itoa(p.KeepTurns), Trigger: strconv.FormatFloat(p.Trigger, 'g', -1, 64),
+		SummarizerProvider: p.SummarizerProvider,
+	}
 }
 
 // editForm is the form for editing pr.
 func editForm(pr wire.Profile) profileForm {
-	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox)}
+	pol, err := compaction.ParsePolicy(pr.Context)
+	if err != nil {
+		pol = compaction.DefaultPolicy()
+	}
+	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox), Ctx: contextFormOf(pol)}
+}
+
+// newForm is the form for a new profile: the default policy.
+func newForm() profileForm {
+	return profileForm{Ctx: contextFormOf(compaction.DefaultPolicy())}
 }
 
 // sandboxText renders stored overrides for the form: "" when there are none.
@@ -79,7 +109,7 @@ func (c *Console) pickers(ctx context.Context, current profileForm) (pickers, *a
 	if current.ID != "" || current.PrimaryProvider != "" {
 		pk.Warnings = wire.ProfileWarnings(registry, current.PrimaryProvider, current.FallbackProviders)
 	}
-	for _, n := range append([]string{current.PrimaryProvider}, current.FallbackProviders...) {
+	for _, n := range append([]string{current.PrimaryProvider, current.Ctx.SummarizerProvider}, current.FallbackProviders...) {
 		if n != "" && !known[n] {
 			known[n] = true
 			pk.Providers = append(pk.Providers, config.ProviderSummary{Name: n, Provider: "not in bae-config.toml"})
@@ -155,11 +185,21 @@ func (c *Console) renderProfileForm(w http.ResponseWriter, r *http.Request, stat
 		return
 	}
 	c.render(w, r, status, "profile", map[string]any{"F": f, "P": pk, "Error": formErr, "InUse": inUse, "New": f.ID == "",
-		"Saved": r.URL.Query().Get("saved") != ""})
+		"Saved": r.URL.Query().Get("saved") != "", "ErrorField": errorField(formErr)})
+}
+
+// errorField is the field an admin API refusal names ("context.trigger: …"),
+// so that the form can mark it.
+func errorField(detail string) string {
+	field, _, ok := strings.Cut(detail, ":")
+	if !ok || !strings.HasPrefix(field, "context.") || strings.ContainsAny(field, " \"") {
+		return ""
+	}
+	return field
 }
 
 func (c *Console) profileNew(w http.ResponseWriter, r *http.Request) {
-	c.renderProfileForm(w, r, http.StatusOK, profileForm{}, "", nil)
+	c.renderProfileForm(w, r, http.StatusOK, newForm(), "", nil)
 }
 
 func (c *Console) profileEdit(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +256,47 @@ func profileFromForm(r *http.Request) profileForm {
 			AvailableSandboxes: images,
 		},
 		SandboxText: strings.TrimSpace(f.Get("sandbox_json")),
+		Ctx: contextForm{
+			Enabled:            f.Get("context_enabled") != "",
+			ClearToolResults:   f.Get("context_clear_tool_results") != "",
+			Summarize:          f.Get("context_summarize") != "",
+			KeepTurns:          strings.TrimSpace(f.Get("context_keep_turns")),
+			Trigger:            strings.TrimSpace(f.Get("context_trigger")),
+			SummarizerProvider: strings.TrimSpace(f.Get("context_summarizer_provider")),
+		},
 	}
+}
+
+// body is the policy as the admin API takes it. A number field left empty
+// takes the default; anything typed is passed on as a number when it reads
+// as one and as text otherwise, for the admin API to refuse naming the
+// field.
+func (c contextForm) body() map[string]any {
+	b := map[string]any{
+		"enabled": c.Enabled, "clear_tool_results": c.ClearToolResults, "summarize": c.Summarize,
+		"summarizer_provider": c.SummarizerProvider,
+	}
+	for key, v := range map[string]string{"keep_turns": c.KeepTurns, "trigger": c.Trigger} {
+		switch {
+		case v == "":
+		case isJSONNumber(v):
+			b[key] = json.Number(v)
+		default:
+			b[key] = v
+		}
+	}
+	return b
+}
+
+func isJSONNumber(s string) bool {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return false
+	}
+	n, ok := v.(json.Number)
+	return ok && n.String() == s
 }
 
 // body is the admin API request; the admin API validates the sandbox
@@ -225,6 +305,11 @@ func (f profileForm) body() (map[string]any, bool) {
 	b := map[string]any{
 		"name": f.Name, "primary_provider": f.PrimaryProvider, "fallback_providers": f.FallbackProviders,
 		"mcp_servers": f.MCPServers, "allowed_tools": f.AllowedTools, "available_sandboxes": f.AvailableSandboxes,
+	}
+	// The default policy is sent as none: stored as the default, it follows
+	// the server's defaults if they change.
+	if f.Ctx != contextFormOf(compaction.DefaultPolicy()) {
+		b["context"] = f.Ctx.body()
 	}
 	if f.SandboxText != "" {
 		if !json.Valid([]byte(f.SandboxText)) {

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/bae-go/bae-go/api/wire"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -102,6 +103,11 @@ type sessionView struct {
 	Truncated   bool
 	WorkflowURL string
 	TurnLinks   bool
+	// CSRF is the login's token, for the Stop buttons of running turns.
+	CSRF string
+	// Originals: the view is a compaction's original events, drawn inside
+	// the transcript (no Stop buttons, no Temporal links).
+	Originals bool
 }
 
 func (c *Console) viewOf(sess store.Session, evs []store.Event) sessionView {
@@ -149,14 +155,18 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request) {
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/profiles/"+sess.ProfileID, nil, &prof); p == nil {
 		profileName = prof.Name
 	}
-	c.render(w, r, http.StatusOK, "session", map[string]any{"V": c.viewOf(sess, evs), "ProfileName": profileName})
+	v := c.viewOf(sess, evs)
+	v.CSRF = c.auth.csrfToken(loginFrom(r.Context()))
+	c.render(w, r, http.StatusOK, "session", map[string]any{"V": v, "ProfileName": profileName})
 }
 
 // sessionStream is a Server-Sent Events stream of the session's new events:
 // "timeline" (new rows), "transcript" (the whole transcript, redrawn),
-// "state", then "end" once the session is over, or "logout" as soon as the
-// login is no longer valid. The login is re-checked on every wake-up and
-// every RecheckEvery, so an expired login ends the stream.
+// "delta" (pieces of running turns' answers, see deltas.go), "state", then
+// "end" once the session is over, or "logout" as soon as the login is no
+// longer valid. The login is re-checked on every wake-up (at most once a
+// second for deltas) and every RecheckEvery, so an expired login ends the
+// stream.
 func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if !validID.MatchString(id) {
@@ -183,6 +193,10 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	}
 	waiter := c.o.Hub.Watch(id)
 	defer waiter.Close()
+	// Subscribed before the log is read, so no delta falls between the two;
+	// the browser drops the ones it already has by their sequence.
+	deltas := c.o.Hub.Deltas().Subscribe(id)
+	defer deltas.Close()
 	// The transcript folds results into calls, so it is redrawn from the
 	// whole log; only the timeline is sent incrementally.
 	evs, err := c.loadEvents(ctx, id, 0, 0)
@@ -198,6 +212,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	csrf := c.auth.csrfToken(loginFrom(ctx))
 	sent := after
 	state := ""
 	send := func() error {
@@ -213,6 +228,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 				rows = append(rows, timelineOf(e))
 			}
 			v := c.viewOf(sess, evs)
+			v.CSRF = csrf
 			tl, err := c.fragment("timeline-rows", rows)
 			if err != nil {
 				return err
@@ -234,20 +250,48 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	if err := send(); err != nil {
 		return
 	}
+	// The running turns' answers so far, from what this replica kept.
+	if sess.State == store.StateOpen {
+		for _, t := range runningTurns(evs) {
+			backlog, complete := c.o.Hub.Deltas().Backlog(t, 0)
+			switch {
+			case complete && len(backlog) > 0:
+				writeSSE(w, "delta", "", deltaJSON(backlog))
+			case !complete && len(backlog) > 0:
+				writeSSE(w, "delta", "", deltaJSON([]live.Delta{{TurnID: t, Type: live.DeltaReset}}))
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
 	recheck := time.NewTicker(c.o.RecheckEvery)
 	defer recheck.Stop()
 	// Wake exactly when the login runs out, not only on the next tick.
 	expiry := time.NewTimer(time.UnixMilli(loginFrom(ctx).Expires).Sub(c.o.Now()))
 	defer expiry.Stop()
+	var verified time.Time
+	wokeForDeltas := false
 	for {
-		if _, err := c.auth.verify(r); err != nil {
-			// A login that could not be checked ends the stream without
-			// "logout": the browser reconnects and is checked again.
-			if errors.Is(err, errNoLogin) {
-				writeSSE(w, "logout", "", "/login?next="+url.QueryEscape("/sessions/"+id))
-				_ = rc.Flush()
+		// Deltas may come many times a second: the login is checked for
+		// them at most once a second (and at once on any other wake-up).
+		if !wokeForDeltas || time.Since(verified) >= deltaRecheck {
+			if _, err := c.auth.verify(r); err != nil {
+				// A login that could not be checked ends the stream without
+				// "logout": the browser reconnects and is checked again.
+				if errors.Is(err, errNoLogin) {
+					writeSSE(w, "logout", "", "/login?next="+url.QueryEscape("/sessions/"+id))
+					_ = rc.Flush()
+				}
+				return
 			}
-			return
+			verified = time.Now()
+		}
+		if wokeForDeltas {
+			wokeForDeltas = false
+			if err := c.sendDeltas(w, rc, deltas); err != nil {
+				return
+			}
 		}
 		if sess.State != store.StateOpen && sent >= lastSeq(evs) {
 			writeSSE(w, "end", "", sess.State)
@@ -260,7 +304,15 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 		case <-recheck.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case <-expiry.C:
+		case <-deltas.Ready():
+			wokeForDeltas = true
+			continue
 		case <-waiter.Wake():
+		}
+		// A turn's deltas go out before its events: the final message then
+		// replaces the live text, never the other way round.
+		if err := c.sendDeltas(w, rc, deltas); err != nil {
+			return
 		}
 		// State first: a session ends in the same transaction as its last
 		// events, so once it reads as ended, those events are readable.
@@ -317,4 +369,24 @@ func (c *Console) turnTemporal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, c.links.turnURL(r.Context(), id, turn), http.StatusFound)
+}
+
+// turnStop interrupts a running turn through the admin API's interrupt
+// route (what the turn produced so far is kept, marked interrupted) and
+// goes back to the session.
+func (c *Console) turnStop(w http.ResponseWriter, r *http.Request) {
+	id, turn := chi.URLParam(r, "id"), chi.URLParam(r, "turn")
+	if !validID.MatchString(id) || !validID.MatchString(turn) {
+		c.renderError(w, r, http.StatusNotFound, "No such turn", "There is no turn "+turn+" in session "+id+".")
+		return
+	}
+	if p := c.admin.call(r.Context(), http.MethodPost, "/admin/v1/sessions/"+id+"/interrupt", map[string]any{"turnId": turn}, nil); p != nil {
+		if p.Status >= 500 {
+			c.internal(w, r, p)
+			return
+		}
+		c.renderError(w, r, p.Status, "The turn was not stopped", problemText(p))
+		return
+	}
+	http.Redirect(w, r, "/sessions/"+id, http.StatusSeeOther)
 }

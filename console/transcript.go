@@ -32,20 +32,31 @@ type turnView struct {
 	ID          string
 	ClientKeyID string
 	Started     time.Time
+	FirstSeq    int64
 	Entries     []entry
 	Failed      bool
 	// Done is set once the turn produced its final answer or failed.
 	Done bool
+	// Interrupted: a driver or an operator stopped the turn.
+	Interrupted bool
+	// Compacted says what a later compaction did to this turn in the view
+	// providers receive ("summarized", "tool results cleared"); the log,
+	// and so this transcript, keep it whole.
+	Compacted string
 }
 
 // entry is one bubble of a turn. Exactly one of its parts is set.
 type entry struct {
-	Seq       int64
-	User      *message
-	Assistant *message
-	Tool      *toolView
-	Failure   *failureView
-	Warning   *failureView
+	Seq        int64
+	User       *message
+	Assistant  *message
+	Tool       *toolView
+	Failure    *failureView
+	Warning    *failureView
+	Compaction *compactionView
+	// InterruptedBy is set on the assistant message an interrupted turn
+	// kept: the interrupting driver's key id, or "operator".
+	InterruptedBy string
 }
 
 // message is a chat message; Parts keep text and tool calls in block order.
@@ -110,7 +121,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 				calls[p.ToolUseID] = tv
 			}
 			tv.HasResult, tv.IsError, tv.Result = true, p.IsError, contentText(p.Content)
-		case events.ServerMessageSend:
+		case events.ServerMessageSend, events.ServerMessageInterrupted:
 			for _, b := range blocks(payloadContent(e.Payload)) {
 				if b.Type == "tool_use" {
 					inMessage[b.ID] = true
@@ -128,16 +139,18 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 		}
 		t := turns[e.TurnID]
 		if t == nil {
-			t = &turnView{ID: e.TurnID, ClientKeyID: e.ClientKeyID, Started: e.CreatedAt}
+			t = &turnView{ID: e.TurnID, ClientKeyID: e.ClientKeyID, Started: e.CreatedAt, FirstSeq: e.Seq}
 			turns[e.TurnID] = t
 			items = append(items, transcriptItem{Turn: t})
+		}
+		if endsTurn(e.Type) {
+			t.Done = true
 		}
 		switch e.Type {
 		case events.ClientMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, User: messageOf(payloadContent(e.Payload), calls, false)})
 		case events.ServerMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Assistant: messageOf(payloadContent(e.Payload), calls, true)})
-			t.Done = true
 		case events.ToolCall:
 			var p struct {
 				ID string `json:"id"`
@@ -161,7 +174,20 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			}
 		case events.SessionError:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Failure: failureOf(e.Payload)})
-			t.Failed, t.Done = true, true
+			t.Failed = true
+		case events.ServerMessageInterrupted:
+			var p struct {
+				Content json.RawMessage `json:"content"`
+				By      string          `json:"by"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			if p.By == "" {
+				p.By = "—"
+			}
+			t.Entries = append(t.Entries, entry{Seq: e.Seq, Assistant: messageOf(p.Content, calls, true), InterruptedBy: p.By})
+			t.Interrupted = true
+		case events.SessionCompaction:
+			t.Entries = append(t.Entries, entry{Seq: e.Seq, Compaction: compactionOf(e, calls)})
 		case events.ToolResult, events.ProviderRequest:
 			// folded into their call / shown in the timeline only
 		default:
@@ -169,6 +195,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Warning: &failureView{Reason: sl.Type, Detail: sl.Text}})
 		}
 	}
+	markCompacted(items)
 	return items
 }
 
@@ -388,8 +415,8 @@ func timelineOf(e store.Event) timelineRow {
 	_ = json.Unmarshal(e.Payload, &p)
 	str := func(k string) string { s, _ := p[k].(string); return s }
 	switch e.Type {
-	case events.ClientMessageSend, events.ServerMessageSend:
-		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type == events.ServerMessageSend)
+	case events.ClientMessageSend, events.ServerMessageSend, events.ServerMessageInterrupted:
+		m := messageOf(payloadContent(e.Payload), map[string]*toolView{}, e.Type != events.ClientMessageSend)
 		var parts []string
 		for _, pt := range m.Parts {
 			switch {
@@ -421,6 +448,9 @@ func timelineOf(e store.Event) timelineRow {
 			row.Warning = true
 			row.Summary += " — error"
 		}
+	case events.SessionCompaction:
+		c := compactionOf(e, map[string]*toolView{})
+		row.Summary = fmt.Sprintf("%s (events #%d–#%d, %d → %d tokens)", c.Headline(), c.From, c.Through, c.TokensBefore, c.TokensAfter)
 	case events.SessionError:
 		row.Failure = true
 		f := failureOf(e.Payload)
@@ -442,7 +472,7 @@ func category(t events.Type) string {
 		return "error"
 	case events.ClientMessageSend:
 		return "client"
-	case events.ServerMessageSend:
+	case events.ServerMessageSend, events.ServerMessageInterrupted:
 		return "assistant"
 	case events.ProviderRequest, events.ProviderResponse:
 		return "provider"

@@ -19,10 +19,43 @@
     });
   });
 
+  // Compaction boundaries expand to the original events they cover,
+  // fetched from the console when first opened (the server escapes them).
+  var sessionHead = document.getElementById("session");
+  var originals = {}; // "from-through" -> fetched HTML
+  function wireOriginals(root) {
+    if (!sessionHead) return;
+    var sid = sessionHead.getAttribute("data-session");
+    root.querySelectorAll("details.originals").forEach(function (d) {
+      var key = d.getAttribute("data-from") + "-" + d.getAttribute("data-through");
+      var body = d.querySelector(".originals-body");
+      if (originals[key] !== undefined) body.innerHTML = originals[key];
+      d.addEventListener("toggle", function () {
+        if (!d.open || originals[key] !== undefined) return;
+        var url = "/sessions/" + encodeURIComponent(sid) + "/events?from=" + encodeURIComponent(d.getAttribute("data-from")) +
+          "&through=" + encodeURIComponent(d.getAttribute("data-through"));
+        fetch(url, { credentials: "same-origin", redirect: "follow" }).then(function (resp) {
+          // A login that ran out answers with the login page: go there.
+          if (new URL(resp.url).pathname === "/login") { window.location.reload(); return null; }
+          if (!resp.ok) throw new Error("HTTP " + resp.status);
+          return resp.text();
+        }).then(function (html) {
+          if (html === null) return;
+          originals[key] = html;
+          body.innerHTML = html;
+        }).catch(function (err) {
+          body.textContent = "Could not load the original events (" + err.message + "); they are in the timeline.";
+        });
+      });
+    });
+  }
+  wireOriginals(document);
+
   // Live session: the server streams new timeline rows, the redrawn
-  // transcript and state changes; it ends the stream when the session is
-  // over ("end") or the login is no longer valid ("logout").
-  var head = document.getElementById("session");
+  // transcript, running turns' answers as they are written ("delta"), and
+  // state changes; it ends the stream when the session is over ("end") or
+  // the login is no longer valid ("logout").
+  var head = sessionHead;
   if (!head || head.getAttribute("data-live") !== "true" || !window.EventSource) return;
   var id = head.getAttribute("data-session");
   var after = head.getAttribute("data-after") || "0";
@@ -30,6 +63,103 @@
   var transcript = document.getElementById("transcript");
   var live = document.getElementById("live");
   var es = new EventSource("/sessions/" + encodeURIComponent(id) + "/stream?after=" + encodeURIComponent(after));
+
+  // Live answers, per turn: the latest iteration's content blocks, built
+  // from deltas as text only (they are the model's output, untrusted).
+  var RUN_SPAN = 1000000; // a run's deltas are numbered run*RUN_SPAN+1, +2, …
+  var answers = {};
+  function turnArticle(turnId) {
+    var found = null;
+    transcript.querySelectorAll("article.turn").forEach(function (a) {
+      if (a.getAttribute("data-turn") === turnId) found = a;
+    });
+    return found;
+  }
+  function drawAnswer(turnId) {
+    var st = answers[turnId];
+    var article = turnArticle(turnId);
+    if (!article) return; // drawn when the transcript shows the turn
+    if (article.getAttribute("data-done") === "true") {
+      // The stored answer (or failure) is in the transcript: it replaces
+      // the live text.
+      delete answers[turnId];
+      if (st && st.el) st.el.remove();
+      return;
+    }
+    if (!st.el) {
+      st.el = document.createElement("div");
+      st.el.className = "bubble assistant typing";
+      st.el.setAttribute("aria-live", "polite");
+    }
+    st.el.textContent = "";
+    var who = document.createElement("div");
+    who.className = "who";
+    who.textContent = "assistant";
+    st.el.appendChild(who);
+    var shown = 0;
+    Object.keys(st.blocks).sort(function (a, b) { return a - b; }).forEach(function (i) {
+      var b = st.blocks[i];
+      var n = document.createElement("div");
+      if (b.tool !== undefined) {
+        n.className = "note";
+        n.textContent = "calling " + (b.tool || "a tool") + "…";
+      } else {
+        n.className = "text";
+        n.textContent = b.text;
+      }
+      st.el.appendChild(n);
+      shown++;
+    });
+    if (st.broken || shown === 0) {
+      var note = document.createElement("div");
+      note.className = "note";
+      note.textContent = st.broken ? "(live text interrupted; the answer appears when the turn ends)" : "…";
+      st.el.appendChild(note);
+    }
+    if (st.el.parentNode !== article) article.appendChild(st.el);
+  }
+  function applyDelta(d) {
+    if (d.type === "reset") {
+      Object.keys(answers).forEach(function (t) {
+        if (!d.turn_id || d.turn_id === t) { answers[t].blocks = {}; answers[t].broken = true; drawAnswer(t); }
+      });
+      if (d.turn_id && !answers[d.turn_id]) {
+        answers[d.turn_id] = { iteration: -1, seq: 0, blocks: {}, broken: true };
+        drawAnswer(d.turn_id);
+      }
+      return;
+    }
+    var st = answers[d.turn_id];
+    if (!st) st = answers[d.turn_id] = { iteration: d.iteration, seq: 0, blocks: {}, broken: false };
+    if (d.seq <= st.seq) return; // already applied (a resumed stream)
+    st.seq = d.seq;
+    if (d.iteration !== st.iteration || d.seq % RUN_SPAN === 1) {
+      // A new provider call: a new answer from its first piece.
+      st.iteration = d.iteration;
+      st.blocks = {};
+      st.broken = false;
+    }
+    if (st.broken) return;
+    switch (d.type) {
+      case "superseded":
+        st.blocks = {}; // the partial output so far is void
+        break;
+      case "block_start":
+        if (d.block && d.block.type === "tool_use") {
+          st.blocks[d.index] = { tool: typeof d.block.name === "string" ? d.block.name : "" };
+        } else if (!st.blocks[d.index]) {
+          st.blocks[d.index] = { text: d.block && typeof d.block.text === "string" ? d.block.text : "" };
+        }
+        break;
+      case "text_delta":
+        if (!st.blocks[d.index] || st.blocks[d.index].tool !== undefined) st.blocks[d.index] = { text: "" };
+        st.blocks[d.index].text += d.text || "";
+        break;
+      default:
+        return; // tool input pieces are shown with the stored call
+    }
+    drawAnswer(d.turn_id);
+  }
 
   function nearBottom(el) {
     return el.getBoundingClientRect().bottom - window.innerHeight < 120;
@@ -42,16 +172,32 @@
     timeline.appendChild(tpl.content);
     head.setAttribute("data-after", ev.lastEventId);
   });
+  es.addEventListener("delta", function (ev) {
+    var stick = nearBottom(transcript);
+    var batch;
+    try { batch = JSON.parse(ev.data); } catch (e) { return; }
+    if (!Array.isArray(batch)) return;
+    batch.forEach(applyDelta);
+    if (stick && transcript.lastElementChild) transcript.lastElementChild.scrollIntoView({ block: "end" });
+  });
   es.addEventListener("transcript", function (ev) {
     var stick = nearBottom(transcript);
-    // Keep open tool cards open across redraws.
+    // Keep open tool cards and compaction boundaries open across redraws.
     var open = {};
     transcript.querySelectorAll("details[open] .tool-body .small").forEach(function (n) { open[n.textContent] = true; });
+    var openComp = {};
+    transcript.querySelectorAll("details.compaction[open]").forEach(function (d) { openComp[d.getAttribute("data-compaction")] = d.querySelector("details.originals").open; });
     transcript.innerHTML = ev.data;
     transcript.querySelectorAll("details.tool").forEach(function (d) {
       var n = d.querySelector(".tool-body .small");
       if (n && open[n.textContent]) d.open = true;
     });
+    transcript.querySelectorAll("details.compaction").forEach(function (d) {
+      var k = d.getAttribute("data-compaction");
+      if (k in openComp) { d.open = true; d.querySelector("details.originals").open = openComp[k]; }
+    });
+    wireOriginals(transcript);
+    Object.keys(answers).forEach(function (t) { if (answers[t].el) answers[t].el.remove(); drawAnswer(t); });
     if (stick) transcript.lastElementChild && transcript.lastElementChild.scrollIntoView({ block: "end" });
   });
   es.addEventListener("state", function (ev) {
