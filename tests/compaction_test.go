@@ -40,6 +40,12 @@ func answerWithSummaries(lane fakeprovider.Lane) {
 // of windowTokens, served by the fake's "small" lane with fakeWindow.
 func newCompactionEnv(t *testing.T, kind string, fakeWindow int, profile map[string]any) (*env, fakeprovider.Lane, string) {
 	t.Helper()
+	return newCompactionEnvWith(t, kind, fakeWindow, profile, "")
+}
+
+// newCompactionEnvWith is newCompactionEnv with more configuration.
+func newCompactionEnvWith(t *testing.T, kind string, fakeWindow int, profile map[string]any, extraTOML string) (*env, fakeprovider.Lane, string) {
+	t.Helper()
 	fake := fakeprovider.New(t)
 	lane := fake.Lane("small")
 	lane.ContextWindow(fakeWindow)
@@ -53,7 +59,7 @@ model = "small-model"
 auth_token = "literal-token"
 context_window = %d
 max_tokens = 1000
-`, kind, lane.URL(), windowTokens))
+`, kind, lane.URL(), windowTokens)+extraTOML)
 	profile["name"] = "compacting"
 	profile["primary_provider"] = "small"
 	if _, ok := profile["allowed_tools"]; !ok {
@@ -258,6 +264,50 @@ func TestToolHeavySessionCompacts(t *testing.T) {
 	}
 	assert.Positive(t, layers["clear_tool_results"], "tool results were cleared")
 	assert.Positive(t, layers["summary"], "and the oldest turns summarized")
+}
+
+// TestMCPHeavySessionCompacts: every turn calls a stdio MCP tool whose
+// result is about 3 KB, run by the server inside the turn; 40 turns are
+// about 3 times the window. Compaction clears and summarizes server-made
+// pairs without separating a tool_use from its tool_result, and every
+// turn is answered.
+func TestMCPHeavySessionCompacts(t *testing.T) {
+	profile := map[string]any{"context": map[string]any{"keep_turns": 2}, "mcp_servers": []string{"fs"}, "allowed_tools": []string{}}
+	e, lane, pid := newCompactionEnvWith(t, "anthropic", windowTokens, profile, fsStdioTOML(t, "fs"))
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Text("The user had large files read.")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "read_big", map[string]any{"path": fmt.Sprintf("/f%d", rec.Seq)})
+	})
+	d := e.openOn(pid, nil)
+	d.register()
+	const turns = 40
+	for i := range turns {
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"], "turn %d: %v", i, term["error"])
+		require.Equal(t, "read it", firstText(message(term)), "turn %d", i)
+	}
+	assert.Zero(t, lane.Refusals())
+	requireNoSplitPairs(t, lane, e.fake.Requests())
+	layers := map[string]int{}
+	results := 0
+	for _, ev := range d.allEvents() {
+		switch ev["event_type"] {
+		case "session.compaction":
+			layers[payload(ev)["layer"].(string)]++
+		case "session.error":
+			t.Fatalf("session error: %v", ev["payload"])
+		case "mcp.response":
+			results++
+		}
+	}
+	assert.Positive(t, layers["clear_tool_results"], "MCP results were cleared")
+	assert.Positive(t, layers["summary"], "and the oldest turns summarized")
+	assert.Equal(t, turns, results, "every MCP result is still in the log")
 }
 
 // TestTooLongRefusalCompactsHarder: the provider's real window is smaller

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -60,6 +61,12 @@ func newFSServer() *server.MCPServer {
 			}
 			<-ctx.Done()
 			return nil, ctx.Err()
+		})
+	// read_big answers about 3 KB naming its path, for sessions whose MCP
+	// results fill the context window.
+	s.AddTool(mcp.NewTool("read_big", mcp.WithDescription("Read a large file"), mcp.WithString("path")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(strings.Repeat("a line of "+req.GetString("path", "?")+"\n", 150)), nil
 		})
 	return s
 }

@@ -285,7 +285,7 @@ var shellTool = map[string]any{
 // ---- 1. MCP ----------------------------------------------------------------
 
 // fsTools are the tools newFSServer offers.
-var fsTools = []string{"list_files", "pid", "crash", "hang"}
+var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big"}
 
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
