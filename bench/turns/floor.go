@@ -239,17 +239,17 @@ func dbOf(u string) string {
 
 // floorReport is the floor's run, with the same load as bae-go's.
 type floorReport struct {
-	Completed   int      `json:"completed"`
-	Errors      int      `json:"errors"`
-	FirstError  string   `json:"first_error,omitempty"`
-	Elapsed     float64  `json:"elapsed_s"`
-	PerSecond   float64  `json:"turns_per_s"`
-	SendRate    float64  `json:"send_rate_per_s"`
-	Client      dist     `json:"client_latency"`
-	ServerAdded dist     `json:"server_added_latency"`
-	PGWork      PGWork   `json:"postgres_work"`
-	CPU         CPUStats `json:"cpu"`
-	Database    string   `json:"database"`
+	Completed   int             `json:"completed"`
+	Errors      int             `json:"errors"`
+	FirstError  string          `json:"first_error,omitempty"`
+	Elapsed     float64         `json:"elapsed_s"`
+	PerSecond   float64         `json:"turns_per_s"`
+	SendRate    float64         `json:"send_rate_per_s"`
+	Client      benchstack.Dist `json:"client_latency"`
+	ServerAdded benchstack.Dist `json:"server_added_latency"`
+	PGWork      PGWork          `json:"postgres_work"`
+	CPU         CPUStats        `json:"cpu"`
+	Database    string          `json:"database"`
 	// Temporal is the Temporal round trip alone with the same load.
 	Temporal *temporalAlone `json:"temporal_alone,omitempty"`
 }
@@ -301,7 +301,7 @@ func runFloor(ctx context.Context, log *slog.Logger, o options, st *stack) (*flo
 			added = append(added, r.lat-r.fake.Total)
 		}
 	}
-	fr.Client, fr.ServerAdded = summarise(client), summarise(added)
+	fr.Client, fr.ServerAdded = benchstack.Summarise(client), benchstack.Summarise(added)
 	if fr.Elapsed > 0 {
 		fr.PerSecond = float64(fr.Completed) / fr.Elapsed
 	}

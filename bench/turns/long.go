@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 // longReport is the long-session mode (-long): one session built up to a
@@ -50,10 +52,10 @@ type longReport struct {
 
 // longPhase is per-turn cost on one session.
 type longPhase struct {
-	Turns       int     `json:"turns"`
-	Errors      int     `json:"errors"`
-	ServerAdded dist    `json:"server_added_latency"`
-	CPUMsTurn   float64 `json:"process_cpu_ms_per_turn"`
+	Turns       int             `json:"turns"`
+	Errors      int             `json:"errors"`
+	ServerAdded benchstack.Dist `json:"server_added_latency"`
+	CPUMsTurn   float64         `json:"process_cpu_ms_per_turn"`
 	// FakeMsTurn is the fake provider's handler time: it runs in this
 	// process and parses the provider body, so its CPU is in CPUMsTurn.
 	FakeMsTurn  float64 `json:"fake_ms_per_turn"`
@@ -108,8 +110,8 @@ func runLong(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	}
 	rep.BuildS = time.Since(t0).Seconds()
 	if tenth := len(added) / 10; tenth > 0 {
-		rep.BuildAddedFirst = summarise(added[:tenth]).P50
-		rep.BuildAddedLast = summarise(added[len(added)-tenth:]).P50
+		rep.BuildAddedFirst = benchstack.Summarise(added[:tenth]).P50
+		rep.BuildAddedLast = benchstack.Summarise(added[len(added)-tenth:]).P50
 	}
 	if ctx.Err() != nil {
 		return rep
@@ -186,11 +188,11 @@ func (p *phaseAcc) run(ctx context.Context, a *api, st *stack, pg *pgSampler, s 
 
 func (p *phaseAcc) phase() longPhase {
 	n := len(p.added)
-	ph := longPhase{Turns: n, Errors: p.errors, ServerAdded: summarise(p.added)}
+	ph := longPhase{Turns: n, Errors: p.errors, ServerAdded: benchstack.Summarise(p.added)}
 	if n > 0 {
-		ph.CPUMsTurn = ms(p.cpu) / float64(n)
-		ph.FakeMsTurn = ms(p.fake) / float64(n)
-		ph.PGMsTurn = ms(p.pgCPU) / float64(n)
+		ph.CPUMsTurn = benchstack.Ms(p.cpu) / float64(n)
+		ph.FakeMsTurn = benchstack.Ms(p.fake) / float64(n)
+		ph.PGMsTurn = benchstack.Ms(p.pgCPU) / float64(n)
 		ph.StreamBytes = float64(p.stream) / float64(n)
 		ph.ProviderKiB = float64(p.body) / 1024 / float64(n)
 	}

@@ -32,6 +32,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/bae-go/bae-go/internal/app"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 type options struct {
@@ -668,19 +670,19 @@ func openIdleUnderLoad(ctx context.Context, log *slog.Logger, a *api, clientKey 
 	ir := openIdle(ctx, log, a, clientKey, o)
 	close(done)
 	wg.Wait()
-	ir.DuringBurst, ir.DuringBurstErrors = summarise(lats), failed
+	ir.DuringBurst, ir.DuringBurstErrors = benchstack.Summarise(lats), failed
 	return ir
 }
 
 // addedDist is the server-added latency of the completed turns.
-func addedDist(recs []turnRec) dist {
+func addedDist(recs []turnRec) benchstack.Dist {
 	var added []time.Duration
 	for _, rec := range recs {
 		if rec.err == nil && rec.fakeOK {
 			added = append(added, rec.lat-rec.fake.Total)
 		}
 	}
-	return summarise(added)
+	return benchstack.Summarise(added)
 }
 
 // openIdle opens the idle sessions, which stay open (drivers registered,
@@ -725,7 +727,7 @@ func openIdle(ctx context.Context, log *slog.Logger, a *api, clientKey string, o
 		ok = append(ok, lats[i])
 	}
 	ir.Opened = len(ok)
-	ir.OpenLatency = summarise(ok)
+	ir.OpenLatency = benchstack.Summarise(ok)
 	if ir.Elapsed > 0 {
 		ir.PerSecond = float64(ir.Opened) / ir.Elapsed
 	}

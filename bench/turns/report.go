@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 type report struct {
@@ -58,21 +60,21 @@ type report struct {
 		// last start: the achieved offered load of a paced run (PerSecond
 		// also counts the stagger before the first and the tail after the
 		// last turn).
-		SendRate       float64 `json:"send_rate_per_s"`
-		Client         dist    `json:"client_latency"`
-		ServerAdded    dist    `json:"server_added_latency"`
-		Fake           dist    `json:"fake_provider_time"`
-		Unattributed   int     `json:"turns_without_fake_time"`
-		ProviderReqs   int64   `json:"provider_requests"`
-		FakeServedS    float64 `json:"fake_served_total_s"`
-		NotifsPerTurn  float64 `json:"notifications_per_turn"`
-		BytesPerTurn   float64 `json:"response_bytes_per_turn"`
-		BytesLastTurns float64 `json:"response_bytes_per_turn_last_decile"`
+		SendRate       float64         `json:"send_rate_per_s"`
+		Client         benchstack.Dist `json:"client_latency"`
+		ServerAdded    benchstack.Dist `json:"server_added_latency"`
+		Fake           benchstack.Dist `json:"fake_provider_time"`
+		Unattributed   int             `json:"turns_without_fake_time"`
+		ProviderReqs   int64           `json:"provider_requests"`
+		FakeServedS    float64         `json:"fake_served_total_s"`
+		NotifsPerTurn  float64         `json:"notifications_per_turn"`
+		BytesPerTurn   float64         `json:"response_bytes_per_turn"`
+		BytesLastTurns float64         `json:"response_bytes_per_turn_last_decile"`
 		// Server-added latency of each session's earliest and latest turns:
 		// every turn re-reads and re-sends the whole history, so cost grows
 		// with session length.
-		AddedEarly dist `json:"server_added_first_decile_of_session"`
-		AddedLate  dist `json:"server_added_last_decile_of_session"`
+		AddedEarly benchstack.Dist `json:"server_added_first_decile_of_session"`
+		AddedLate  benchstack.Dist `json:"server_added_last_decile_of_session"`
 	} `json:"turns"`
 
 	Timeline      []phase `json:"server_timeline,omitempty"`
@@ -95,17 +97,17 @@ type report struct {
 }
 
 type idleReport struct {
-	Requested       int            `json:"requested"`
-	Opened          int            `json:"opened"`
-	Errors          int            `json:"errors"`
-	ErrorKinds      map[string]int `json:"error_kinds,omitempty"`
-	FirstError      string         `json:"first_error,omitempty"`
-	Elapsed         float64        `json:"elapsed_s"`
-	PerSecond       float64        `json:"opens_per_s"`
-	OpenLatency     dist           `json:"open_latency"`
-	GoroutinesAdded int            `json:"goroutines_added"`
-	HeapLiveAdded   int64          `json:"heap_live_added_bytes"`
-	Workflows       workflowCount  `json:"temporal_workflows"`
+	Requested       int             `json:"requested"`
+	Opened          int             `json:"opened"`
+	Errors          int             `json:"errors"`
+	ErrorKinds      map[string]int  `json:"error_kinds,omitempty"`
+	FirstError      string          `json:"first_error,omitempty"`
+	Elapsed         float64         `json:"elapsed_s"`
+	PerSecond       float64         `json:"opens_per_s"`
+	OpenLatency     benchstack.Dist `json:"open_latency"`
+	GoroutinesAdded int             `json:"goroutines_added"`
+	HeapLiveAdded   int64           `json:"heap_live_added_bytes"`
+	Workflows       workflowCount   `json:"temporal_workflows"`
 	// Growth while the idle sessions opened: baesrv's resident memory
 	// (-replicas: its processes, summed), bae-go's database and the
 	// external Temporal server's databases (-temporal-dbs), in bytes.
@@ -115,9 +117,9 @@ type idleReport struct {
 	// Baseline is the server-added latency of the same turns before any
 	// idle session was open; DuringBurst the client latency of turns sent
 	// while the idle sessions opened.
-	Baseline          dist `json:"baseline_server_added"`
-	DuringBurst       dist `json:"during_burst_client"`
-	DuringBurstErrors int  `json:"during_burst_errors"`
+	Baseline          benchstack.Dist `json:"baseline_server_added"`
+	DuringBurst       benchstack.Dist `json:"during_burst_client"`
+	DuringBurstErrors int             `json:"during_burst_errors"`
 }
 
 type workflowCount struct {
@@ -143,7 +145,7 @@ func poolDelta(a, b *pgxpool.Stat) poolStats {
 		MaxConns: b.MaxConns(), TotalConns: b.TotalConns(),
 	}
 	if p.Acquires > 0 {
-		p.MeanWaitMs = ms((b.AcquireDuration() - a.AcquireDuration()) / time.Duration(p.Acquires))
+		p.MeanWaitMs = benchstack.Ms((b.AcquireDuration() - a.AcquireDuration()) / time.Duration(p.Acquires))
 	}
 	return p
 }
@@ -205,7 +207,7 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 	if t.Elapsed > 0 {
 		t.PerSecond = float64(t.Completed) / t.Elapsed
 	}
-	t.Client, t.ServerAdded, t.Fake = summarise(client), summarise(added), summarise(fake)
+	t.Client, t.ServerAdded, t.Fake = benchstack.Summarise(client), benchstack.Summarise(added), benchstack.Summarise(fake)
 	if t.Completed > 0 {
 		t.NotifsPerTurn = float64(notifs) / float64(t.Completed)
 		t.BytesPerTurn = float64(bytes) / float64(t.Completed)
@@ -228,7 +230,7 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 			late = append(late, rec.lat-rec.fake.Total)
 		}
 	}
-	t.AddedEarly, t.AddedLate = summarise(early), summarise(late)
+	t.AddedEarly, t.AddedLate = benchstack.Summarise(early), benchstack.Summarise(late)
 	ok := slices.DeleteFunc(slices.Clone(recs), func(x turnRec) bool { return x.err != nil })
 	slices.SortFunc(ok, func(a, b turnRec) int { return a.start.Compare(b.start) })
 	if n := len(ok); n > 1 {
@@ -336,7 +338,7 @@ func writeTable(w io.Writer, r *report) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")) }
-	fd := func(d dist) string {
+	fd := func(d benchstack.Dist) string {
 		return fmt.Sprintf("p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  (mean %.1f, n=%d)", d.P50, d.P90, d.P99, d.Max, d.Mean, d.N)
 	}
 	c := r.Config
@@ -514,7 +516,7 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 // writeTemporalAlone prints the Temporal round trip alone next to the floor
 // and bae-go: the floor plus it is the least a turn that is an Update can
 // take on this machine at this load.
-func writeTemporalAlone(w io.Writer, added dist, f *floorReport, tf *temporalAlone) {
+func writeTemporalAlone(w io.Writer, added benchstack.Dist, f *floorReport, tf *temporalAlone) {
 	fmt.Fprintf(w, "\nTemporal alone (same load, update-with-start + one local activity that does nothing, after the floor's phase): %d updates", tf.Completed)
 	if tf.Err != "" {
 		fmt.Fprintf(w, " (error: %s)", tf.Err)

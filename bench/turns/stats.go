@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,37 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
-
-// dist summarises a latency sample in milliseconds.
-type dist struct {
-	N    int     `json:"n"`
-	Mean float64 `json:"mean_ms"`
-	P50  float64 `json:"p50_ms"`
-	P90  float64 `json:"p90_ms"`
-	P99  float64 `json:"p99_ms"`
-	Max  float64 `json:"max_ms"`
-}
-
-func summarise(ds []time.Duration) dist {
-	if len(ds) == 0 {
-		return dist{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	// Nearest rank: the smallest value with at least q of the sample at or
-	// below it.
-	q := func(p float64) float64 {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return ms(s[max(0, min(i, len(s)-1))])
-	}
-	return dist{N: len(s), Mean: ms(sum / time.Duration(len(s))), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: ms(s[len(s)-1])}
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // memSample is one snapshot of the whole process: Temporal, baesrv, the
 // fake and the load generator share it, as in `baesrv dev`.

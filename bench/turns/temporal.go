@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/bae-go/bae-go/bench/temporalfloor"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 // temporalAlone is the Temporal round trip of a turn with nothing else in
@@ -15,11 +17,11 @@ import (
 // floor's phase: added to the floor's
 // latency it is the least a turn that is an Update can take here.
 type temporalAlone struct {
-	Completed int      `json:"completed"`
-	PerSecond float64  `json:"updates_per_s"`
-	Latency   dist     `json:"latency"`
-	CPU       CPUStats `json:"cpu"`
-	Err       string   `json:"error,omitempty"`
+	Completed int             `json:"completed"`
+	PerSecond float64         `json:"updates_per_s"`
+	Latency   benchstack.Dist `json:"latency"`
+	CPU       CPUStats        `json:"cpu"`
+	Err       string          `json:"error,omitempty"`
 }
 
 func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack, pg *pgSampler) (*temporalAlone, error) {
@@ -44,7 +46,7 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
 		Measuring: func() { start = markCPU(nil, procs) },
 	})
-	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, procs))}
+	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: benchstack.Summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, procs))}
 	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()

@@ -11,13 +11,15 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 // phase is one segment of the server-side timeline of a turn.
 type phase struct {
-	Name string `json:"name"`
-	What string `json:"what"`
-	Dist dist   `json:"dist"`
+	Name string          `json:"name"`
+	What string          `json:"what"`
+	Dist benchstack.Dist `json:"dist"`
 }
 
 // timelineSessions bounds how many workflow histories are read.
@@ -100,7 +102,7 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 			d := marks[i+1].Sub(marks[i])
 			cols[i] = append(cols[i], d)
 			if csv != nil {
-				fmt.Fprintf(csv, ",%.3f", ms(d))
+				fmt.Fprintf(csv, ",%.3f", benchstack.Ms(d))
 			}
 		}
 		if csv != nil {
@@ -110,7 +112,7 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 	}
 	out := make([]phase, len(names))
 	for i, n := range names {
-		out[i] = phase{Name: n.name, What: n.what, Dist: summarise(cols[i])}
+		out[i] = phase{Name: n.name, What: n.what, Dist: benchstack.Summarise(cols[i])}
 	}
 	return out, used, nil
 }
