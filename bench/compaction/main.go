@@ -289,25 +289,13 @@ type turnResult struct {
 // counting bytes and decoding only the terminal line.
 func turn(ctx context.Context, hc *http.Client, base, sid, key string, n int, text string) (turnResult, error) {
 	var out turnResult
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": n + 1, "method": "session.sendMessage",
-		"params": map[string]any{"message": map[string]any{"role": "user", "content": text}}})
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/sessions/"+sid+"/rpc", bytes.NewReader(body))
-	if err != nil {
-		return out, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
+	resp, err := benchstack.PostRPC(ctx, hc, base, sid, key, n+1, "session.sendMessage", benchstack.UserMessage(text), nil)
 	if err != nil {
 		return out, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return out, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')

@@ -27,7 +27,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -360,26 +359,13 @@ var (
 // delta as it is read.
 func turn(ctx context.Context, hc *http.Client, base, sid, key, text string) (clientTurn, error) {
 	ct := clientTurn{start: time.Now()}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage",
-		"params": map[string]any{"message": map[string]any{"role": "user", "content": text}}})
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/sessions/"+sid+"/rpc", bytes.NewReader(body))
-	if err != nil {
-		return ct, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Bae-Deltas", "on")
-	resp, err := hc.Do(req)
+	resp, err := benchstack.PostRPC(ctx, hc, base, sid, key, 1, "session.sendMessage", benchstack.UserMessage(text), http.Header{"Bae-Deltas": {"on"}})
 	if err != nil {
 		return ct, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return ct, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')

@@ -1,0 +1,44 @@
+package benchstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// PostRPC sends one JSON-RPC call to a session's rpc endpoint with its
+// session key and returns the NDJSON answer, which the caller closes. An
+// answer other than 200 is an error carrying the start of its body.
+func PostRPC(ctx context.Context, hc *http.Client, base, sid, key string, id int, method string, params any, header http.Header) (*http.Response, error) {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", method, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/sessions/"+sid+"/rpc", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s: status %d: %s", method, resp.StatusCode, raw)
+	}
+	return resp, nil
+}
+
+// UserMessage is session.sendMessage's params for one user text.
+func UserMessage(text string) map[string]any {
+	return map[string]any{"message": map[string]any{"role": "user", "content": text}}
+}
