@@ -158,3 +158,35 @@ auth_token = "t"
 	assert.Equal(t, "next", firstText(message(next)))
 	assert.Zero(t, fake.StrictRefusals())
 }
+
+// TestInterruptMCPToolWait: an interrupt while the turn waits for an MCP
+// call (a tool that answers only when cancelled) ends the wait, closes the
+// call's tool_use with an error result, and the next turn's conversation
+// is one the strict fake accepts.
+func TestInterruptMCPToolWait(t *testing.T) {
+	e := newEnvFull(t, fakeprovider.New(t), envOpts{extraTOML: fsStdioTOML(t, "fs")}, nil)
+	e.fake.Strict(true)
+	pid := e.srv.Profile(t, map[string]any{"name": "mcp-interrupt", "primary_provider": "primary", "mcp_servers": []string{"fs"}, "allowed_tools": []string{}})
+	d := e.openOn(pid, nil)
+	d.register()
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me wait").WithToolUse("tu_h", "hang", nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	send := d.stream(ctx, "wait for it")
+	defer send.Close()
+	waitEvent(t, send, "mcp.request")
+
+	res := result(t, d.call("session.interrupt", map[string]any{}))
+	assert.Equal(t, true, res["interrupted"])
+	term := testenv.Terminal(t, drain(send))
+	assert.Equal(t, true, term["result"].(map[string]any)["interrupted"])
+	evs := d.allEvents()
+	last := evs[len(evs)-1]
+	require.Equal(t, "server.message.interrupted", last["event_type"])
+	assert.Equal(t, []any{"tu_h"}, payload(last)["closed_tool_use_ids"])
+	results := ofTypeIn(evs, "tool.result")
+	require.Len(t, results, 1)
+	assert.Equal(t, true, payload(results[0])["is_error"])
+	assert.Equal(t, "mcp", payload(results[0])["dispatch"])
+	requireValidNextTurn(t, e, d, "primary")
+}
