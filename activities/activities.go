@@ -80,6 +80,21 @@ type Activities struct {
 
 	// work tracks the turns' running activities for interrupts.
 	work turnWork
+	// calls are the provider calls an interrupt's stop message may end.
+	calls callSlots
+}
+
+// StopProviderCalls stops the provider calls of turnID running in this
+// process at once (the fast path of an interrupt, see live.StopTurn) and
+// reports how many it stopped. Only attempts of workflows that expect it
+// (CallProviderInput.Stoppable) can be stopped; a stop for a turn with no
+// call here does nothing.
+func (a *Activities) StopProviderCalls(sessionID, turnID string) int {
+	n := a.calls.stop(turnID)
+	if n > 0 {
+		a.Log.Debug("interrupt stopped provider call", "session_id", sessionID, "turn_id", turnID, "calls", n)
+	}
+	return n
 }
 
 // Register adds the activities (and the workflow) to a worker.

@@ -42,8 +42,14 @@ func attemptKind(attempt int) string {
 func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
 	ctx, done := a.work.track(ctx, in.TurnID)
 	defer done()
+	var slot *callSlot
+	if in.Stoppable {
+		var release func()
+		slot, release = a.calls.open(in.TurnID)
+		defer release()
+	}
 	if in.Begin != nil {
-		return a.beginThenCall(ctx, in)
+		return a.beginThenCall(ctx, in, slot)
 	}
 	var prep attemptPrep
 	// One transaction: the stored answer of an earlier run, the tools, the
@@ -59,7 +65,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	if err != nil {
 		return workflows.CallProviderResult{}, err
 	}
-	return a.callPrepared(ctx, in, prep)
+	return a.callPrepared(ctx, in, prep, slot)
 }
 
 // attemptPrep is what an attempt read and stored before its HTTP call.
@@ -116,8 +122,9 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 }
 
 // callPrepared makes the HTTP call of a prepared attempt and stores its
-// outcome (or answers from what an earlier run stored).
-func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProviderInput, prep attemptPrep) (workflows.CallProviderResult, error) {
+// outcome (or answers from what an earlier run stored). A stop through
+// slot ends the call and the attempt (ErrAttemptStopped).
+func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProviderInput, prep attemptPrep, slot *callSlot) (workflows.CallProviderResult, error) {
 	if prep.stored != nil {
 		return a.storedAttempt(ctx, in, *prep.stored)
 	}
@@ -151,21 +158,25 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		err  error
 		run  *deltaRun
 	)
+	callCtx, endCall := slot.call(ctx)
 	if entry.NoStream {
-		resp, err = a.Provider.Call(ctx, ep, messages, tools)
+		resp, err = a.Provider.Call(callCtx, ep, messages, tools)
 	} else {
 		run = a.startDeltaRun(ctx, in, step)
 		var got partialText
-		resp, err = a.Provider.CallStreaming(ctx, ep, messages, tools, func(d provider.Delta) {
+		resp, err = a.Provider.CallStreaming(callCtx, ep, messages, tools, func(d provider.Delta) {
 			got.add(d)
 			run.sink(d)
 		})
-		run.end(ctx, err)
-		if err != nil && ctx.Err() != nil {
+		// A stopped call's deltas are not superseded: the interrupt keeps them.
+		run.end(callCtx, err)
+		if err != nil && callCtx.Err() != nil {
 			// Kept for an interrupt (see InterruptTurn).
 			a.work.keepPartial(in.TurnID, got.content())
 		}
 	}
+	stopped := err != nil && stoppedCall(callCtx)
+	endCall()
 	stop()
 	token = ""
 	// Every HTTP call counts, including the transport failures Temporal
@@ -175,6 +186,12 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		outcome = "error"
 	}
 	a.Metrics.ProviderRequest(ctx, entry.Kind, outcome, time.Since(started))
+	if stopped {
+		// No retry and no fallback: the Interrupt update that follows the
+		// stop ends the turn (see workflows.runAttempt).
+		endAttempt(span, nil, "interrupted")
+		return workflows.CallProviderResult{}, temporal.NewNonRetryableApplicationError("provider call stopped by an interrupt", workflows.ErrAttemptStopped, nil)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// Cancelled (worker shutdown or timeout): not the provider's
@@ -216,7 +233,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 // CallProviderInput.Begin's contract (a rejected or provider-less begin
 // makes no attempt; the result carries the begin). The transaction waits
 // out a database outage like the attempt's own steps.
-func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProviderInput) (workflows.CallProviderResult, error) {
+func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProviderInput, slot *callSlot) (workflows.CallProviderResult, error) {
 	var (
 		b       workflows.BeginTurnResult
 		prep    attemptPrep
@@ -248,7 +265,7 @@ func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProvide
 	if !attempt {
 		return workflows.CallProviderResult{Begin: &b}, nil
 	}
-	res, err := a.callPrepared(ctx, call, prep)
+	res, err := a.callPrepared(ctx, call, prep, slot)
 	res.Begin = &b
 	return res, err
 }

@@ -146,3 +146,101 @@ func (w *turnWork) stop(ctx context.Context, turnID string, wait time.Duration) 
 	r.partial = nil
 	return p
 }
+
+// errCallStopped is the cancellation cause of a provider call that an
+// interrupt's stop message ended (see StopProviderCalls).
+var errCallStopped = errors.New("provider call stopped by an interrupt")
+
+// callSlot is one Stoppable provider attempt of a turn running in this
+// process, from the start of its activity: a stop that arrives before its
+// HTTP call starts (while it begins the turn or stores its request) stops
+// the call as it starts; one that arrives after the call ended does
+// nothing (the attempt's answer is stored; the Interrupt update then
+// reaches the turn at its next step). A nil slot never stops.
+type callSlot struct {
+	mu      sync.Mutex
+	stopped bool
+	cancel  context.CancelCauseFunc // the call in flight, nil outside it
+}
+
+// call returns the context of the attempt's HTTP call, already cancelled
+// when a stop came first, and its end.
+func (s *callSlot) call(ctx context.Context) (context.Context, func()) {
+	if s == nil {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	if s.stopped {
+		cancel(errCallStopped)
+	} else {
+		s.cancel = cancel
+	}
+	s.mu.Unlock()
+	return cctx, func() {
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+func (s *callSlot) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.cancel != nil {
+		s.cancel(errCallStopped)
+	}
+}
+
+// stoppedCall reports a call context ended by a stop.
+func stoppedCall(callCtx context.Context) bool {
+	return errors.Is(context.Cause(callCtx), errCallStopped)
+}
+
+// callSlots are the Stoppable provider attempts running in this process,
+// by turn id: a stop names its turn, so one that comes late never reaches
+// the session's next turn. The zero value is ready to use.
+type callSlots struct {
+	mu    sync.Mutex
+	turns map[string]map[*callSlot]struct{}
+}
+
+// open registers an attempt of turnID until the returned release.
+func (c *callSlots) open(turnID string) (*callSlot, func()) {
+	s := &callSlot{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turns == nil {
+		c.turns = map[string]map[*callSlot]struct{}{}
+	}
+	set := c.turns[turnID]
+	if set == nil {
+		set = map[*callSlot]struct{}{}
+		c.turns[turnID] = set
+	}
+	set[s] = struct{}{}
+	return s, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(set, s)
+		if len(set) == 0 {
+			delete(c.turns, turnID)
+		}
+	}
+}
+
+// stop stops turnID's attempts running here and reports how many.
+func (c *callSlots) stop(turnID string) int {
+	c.mu.Lock()
+	slots := make([]*callSlot, 0, len(c.turns[turnID]))
+	for s := range c.turns[turnID] {
+		slots = append(slots, s)
+	}
+	c.mu.Unlock()
+	for _, s := range slots {
+		s.stop()
+	}
+	return len(slots)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -57,6 +59,7 @@ func (c *clientAPI) interrupt(call *rpcCall) {
 		call.fail(bad)
 		return
 	}
+	c.stopCall(call.r.Context(), call.log, call.sess.ID, p.TurnID)
 	res, err := c.Engine.Interrupt(call.r.Context(), call.sess.ID, workflows.InterruptInput{TurnID: p.TurnID, By: call.clientID})
 	if err != nil {
 		call.log.Error("interrupt", "err", err)
@@ -92,6 +95,7 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 			return false
 		}
 	case wire.BusyInterrupt:
+		c.stopCall(ctx, call.log, call.sess.ID, "")
 		if _, err := c.Engine.Interrupt(ctx, call.sess.ID, workflows.InterruptInput{By: call.clientID, RunningOnly: true}); err != nil {
 			call.log.Error("interrupt before send", "err", err)
 			call.fail(NewRPCError(-32603, "Internal error"))
@@ -99,6 +103,32 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 		}
 	}
 	return true
+}
+
+// stopCall is an interrupt's fast path, sent before its Interrupt update:
+// a turn's provider call runs inside a workflow task, which receives the
+// update only when it ends, so the replica running the call (turnID's, or
+// else the turn that called a provider last) is asked to stop it now. The
+// update still decides: a stop that reaches no running call, or names a
+// turn that already ended, changes nothing (see workflows.runAttempt).
+// Callers have checked the interrupter's authority.
+func (d *Deps) stopCall(ctx context.Context, log *slog.Logger, sessionID, turnID string) {
+	if d.SlowInterrupt.Load() {
+		return
+	}
+	if turnID == "" {
+		id, err := d.Store.LastCallingTurn(ctx, sessionID)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				log.Warn("interrupt: find the calling turn", "session_id", sessionID, "err", err)
+			}
+			return
+		}
+		turnID = id
+	}
+	if err := live.Publish(ctx, d.Store.Pool, live.StopTurn(sessionID, turnID)); err != nil {
+		log.Warn("interrupt: send the stop message", "session_id", sessionID, "turn_id", turnID, "err", err)
+	}
 }
 
 // interruptedMessage is an interrupted turn's terminal "message": the
@@ -146,6 +176,7 @@ func (a *adminAPI) adminInterrupt(w http.ResponseWriter, r *http.Request) *Probl
 	if sess.State != store.StateOpen {
 		return conflict("session_not_open", "session is "+sess.State+", not open")
 	}
+	a.stopCall(r.Context(), a.Log, id, p.TurnID)
 	res, err := a.Engine.Interrupt(r.Context(), id, workflows.InterruptInput{TurnID: p.TurnID, By: events.InterruptedBy})
 	if err != nil {
 		return internalError(a.Log, err)

@@ -106,6 +106,12 @@ type Deps struct {
 	MaxStreamsPerSession int
 	MaxStreamsPerKey     int
 
+	// SlowInterrupt turns an interrupt's fast path off (stopCall): the
+	// interrupt then reaches a running provider call only with the
+	// workflow task's heartbeat. For measuring the fast path against its
+	// absence (bench/interrupt) and for tests.
+	SlowInterrupt atomic.Bool
+
 	// accessReads counts the authorization re-reads of long-lived streams
 	// (one database query each), for tests.
 	accessReads atomic.Int64

@@ -317,6 +317,22 @@ func (s *Store) FirstTurnEventSeq(ctx context.Context, sessionID, turnID string)
 	return *seq, nil
 }
 
+// LastCallingTurn is the turn of the session's latest provider.request:
+// the turn whose provider call runs, when one runs (ErrNotFound when the
+// session never called a provider).
+func (s *Store) LastCallingTurn(ctx context.Context, sessionID string) (string, error) {
+	var turnID string
+	err := s.Pool.QueryRow(ctx, `SELECT turn_id FROM session_events WHERE session_id = $1 AND event_type = $2 AND turn_id IS NOT NULL
+		ORDER BY seq DESC LIMIT 1`, sessionID, string(events.ProviderRequest)).Scan(&turnID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("find calling turn: %w", err)
+	}
+	return turnID, nil
+}
+
 // SeqOfEvent resolves an event id within a session.
 func (s *Store) SeqOfEvent(ctx context.Context, sessionID, eventID string) (int64, error) {
 	var seq int64

@@ -347,6 +347,8 @@ func TestWhenBusy(t *testing.T) {
 func TestRecordedInterruptHistories(t *testing.T) {
 	t.Run("interrupt_streaming", func(t *testing.T) {
 		e, pid := interruptEnv(t, "primary", nil)
+		// The interrupt reaches the call through the workflow only.
+		e.srv.Parts.Deps.SlowInterrupt.Store(true)
 		d := e.openOn(pid, nil)
 		d.register()
 		e.fake.Lane("primary").Enqueue(fakeprovider.Text(streamedText).HangStream(3))
@@ -359,6 +361,24 @@ func TestRecordedInterruptHistories(t *testing.T) {
 		requireValidNextTurn(t, e, d, "primary")
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "interrupt_streaming")
+	})
+	t.Run("interrupt_stopped_call", func(t *testing.T) {
+		// The interrupt's stop message ends the call; the stopped attempt
+		// waits for the update on a timer.
+		e, pid := interruptEnv(t, "primary", nil)
+		d := e.openOn(pid, nil)
+		d.register()
+		e.fake.Lane("primary").Enqueue(fakeprovider.Text(endlessText).Streamed(0, 5*time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		send := openRaw(t, ctx, e.srv, d.sid, d.sk, d.request("tell me"), deltasOn)
+		textDeltas(t, send, 3)
+		assert.Equal(t, true, result(t, d.call("session.interrupt", map[string]any{}))["interrupted"])
+		untilTerminal(t, send)
+		require.Equal(t, 1, stoppedAttempts(t, e.srv.Temporal, d.sid))
+		requireValidNextTurn(t, e, d, "primary")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "interrupt_stopped_call")
 	})
 	t.Run("interrupt_paused", func(t *testing.T) {
 		e, pid := interruptEnv(t, "primary", map[string]any{"allowed_tools": []string{"get_time"}})

@@ -87,6 +87,10 @@ type CallProviderInput struct {
 	// Retry counts the attempt's retries after a compaction; it names the
 	// retry's events apart from the first try's.
 	Retry int `json:",omitempty"`
+	// Stoppable (versionStopCall): an interrupt's stop message may end the
+	// provider call at once; the attempt then fails with ErrAttemptStopped
+	// and the workflow waits for the Interrupt update (see runAttempt).
+	Stoppable bool `json:",omitempty"`
 }
 
 // CompactionNeed says why an attempt needs compacting before it can go on.
@@ -117,6 +121,11 @@ type CompactContextInput struct {
 // ErrProviderAttemptFailed is the non-retryable application error type of
 // a provider attempt that failed after its events were stored.
 const ErrProviderAttemptFailed = "ProviderAttemptFailed"
+
+// ErrAttemptStopped is the non-retryable application error type of a
+// Stoppable attempt whose provider call an interrupt's stop message ended:
+// no retry and no fallback follow it; the Interrupt update decides.
+const ErrAttemptStopped = "AttemptStopped"
 
 // ToolCall is a tool_use block classified for dispatch.
 type ToolCall struct {

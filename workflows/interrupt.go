@@ -13,6 +13,14 @@ const (
 	versionInterrupt = 1
 )
 
+// versionStopCall: an interrupt may stop a turn's running provider call
+// from outside the workflow (CallProviderInput.Stoppable, see runAttempt);
+// the stopped attempt waits for the Interrupt update on a timer.
+const (
+	changeStopCall  = "turn-stop-call"
+	versionStopCall = 1
+)
+
 // UpdateInterrupt stops the running (or paused) turn.
 const UpdateInterrupt = "Interrupt"
 

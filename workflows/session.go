@@ -191,6 +191,7 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResul
 	o.beginInAttempt = o.localProvider && workflow.GetVersion(ctx, changeBeginInAttempt, workflow.DefaultVersion, versionBeginInAttempt) >= versionBeginInAttempt
 	o.compaction = workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, versionCompaction) >= versionCompaction
 	o.interruptible = workflow.GetVersion(ctx, changeInterrupt, workflow.DefaultVersion, versionInterrupt) >= versionInterrupt
+	o.stoppable = o.interruptible && o.localProvider && workflow.GetVersion(ctx, changeStopCall, workflow.DefaultVersion, versionStopCall) >= versionStopCall
 	res, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

@@ -44,6 +44,10 @@ type turnOptions struct {
 	// interruptible (versionInterrupt): the turn runs under a context the
 	// Interrupt update cancels (see interrupt.go).
 	interruptible bool
+	// stoppable (versionStopCall, needs interruptible and localProvider):
+	// an interrupt may stop the running provider call from outside the
+	// workflow (see runAttempt).
+	stoppable bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -127,11 +131,40 @@ func providerLocalCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 
 // runAttempt runs one attempt of the fallback walk, as a local activity
 // when the run records versionLocalProvider.
+//
+// A local attempt runs inside a workflow task, and an Interrupt update is
+// delivered only when that task ends, which a long provider call delays
+// until the task's heartbeat (seconds). So an interrupt also asks the
+// worker running the call to stop it (versionStopCall): the attempt then
+// fails with ErrAttemptStopped, the task ends, and the update arrives. The
+// update stays the authority: the turn waits for it (it cancels ctx), and
+// a stop that no update follows within stopConfirmWait (its sender died
+// between the two) is void: the attempt runs again.
 func runAttempt(ctx workflow.Context, o turnOptions, in CallProviderInput) (CallProviderResult, error) {
-	if o.localProvider {
-		return callProvider.runLocal(providerLocalCtx(ctx, o), in)
+	if !o.localProvider {
+		return callProvider.run(providerCtx(ctx, o), in)
 	}
-	return callProvider.run(providerCtx(ctx, o), in)
+	in.Stoppable = o.stoppable
+	for {
+		res, err := callProvider.runLocal(providerLocalCtx(ctx, o), in)
+		if !in.Stoppable || !attemptStopped(err) {
+			return res, err
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, stopConfirmWait, func() bool { return false }); err != nil {
+			return CallProviderResult{}, err // interrupted: ctx is cancelled
+		}
+		workflow.GetLogger(ctx).Warn("provider call stopped but no interrupt followed; calling again", "turn_id", in.TurnID)
+	}
+}
+
+// stopConfirmWait bounds how long a stopped attempt waits for the
+// Interrupt update that follows its stop message (sent right after it).
+const stopConfirmWait = 10 * time.Second
+
+// attemptStopped reports an attempt that an interrupt's stop message ended.
+func attemptStopped(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == ErrAttemptStopped
 }
 
 // compactCtx: CompactContext is a regular activity (it calls a provider:

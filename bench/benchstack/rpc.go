@@ -42,3 +42,31 @@ func PostRPC(ctx context.Context, hc *http.Client, base, sid, key string, id int
 func UserMessage(text string) map[string]any {
 	return map[string]any{"message": map[string]any{"role": "user", "content": text}}
 }
+
+// PostRPCResult sends one JSON-RPC call that answers with a single
+// response and returns its result; an error response is an error.
+func PostRPCResult(ctx context.Context, hc *http.Client, base, sid, key, method string, params any) (json.RawMessage, error) {
+	resp, err := PostRPC(ctx, hc, base, sid, key, 1, method, params, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var m struct {
+			ID     *json.RawMessage `json:"id"`
+			Result json.RawMessage  `json:"result"`
+			Error  json.RawMessage  `json:"error"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s: read response: %w", method, err)
+		}
+		if m.ID == nil {
+			continue // a notification
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			return nil, fmt.Errorf("%s: %s", method, m.Error)
+		}
+		return m.Result, nil
+	}
+}

@@ -154,6 +154,9 @@ func Run(ctx context.Context, opts Options) error {
 		DBRetryBudget: cfg.DBRetryBudget,
 		Deltas:        hub.Deltas(),
 	}
+	// An interrupt's stop message ends the turn's provider call on the
+	// replica running it (api: the interrupt's fast path).
+	hub.OnStopTurn(func(sessionID, turnID string) { acts.StopProviderCalls(sessionID, turnID) })
 	deps := &api.Deps{
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
 		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,

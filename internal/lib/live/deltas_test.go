@@ -112,3 +112,17 @@ func TestLineEncodedOnce(t *testing.T) {
 	assert.Equal(t, "hi\n", string(Delta{Text: "hi"}.Line(enc)), "a delta never delivered is encoded each time")
 	assert.Equal(t, 2, encodes)
 }
+
+// TestStopTurnMessage: the hub hands a stop message's session and turn to
+// every registered callback, and ignores one without a turn.
+func TestStopTurnMessage(t *testing.T) {
+	h := &Hub{waiters: map[string]map[*Waiter]struct{}{}}
+	var got [][2]string
+	h.OnStopTurn(func(sid, turn string) { got = append(got, [2]string{sid, turn}) })
+	h.control(StopTurn("ses_1", "trn_2"))
+	h.control("stop:ses_1/")
+	h.control("stop:ses_1")
+	if len(got) != 1 || got[0] != [2]string{"ses_1", "trn_2"} {
+		t.Fatalf("callbacks got %v", got)
+	}
+}

@@ -24,8 +24,16 @@ import (
 // ControlChannel carries cross-replica control messages: "unsubscribe:<sid>"
 // ends every subscribe stream of a session; "closed:<sid>" announces a
 // session ended so replicas drop its live resources; "auth:<id>" says a key
-// or profile was revoked, so every stream re-checks its authorization.
+// or profile was revoked, so every stream re-checks its authorization;
+// "stop:<sid>/<turn>" asks the replica running that turn's provider call to
+// stop it now (an interrupt's fast path, see StopTurn).
 const ControlChannel = "bae_control"
+
+// StopTurn is the control message asking whichever replica runs turnID's
+// provider call to stop it at once: the Interrupt update that follows
+// reaches the workflow only when the workflow task running that call
+// ends, so without it an interrupt waits for the task's next heartbeat.
+func StopTurn(sessionID, turnID string) string { return "stop:" + sessionID + "/" + turnID }
 
 // AuthChanged is the control message announcing that key or profile id was
 // revoked or deleted.
@@ -81,6 +89,7 @@ type Hub struct {
 	mu      sync.Mutex
 	waiters map[string]map[*Waiter]struct{}
 	onClose []func(sessionID string)
+	onStop  []func(sessionID, turnID string)
 	ready   chan struct{}
 	readyMu sync.Once
 	deltas  *Deltas
@@ -113,6 +122,14 @@ func (h *Hub) OnSessionClosed(fn func(sessionID string)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.onClose = append(h.onClose, fn)
+}
+
+// OnStopTurn registers a callback run (on every replica) when a StopTurn
+// message arrives.
+func (h *Hub) OnStopTurn(fn func(sessionID, turnID string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onStop = append(h.onStop, fn)
 }
 
 // Watch attaches a waiter to sessionID. Callers must Close it.
@@ -273,6 +290,17 @@ func (h *Hub) control(msg string) {
 		h.unsubscribe(sid)
 	case "auth":
 		h.recheck("")
+	case "stop":
+		sessionID, turnID, ok := strings.Cut(sid, "/")
+		if !ok || turnID == "" {
+			return
+		}
+		h.mu.Lock()
+		fns := append([]func(string, string){}, h.onStop...)
+		h.mu.Unlock()
+		for _, fn := range fns {
+			fn(sessionID, turnID)
+		}
 	case "closed":
 		h.mu.Lock()
 		fns := append([]func(string){}, h.onClose...)

@@ -44,6 +44,7 @@ type Server struct {
 	onRequest func(Recorded)
 
 	started   chan Recorded
+	ended     chan StreamEnd
 	closing   chan struct{}
 	closeOnce sync.Once
 
@@ -68,6 +69,7 @@ func NewHandler() *Server {
 		lanes:   map[string]*laneState{},
 		release: make(chan struct{}),
 		started: make(chan Recorded, startedBuffer),
+		ended:   make(chan StreamEnd, startedBuffer),
 		closing: make(chan struct{}),
 	}
 }
@@ -197,6 +199,23 @@ func (s *Server) OnRequest(fn func(Recorded)) {
 // reply, once Release is guaranteed to unblock it). Buffered; requests
 // beyond the buffer are not delivered.
 func (s *Server) Started() <-chan Recorded { return s.started }
+
+// StreamEnds delivers how each streamed answer ended, as it ends.
+// Buffered like Started.
+func (s *Server) StreamEnds() <-chan StreamEnd { return s.ended }
+
+// StreamEnd is how one streamed answer ended.
+type StreamEnd struct {
+	Seq int // the request's Recorded.Seq
+	// Pieces is how many pieces of the answer were sent.
+	Pieces int
+	// Whole: the answer was sent to its end.
+	Whole bool
+	// ClientGone: the client closed the stream before its end.
+	ClientGone bool
+	// At is when the fake saw the stream end.
+	At time.Time
+}
 
 // Release unblocks every request that has hung so far.
 func (s *Server) Release() {

@@ -38,6 +38,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, rec Recorded
 	} else {
 		st.anthropic(body, reply)
 	}
+	end := StreamEnd{Seq: rec.Seq, Pieces: st.pieces, Whole: !st.stopped, ClientGone: st.gone || ctx.Err() != nil, At: time.Now()}
+	select {
+	case s.ended <- end:
+	default:
+	}
 	if st.cut && reply.CutError == "" {
 		// Drop the connection without ending the response.
 		panic(http.ErrAbortHandler)
@@ -56,6 +61,7 @@ type sseWriter struct {
 	pieces  int
 	stopped bool // the client went away, or the stream was cut
 	cut     bool
+	gone    bool // a write failed: the client went away
 }
 
 func (st *sseWriter) send(event string, v any) {
@@ -77,7 +83,7 @@ func (st *sseWriter) send(event string, v any) {
 	}
 	buf.WriteString("\n\n")
 	if _, err := st.w.Write(buf.Bytes()); err != nil {
-		st.stopped = true
+		st.stopped, st.gone = true, true
 		return
 	}
 	if f, ok := st.w.(http.Flusher); ok {

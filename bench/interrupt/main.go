@@ -1,0 +1,325 @@
+// Command interrupt measures what issue 25 asks of an interrupt: from a
+// driver's session.interrupt request to (a) the provider stream closed, as
+// the fake provider sees it, and (b) the turn's last event stored, which is
+// when session.interrupt answers (the Interrupt update returns once the
+// turn's server.message.interrupted is stored); and (c) to the interrupted
+// turn's own sendMessage stream ending.
+//
+// A fake provider streams an answer that never ends, a word every 10 ms.
+// Each measured round sends a turn with the deltas opt-in, waits for its
+// first text deltas (the provider call is running), then interrupts it.
+// -concurrency sessions do so side by side. The same run then measures
+// -baseline rounds with the interrupt's fast path off (api.Deps
+// SlowInterrupt: the interrupt reaches the call only with the workflow
+// task's heartbeat), for a same-run ratio.
+//
+//	go run ./bench/interrupt
+//	go run ./bench/interrupt -interrupts 100 -concurrency 1 -baseline 0
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/sdk"
+)
+
+const tokenGap = 10 * time.Millisecond
+
+// endless is far more than any round waits for: 200,000 words.
+var endless = strings.Repeat("word ", 200000)
+
+type options struct {
+	interrupts, baseline, concurrency, deltas int
+	db                                        string
+	verbose                                   bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.interrupts, "interrupts", 50, "measured interrupts with the fast path")
+	flag.IntVar(&o.baseline, "baseline", 10, "measured interrupts with the fast path off (each waits for a workflow task heartbeat, seconds)")
+	flag.IntVar(&o.concurrency, "concurrency", 5, "sessions interrupting side by side")
+	flag.IntVar(&o.deltas, "deltas", 3, "text deltas the client sees before it interrupts")
+	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
+	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, o); err != nil {
+		log.Error("interrupt bench failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func defaultDB() string {
+	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// fake streams the endless answer and notes, per turn (its user text),
+// when the stream ended and whether its client had closed it.
+type fake struct {
+	inner *fakeprovider.Server
+	mu    sync.Mutex
+	token map[int]string // request seq -> user text
+	ends  map[string]fakeprovider.StreamEnd
+	ended map[string]chan struct{}
+}
+
+func newFake() *fake {
+	f := &fake{inner: fakeprovider.NewHandler(), token: map[int]string{}, ends: map[string]fakeprovider.StreamEnd{}, ended: map[string]chan struct{}{}}
+	f.inner.OnRequest(func(rec fakeprovider.Recorded) {
+		f.mu.Lock()
+		f.token[rec.Seq] = rec.LastUserText()
+		f.mu.Unlock()
+	})
+	f.inner.Respond(func(fakeprovider.Recorded) fakeprovider.Reply {
+		return fakeprovider.Text(endless).Streamed(0, tokenGap)
+	})
+	go func() {
+		for end := range f.inner.StreamEnds() {
+			f.mu.Lock()
+			tok := f.token[end.Seq]
+			delete(f.token, end.Seq)
+			f.ends[tok] = end
+			ch := f.ended[tok]
+			f.mu.Unlock()
+			if ch != nil {
+				close(ch)
+			}
+		}
+	}()
+	return f
+}
+
+// expect registers a turn's user text before it is sent.
+func (f *fake) expect(tok string) <-chan struct{} {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	f.ended[tok] = ch
+	f.mu.Unlock()
+	return ch
+}
+
+func (f *fake) end(tok string) fakeprovider.StreamEnd {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ended, tok)
+	e := f.ends[tok]
+	delete(f.ends, tok)
+	return e
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) error {
+	f := newFake()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen for the fake provider: %w", err)
+	}
+	fsrv := &http.Server{Handler: f.inner, ReadHeaderTimeout: 10 * time.Second}
+	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
+	defer fsrv.Close()
+	var srvLog *slog.Logger
+	if o.verbose {
+		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
+		BaseDatabaseURL: o.db, ServerLog: srvLog,
+		ConfigTOML: fmt.Sprintf("\n[[providers.entries]]\nname = \"fake\"\nprovider = \"anthropic\"\nbase_url = \"http://%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\n", ln.Addr()),
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	key, err := st.Admin.Setup(ctx, map[string]any{"name": "interrupt", "primary_provider": "fake", "allowed_tools": []string{}})
+	if err != nil {
+		return err
+	}
+	hc := benchstack.HTTPClient(2 * o.concurrency)
+	sessions := make([]*sdk.Session, o.concurrency)
+	for i := range sessions {
+		if sessions[i], err = sdk.Connect(ctx, sdk.Config{ServerURL: st.ClientURL, ClientKey: key, HTTPClient: hc, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)}); err != nil {
+			return err
+		}
+	}
+	// Warm-up: every session's workflow runs and has interrupted once.
+	if _, err := phase(ctx, log, hc, st.ClientURL, f, sessions, len(sessions), o.deltas, "warm"); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	log.Info("fast path", "interrupts", o.interrupts, "concurrency", o.concurrency)
+	fast, err := phase(ctx, log, hc, st.ClientURL, f, sessions, o.interrupts, o.deltas, "fast")
+	if err != nil {
+		return fmt.Errorf("fast path: %w", err)
+	}
+	var slow *figures
+	if o.baseline > 0 {
+		st.Parts.Deps.SlowInterrupt.Store(true)
+		log.Info("baseline, fast path off", "interrupts", o.baseline, "concurrency", o.concurrency)
+		if slow, err = phase(ctx, log, hc, st.ClientURL, f, sessions, o.baseline, o.deltas, "slow"); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+	}
+	report(os.Stdout, o, fast, slow)
+	return nil
+}
+
+// figures are one phase's latencies from the interrupt request.
+type figures struct {
+	closed, answered, ended []time.Duration
+	notClosed               int // streams that ran to their end (never, with the endless answer)
+}
+
+// phase runs n interrupt rounds over the sessions, side by side.
+func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, f *fake, sessions []*sdk.Session, n, deltas int, name string) (*figures, error) {
+	fig := &figures{}
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		first error
+	)
+	rounds := make(chan int, n)
+	for i := range n {
+		rounds <- i
+	}
+	close(rounds)
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				r, err := round(ctx, hc, base, f, s, fmt.Sprintf("%s %d %s", name, i, s.ID), deltas)
+				mu.Lock()
+				if err != nil {
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+				fig.closed = append(fig.closed, r.closed)
+				fig.answered = append(fig.answered, r.answered)
+				fig.ended = append(fig.ended, r.ended)
+				if !r.clientGone {
+					fig.notClosed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return fig, first
+}
+
+type roundResult struct {
+	closed, answered, ended time.Duration
+	clientGone              bool
+}
+
+var (
+	deltaPrefix = []byte(`{"jsonrpc":"2.0","method":"session.delta"`)
+	textDelta   = []byte(`"type":"text_delta"`)
+)
+
+// round sends a turn, waits for its first text deltas, interrupts it and
+// times what follows.
+func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Session, tok string, deltas int) (roundResult, error) {
+	var r roundResult
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	ended := f.expect(tok)
+	resp, err := benchstack.PostRPC(ctx, hc, base, s.ID, s.Key(), 1, "session.sendMessage", benchstack.UserMessage(tok), http.Header{"Bae-Deltas": {"on"}})
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for seen := 0; seen < deltas; {
+		line, err := br.ReadBytes('\n')
+		if bytes.HasPrefix(line, deltaPrefix) && bytes.Contains(line, textDelta) {
+			seen++
+			continue
+		}
+		if err != nil {
+			return r, fmt.Errorf("turn stream ended before %d deltas: %w", deltas, err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 && !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
+			return r, fmt.Errorf("turn ended before it was interrupted: %.300s", line)
+		}
+	}
+	t0 := time.Now()
+	res, err := benchstack.PostRPCResult(ctx, hc, base, s.ID, s.Key(), "session.interrupt", map[string]any{})
+	if err != nil {
+		return r, err
+	}
+	r.answered = time.Since(t0)
+	var out struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	if err := json.Unmarshal(res, &out); err != nil || !out.Interrupted {
+		return r, fmt.Errorf("session.interrupt did not interrupt: %s", res)
+	}
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 && !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
+			r.ended = time.Since(t0)
+			break
+		}
+		if err != nil {
+			return r, fmt.Errorf("turn stream ended without its terminal response: %w", err)
+		}
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		return r, fmt.Errorf("the fake's stream never ended: %w", ctx.Err())
+	}
+	end := f.end(tok)
+	r.closed, r.clientGone = end.At.Sub(t0), end.ClientGone
+	return r, nil
+}
+
+func report(w io.Writer, o options, fast, slow *figures) {
+	fmt.Fprintf(w, "\ninterrupt: fake streams an endless answer, a word every %s; %d sessions side by side; interrupted after %d text deltas\n\n", tokenGap, o.concurrency, o.deltas)
+	line := func(name string, ds []time.Duration) benchstack.Dist {
+		d := benchstack.Summarise(ds)
+		fmt.Fprintf(w, "  %-52s p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", name, d.P50, d.P99, d.Max)
+		return d
+	}
+	fmt.Fprintf(w, "fast path (%d interrupts):\n", len(fast.closed))
+	fc := line("request → provider stream closed (fake sees it)", fast.closed)
+	fa := line("request → last event stored (session.interrupt answers)", fast.answered)
+	line("request → the turn's sendMessage stream ends", fast.ended)
+	if fast.notClosed > 0 {
+		fmt.Fprintf(w, "  %d streams were not closed by their client\n", fast.notClosed)
+	}
+	if slow == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nfast path off, same run (%d interrupts):\n", len(slow.closed))
+	sc := line("request → provider stream closed (fake sees it)", slow.closed)
+	sa := line("request → last event stored (session.interrupt answers)", slow.answered)
+	line("request → the turn's sendMessage stream ends", slow.ended)
+	fmt.Fprintf(w, "\nfast ÷ off: stream closed p50 %.3f×, last event stored p50 %.3f×\n", fc.P50/sc.P50, fa.P50/sa.P50)
+}
