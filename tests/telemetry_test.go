@@ -86,7 +86,7 @@ auth_token = "literal-token"
 	require.True(t, ok, "spans in the client's trace: %v", names)
 	assert.Equal(t, spanID, httpSpan.Parent().SpanID().String())
 	assert.Contains(t, httpSpan.Attributes(), attribute.String("bae.session.id", sid))
-	for _, n := range []string{"SignalWithStartWorkflow:Enqueue", "HandleSignal:Enqueue", "RunActivity:CallProvider"} {
+	for _, n := range []string{"SignalWithStartWorkflow:Session", "HandleSignal:Enqueue", "RunActivity:CallProvider"} {
 		assert.Contains(t, byName, n, "spans in the client's trace: %v", names)
 	}
 
