@@ -19,8 +19,8 @@ import (
 var providerUnavailable = json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"The provider is currently unavailable."}]}`)
 
 // sendMessage validates the request, stores the message under a new turn
-// id, submits the SendMessage update and relays the turn's events from the
-// log until the update returns. While the turn is queued nothing is
+// id, enqueues the turn and relays the turn's events from the log until its
+// result is recorded. While the turn is queued nothing is
 // written: the first event tagged with this turn id marks its start.
 //
 // With an Idempotency-Key header a message already stored under that key is
@@ -83,9 +83,11 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		c.resendTurn(call, *prior)
 		return
 	}
-	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span}
+	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
+		// It replaces the turn it interrupted: ahead of the queue.
+		Front: policy == wire.BusyInterrupt}
 	c.relayTurn(call, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
-		return c.Engine.SendMessage(ctx, sessionRef(call.sess), in)
+		return c.runTurn(ctx, sessionRef(call.sess), in)
 	})
 }
 
@@ -106,22 +108,18 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
 	if !begun && !c.requireOpen(call) {
 		return
 	}
-	sid := call.sess.ID
+	ref := sessionRef(call.sess)
 	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span}
 	c.relayTurn(call, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
 		if !begun {
-			// Queued, or its submission was lost with a server: the update id
-			// is the turn id, so a live submission is joined, a lost one
-			// made again.
-			return c.Engine.SendMessage(ctx, sessionRef(call.sess), in)
+			// Queued, or its submission was lost with a server: the
+			// workflow drops a turn id it holds, so a live submission is
+			// joined, a lost one made again.
+			return c.runTurn(ctx, ref, in)
 		}
 		// A turn that began is never submitted again: that could run it a
 		// second time after a continue-as-new.
-		res, found, err := c.Engine.AwaitTurn(ctx, sid, ti.TurnID)
-		if err != nil || found {
-			return res, err
-		}
-		return c.loggedOutcome(ctx, sid, ti)
+		return c.awaitBegunTurn(ctx, ref, ti)
 	})
 }
 
@@ -441,13 +439,13 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 	call.resultRaw(append(b, '}'))
 }
 
-// engineError maps a failed update call: a finished workflow means the
+// engineError maps a failed enqueue or wait: a finished workflow means the
 // session is no longer open.
 func (c *clientAPI) engineError(ctx context.Context, call *rpcCall, turnID string, err error) *RPCError {
 	sess, serr := c.Store.GetSession(ctx, call.sess.ID)
 	if serr == nil && sess.State != store.StateOpen {
 		return NewRPCError(-32000, "session is %s, not open", sess.State)
 	}
-	call.log.Error("send message update failed", "turn_id", turnID, "err", err)
+	call.log.Error("send message failed", "turn_id", turnID, "err", err)
 	return NewRPCError(-32000, "session loop failed")
 }

@@ -18,11 +18,14 @@ import (
 
 // Engine is the API's view of the session workflows.
 type Engine interface {
-	// SendMessage runs a turn, starting the session's workflow if it is not
-	// running (a session's workflow starts with its first message).
-	SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error)
-	// AwaitTurn waits for a submitted turn's result without submitting it;
-	// found is false when the current workflow run does not know the turn.
+	// Enqueue puts a stored message's turn in the session's queue, starting
+	// the session's workflow if it is not running (a session's workflow
+	// starts with its first message). The workflow records the turn's
+	// result in the store when the turn ends.
+	Enqueue(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error
+	// AwaitTurn waits for the result of a turn submitted as an Update (by a
+	// server from before Enqueue) without submitting it; found is false
+	// when the current workflow run has no such Update.
 	AwaitTurn(ctx context.Context, sessionID, turnID string) (res workflows.TurnResult, found bool, err error)
 	// CloseSession releases the session's waiters and server resources.
 	CloseSession(ctx context.Context, ref workflows.SessionRef, in workflows.CloseInput) error

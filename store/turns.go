@@ -59,6 +59,9 @@ type TurnInput struct {
 	ClientKeyID string
 	Message     json.RawMessage
 	BeginResult json.RawMessage
+	// Result is the turn's recorded result (nil until it ended; only
+	// where read with it).
+	Result json.RawMessage
 }
 
 // TurnInput reads and locks a turn input.
@@ -115,12 +118,14 @@ type OrphanTurn struct {
 }
 
 // OrphanTurns lists messages of open sessions stored more than olderThan ago
-// whose BeginTurn never ran, oldest first: their submission to the workflow
-// was lost (the server died between storing and the update's acceptance).
+// whose BeginTurn never ran and that have no result, oldest first: their
+// submission to the workflow may have been lost (the server died between
+// storing and signalling), or they are still waiting in the session's queue;
+// the sweep asks the workflow which.
 func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit int) ([]OrphanTurn, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, s.profile_id, t.client_key_id FROM turn_inputs t
 		JOIN sessions s ON s.id = t.session_id
-		WHERE t.begin_result IS NULL AND s.state = 'open' AND t.created_at < now() - make_interval(secs => $1)
+		WHERE t.begin_result IS NULL AND t.result IS NULL AND s.state = 'open' AND t.created_at < now() - make_interval(secs => $1)
 		ORDER BY t.created_at LIMIT $2`, olderThan.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list orphan turns: %w", err)

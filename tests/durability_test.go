@@ -110,7 +110,7 @@ func TestSessionSurvivesLostWorkflow(t *testing.T) {
 }
 
 // TestLostSubmissionIsResubmitted: a message stored for a turn whose
-// SendMessage update never reached the workflow (the server died in
+// Enqueue signal never reached the workflow (the server died in
 // between) is found by the orphan sweep and runs once.
 func TestLostSubmissionIsResubmitted(t *testing.T) {
 	if testing.Short() {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -84,6 +85,34 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		}
 		// The first run ended by continuing as new: that is the history kept.
 		recordRun(t, e, d.sid, "continue_as_new", firstRunID(t, e, d.sid))
+		d.closeSession()
+	})
+	t.Run("signal_queue", func(t *testing.T) {
+		// Messages sent while a turn runs wait in the workflow's queue as
+		// Enqueue signals (versionSignalQueue), each turn records its
+		// result, and the run that reaches its turn limit with a message
+		// still waiting carries it into the next run.
+		e := newEnv(t, envOpts{})
+		e.srv.Parts.Engine.TurnsPerRun = 2
+		d := e.open()
+		// The first answer takes long enough for the other two messages to
+		// be queued behind it (the workflow answers no query while a
+		// provider call holds its task, so this is not observed).
+		e.fake.Lane("primary").Enqueue(fakeprovider.Text("first").After(3 * time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		first := d.stream(ctx, "one")
+		<-e.fake.Started()
+		second, third := d.stream(ctx, "two"), d.stream(ctx, "three")
+		for _, st := range []*testenv.Stream{first, second, third} {
+			var last map[string]any
+			for m := range st.Lines() {
+				last = m
+			}
+			st.Close()
+			require.NotNil(t, last["result"], "%v", last)
+		}
+		recordRun(t, e, d.sid, "signal_queue", firstRunID(t, e, d.sid))
 		d.closeSession()
 	})
 	t.Run("providers_failed", func(t *testing.T) {

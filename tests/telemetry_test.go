@@ -24,7 +24,7 @@ import (
 )
 
 // A turn sent with a traceparent is one trace from the HTTP request through
-// the SendMessage update to the CallProvider activity, and records the
+// the Enqueue signal to the CallProvider activity, and records the
 // provider and turn metrics.
 func TestTelemetryTurnJoinsClientTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
@@ -86,7 +86,7 @@ auth_token = "literal-token"
 	require.True(t, ok, "spans in the client's trace: %v", names)
 	assert.Equal(t, spanID, httpSpan.Parent().SpanID().String())
 	assert.Contains(t, httpSpan.Attributes(), attribute.String("bae.session.id", sid))
-	for _, n := range []string{"UpdateWithStartWorkflow:SendMessage", "HandleUpdate:SendMessage", "RunActivity:CallProvider"} {
+	for _, n := range []string{"SignalWithStartWorkflow:Session", "HandleSignal:Enqueue", "RunActivity:CallProvider"} {
 		assert.Contains(t, byName, n, "spans in the client's trace: %v", names)
 	}
 

@@ -8,18 +8,27 @@ import (
 // in package activities; the workflow refers to them by name so it does not
 // depend on I/O code.
 const (
-	ActBeginTurn       = "BeginTurn"
-	ActCallProvider    = "CallProvider"
-	ActCallMCPTool     = "CallMCPTool"
-	ActExecSandbox     = "ExecSandbox"
-	ActRunSubagentTool = "RunSubagentTool"
-	ActRunSubagent     = "RunSubagent"
-	ActFinishIteration = "FinishIteration"
-	ActFailTurn        = "FailTurn"
-	ActCleanupSession  = "CleanupSession"
-	ActCompactContext  = "CompactContext"
-	ActInterruptTurn   = "InterruptTurn"
+	ActBeginTurn        = "BeginTurn"
+	ActCallProvider     = "CallProvider"
+	ActCallMCPTool      = "CallMCPTool"
+	ActExecSandbox      = "ExecSandbox"
+	ActRunSubagentTool  = "RunSubagentTool"
+	ActRunSubagent      = "RunSubagent"
+	ActFinishIteration  = "FinishIteration"
+	ActFailTurn         = "FailTurn"
+	ActCleanupSession   = "CleanupSession"
+	ActCompactContext   = "CompactContext"
+	ActInterruptTurn    = "InterruptTurn"
+	ActRecordTurnResult = "RecordTurnResult"
 )
+
+// RecordTurnResultInput stores a signalled turn's result for the server
+// relaying it (see store.RecordTurnResult).
+type RecordTurnResultInput struct {
+	SessionID string
+	TurnID    string
+	Result    TurnResult
+}
 
 // TurnRef identifies a turn and its acting client.
 type TurnRef struct {

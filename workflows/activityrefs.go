@@ -27,6 +27,7 @@ type Activities interface {
 	CleanupSession(ctx context.Context, in CleanupInput) error
 	CompactContext(ctx context.Context, in CompactContextInput) error
 	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
+	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) error
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -89,6 +90,7 @@ var (
 	cleanupSession  = action[CleanupInput]{ActCleanupSession, Activities.CleanupSession}
 	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
 	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
+	recordResult    = action[RecordTurnResultInput]{ActRecordTurnResult, Activities.RecordTurnResult}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -100,7 +102,7 @@ func refMethods() map[string]any {
 		runSubagentTool.name: runSubagentTool.method, finishIteration.name: finishIteration.method,
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
 		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
-		interruptTurn.name: interruptTurn.method,
+		interruptTurn.name: interruptTurn.method, recordResult.name: recordResult.method,
 	}
 }
 

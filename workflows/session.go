@@ -57,7 +57,7 @@ type session struct {
 	cleaned    bool
 	busy       bool
 	nextTicket int64
-	queue      []int64
+	queue      []queuedTurn
 	paused     *PausedTurn
 	cancelTimr workflow.CancelFunc
 	turns      int
@@ -68,17 +68,40 @@ type session struct {
 	memoProfile string
 	// live is the running turn an interrupt can reach (see interrupt.go).
 	live *liveTurn
+	// running is the turn holding the gate ("" when none).
+	running string
+	// signals is the queue's signal channel; seen, pending and recording
+	// account for the signalled turns (see enqueue.go).
+	signals      workflow.ReceiveChannel
+	seen         map[string]bool
+	pending      int
+	recording    int
+	recordingIDs []string
+	// limit is the turns per run before continue-as-new.
+	limit int
+}
+
+// queuedTurn is a turn waiting for the gate: its ticket orders the queue.
+type queuedTurn struct {
+	ticket    int64
+	in        SendMessageInput
+	signalled bool
 }
 
 // Session is the workflow function registered as "Session".
 func Session(ctx workflow.Context, p SessionParams) error {
-	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}}
+	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}}
+	s.signals = workflow.GetSignalChannel(ctx, SignalEnqueue)
 	if p.Carry != nil {
 		s.turns = p.Carry.Turns
 		if p.Carry.Paused != nil {
 			s.pause(ctx, *p.Carry.Paused)
 		}
+		for _, in := range p.Carry.Queue {
+			s.admit(ctx, in)
+		}
 	}
+	workflow.Go(ctx, s.receiveTurns)
 	if err := workflow.SetQueryHandler(ctx, QueryControl, s.view); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
@@ -102,15 +125,21 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return fmt.Errorf("register interrupt update: %w", err)
 	}
 
-	limit := p.TurnsPerRun
-	if limit <= 0 {
-		limit = defaultTurnsPerRun
+	s.limit = p.TurnsPerRun
+	if s.limit <= 0 {
+		s.limit = defaultTurnsPerRun
 	}
+	// Signalled turns still queued are carried to the next run; one that
+	// holds the gate, or is recording its result, is not, and neither is
+	// a signal not yet taken from the channel.
 	err := workflow.Await(ctx, func() bool {
-		if s.closed && s.cleaned {
-			return len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
+		if s.signals.Len() > 0 {
+			return false
 		}
-		return (s.runTurns >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && !s.busy && len(s.queue) == 0 && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
+		if s.closed && s.cleaned {
+			return len(s.subagents) == 0 && s.pending == 0 && workflow.AllHandlersFinished(ctx)
+		}
+		return s.rolloverDue(ctx) && !s.busy && s.recording == 0
 	})
 	if err != nil {
 		return err
@@ -119,29 +148,67 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return nil
 	}
 	next := p
-	next.Carry = &Carry{Paused: s.paused, Turns: s.turns}
+	next.Carry = &Carry{Paused: s.paused, Turns: s.turns, Queue: s.carriedQueue()}
 	return workflow.NewContinueAsNewError(ctx, Session, next)
 }
 
-func (s *session) view() (ControlView, error) {
-	return ControlView{Busy: s.busy, Queued: len(s.queue), Paused: s.paused, Closed: s.closed, Turns: s.turns}, nil
+// rolloverDue reports that the run has done its share of turns (or
+// Temporal suggests a new run) and nothing but a running turn keeps it
+// from continuing as new.
+func (s *session) rolloverDue(ctx workflow.Context) bool {
+	return (s.runTurns >= s.limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && len(s.subagents) == 0 && workflow.AllHandlersFinished(ctx)
 }
 
-// sendMessage is the SendMessage update handler. Updates are accepted in
-// arrival order and each takes a ticket, so the queue is FIFO. The owner of
-// a paused turn bypasses the queue (the gate is still theirs); everyone else
-// waits for the head of the queue, a free gate and no live pause.
+func (s *session) view() (ControlView, error) {
+	v := ControlView{Busy: s.busy, Queued: len(s.queue), Paused: s.paused, Closed: s.closed, Turns: s.turns, Running: s.running}
+	for _, q := range s.queue {
+		v.QueuedTurns = append(v.QueuedTurns, q.in.TurnID)
+	}
+	v.Recording = append(v.Recording, s.recordingIDs...)
+	return v, nil
+}
+
+// sendMessage is the SendMessage update handler, kept for servers that
+// submit turns as Updates (before the Enqueue signal). Updates are accepted
+// in arrival order and each takes a ticket, so the queue is FIFO.
 func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
+	ticket := s.enqueue(in, false)
+	defer s.dequeue(ticket)
+	if err := s.awaitGate(ctx, in, ticket, false); err != nil {
+		return TurnResult{}, err
+	}
+	if s.closed {
+		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
+	}
+	s.dequeue(ticket)
+	return s.runGated(ctx, in)
+}
+
+// enqueue gives a turn the next ticket, at the tail of the queue, or at
+// its head for a turn that replaces the running one.
+func (s *session) enqueue(in SendMessageInput, signalled bool) int64 {
 	ticket := s.nextTicket
 	s.nextTicket++
-	s.queue = append(s.queue, ticket)
-	defer s.dequeue(ticket)
+	q := queuedTurn{ticket: ticket, in: in, signalled: signalled}
+	if signalled && in.Front {
+		s.queue = append([]queuedTurn{q}, s.queue...)
+	} else {
+		s.queue = append(s.queue, q)
+	}
+	return ticket
+}
 
-	if err := workflow.Await(ctx, func() bool {
+// awaitGate waits until the turn may run, or the session closed. The owner
+// of a paused turn bypasses the queue (the gate is still theirs); everyone
+// else waits for the head of the queue, a free gate and no live pause. A
+// signalled turn also waits while the run is due to continue as new, so
+// the run rolls over between turns and carries it.
+func (s *session) awaitGate(ctx workflow.Context, in SendMessageInput, ticket int64, signalled bool) error {
+	return workflow.Await(ctx, func() bool {
 		if s.closed {
 			return true
 		}
-		if s.busy {
+		if s.busy || (signalled && s.rolloverDue(ctx)) {
 			return false
 		}
 		if s.paused != nil {
@@ -152,23 +219,16 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 				return false
 			}
 		}
-		return s.queue[0] == ticket
-	}); err != nil {
-		return TurnResult{}, err
-	}
-	if s.closed {
-		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
-	}
-	s.dequeue(ticket)
-	return s.runGated(ctx, in)
+		return s.queue[0].ticket == ticket
+	})
 }
 
 // runGated runs one turn that holds the gate: it marks the session busy,
 // resumes or abandons a paused turn, runs the turn and applies its outcome
 // to the session (pause, or end on a session-ending failure).
 func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
-	s.busy = true
-	defer func() { s.busy = false }()
+	s.busy, s.running = true, in.TurnID
+	defer func() { s.busy, s.running = false, "" }()
 
 	begin := BeginTurnInput{TurnRef: TurnRef{SessionID: s.p.SessionID, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Span: in.Span}}
 	var resumedSpan string
@@ -241,8 +301,8 @@ func (s *session) keepMemo(ctx workflow.Context, turnID string, res turnResult) 
 }
 
 func (s *session) dequeue(ticket int64) {
-	for i, t := range s.queue {
-		if t == ticket {
+	for i, q := range s.queue {
+		if q.ticket == ticket {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			return
 		}

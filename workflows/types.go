@@ -5,6 +5,7 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	"github.com/bae-go/bae-go/events"
@@ -14,7 +15,10 @@ import (
 const (
 	SessionWorkflow   = "Session"
 	UpdateSendMessage = "SendMessage"
-	UpdateClose       = "Close"
+	// SignalEnqueue puts a stored message's turn in the session's FIFO
+	// queue (see enqueue.go); its result is recorded in PostgreSQL.
+	SignalEnqueue = "Enqueue"
+	UpdateClose   = "Close"
 	// UpdateCancelSubagent stops a remote subagent's background run.
 	UpdateCancelSubagent = "CancelSubagent"
 	QueryControl         = "Control"
@@ -71,6 +75,8 @@ type SessionParams struct {
 type Carry struct {
 	Paused *PausedTurn
 	Turns  int
+	// Queue is the signalled turns still waiting, in queue order.
+	Queue []SendMessageInput `json:",omitempty"`
 }
 
 // PausedTurn is a turn waiting for its owner's client tool results.
@@ -94,6 +100,9 @@ type SendMessageInput struct {
 	// traced. SessionSpan is the bae.session span's, for the turn's link.
 	Span        string `json:",omitempty"`
 	SessionSpan string `json:",omitempty"`
+	// Front puts a signalled turn at the head of the queue (a sendMessage
+	// with the interrupt busy policy: it replaces the running turn).
+	Front bool `json:",omitempty"`
 }
 
 // Rejection says why a turn was refused without running. Only api/ turns
@@ -156,6 +165,18 @@ type ControlView struct {
 	Paused *PausedTurn
 	Closed bool
 	Turns  int
+	// Running is the running turn's id ("" when none); QueuedTurns are
+	// the waiting turns' ids in queue order; Recording are signalled turns
+	// that ended and are recording their result.
+	Running     string   `json:",omitempty"`
+	QueuedTurns []string `json:",omitempty"`
+	Recording   []string `json:",omitempty"`
+}
+
+// Holds reports whether the workflow holds the turn: queued, running, or
+// recording its result.
+func (v ControlView) Holds(turnID string) bool {
+	return v.Running == turnID || slices.Contains(v.QueuedTurns, turnID) || slices.Contains(v.Recording, turnID)
 }
 
 // SessionRef addresses a session's workflow: enough to start it if it is

@@ -137,6 +137,7 @@ func Run(ctx context.Context, opts Options) error {
 	hub := live.New(st.Pool, log)
 	hub.UseNotices(st)
 	st.OnLocalAppend(hub.Wake)
+	st.OnTurnResult(hub.TurnDone)
 	svc, err := newServices(ctx, st, opts.File, cfg, log)
 	if err != nil {
 		return err

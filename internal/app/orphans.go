@@ -11,17 +11,21 @@ import (
 )
 
 // Orphan sweep timing: a stored message whose turn has not begun after
-// orphanAge is resubmitted. Live submissions are accepted within
-// milliseconds, and a resubmission of one still alive is deduplicated by
-// its update id, so the sweep never doubles a turn.
+// orphanAge is enqueued again unless its session's workflow holds it.
+// Live submissions reach the workflow within milliseconds, and the workflow
+// drops a turn id it already holds, so the sweep never doubles a turn.
 const (
 	orphanAge      = 5 * time.Second
 	orphanInterval = 5 * time.Second
+	// orphanQueryWait bounds the question to one workflow: one busy with a
+	// provider call answers once the call's workflow task ends.
+	orphanQueryWait = 10 * time.Second
 )
 
-// sweepOrphans resubmits messages whose SendMessage update was lost because
-// the server that stored them died before the workflow accepted it. It runs
-// on every replica until ctx ends.
+// sweepOrphans enqueues again messages whose Enqueue signal was lost
+// because the server that stored them died before sending it. Messages
+// still waiting in a long queue are left alone: the workflow says it holds
+// them. It runs on every replica until ctx ends.
 func sweepOrphans(ctx context.Context, st *store.Store, eng *sessionclient.Client, log *slog.Logger) {
 	t := time.NewTicker(orphanInterval)
 	defer t.Stop()
@@ -30,14 +34,27 @@ func sweepOrphans(ctx context.Context, st *store.Store, eng *sessionclient.Clien
 		if err != nil && ctx.Err() == nil {
 			log.Debug("orphan turn sweep", "err", err)
 		}
+		views := map[string]*workflows.ControlView{}
 		for _, o := range orphans {
+			v, asked := views[o.SessionID]
+			if !asked {
+				qctx, cancel := context.WithTimeout(ctx, orphanQueryWait)
+				view, err := eng.Control(qctx, o.SessionID)
+				cancel()
+				if err == nil {
+					v = &view
+				}
+				views[o.SessionID] = v
+			}
+			if v == nil || v.Holds(o.TurnID) {
+				continue // unknown this round, or still queued
+			}
 			in := workflows.SendMessageInput{TurnID: o.TurnID, ClientKeyID: o.ClientKeyID}
-			err := eng.ResubmitTurn(ctx, workflows.SessionRef{ID: o.SessionID, ProfileID: o.ProfileID}, in)
-			if err != nil {
-				log.Warn("could not resubmit a stored message", "session_id", o.SessionID, "turn_id", o.TurnID, "err", err)
+			if err := eng.Enqueue(ctx, workflows.SessionRef{ID: o.SessionID, ProfileID: o.ProfileID}, in); err != nil {
+				log.Warn("could not enqueue a stored message again", "session_id", o.SessionID, "turn_id", o.TurnID, "err", err)
 				continue
 			}
-			log.Info("resubmitted a stored message whose turn never began", "session_id", o.SessionID, "turn_id", o.TurnID)
+			log.Info("enqueued again a stored message whose turn never began", "session_id", o.SessionID, "turn_id", o.TurnID)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,5 +1,5 @@
 // Package sessionclient is the API's handle on Session workflows: it starts them,
-// submits SendMessage updates and closes them, over a Temporal client.
+// enqueues their turns and closes them, over a Temporal client.
 package sessionclient
 
 import (
@@ -72,13 +72,13 @@ func (e *Client) EnsureSearchAttributes(ctx context.Context, namespace string) {
 	e.UseSearchAttributes = e.awaitSearchAttributes(ctx, namespace, searchAttributesWait)
 }
 
-// startOperation is the start half of every update-with-start call: a
-// session's workflow starts on the first call that needs it (its first
-// message, or its close), so an open session with no turn yet costs Temporal
-// nothing, and a burst of opens adds no workflow tasks in front of other
-// sessions' turns. A run that is gone while the session is still open (its
-// history lost, or terminated by an operator) is started again the same way.
-func (e *Client) startOperation(ref workflows.SessionRef) client.WithStartWorkflowOperation {
+// startOptions and startParams start a session's workflow on the first
+// call that needs it (its first message, or its close), so an open session
+// with no turn yet costs Temporal nothing, and a burst of opens adds no
+// workflow tasks in front of other sessions' turns. A run that is gone
+// while the session is still open (its history lost, or terminated by an
+// operator) is started again the same way.
+func (e *Client) startOptions(ref workflows.SessionRef) client.StartWorkflowOptions {
 	memo := map[string]any{"profile_id": ref.ProfileID}
 	if ref.ClientVersion != nil {
 		memo["client_version"] = *ref.ClientVersion
@@ -96,10 +96,19 @@ func (e *Client) startOperation(ref workflows.SessionRef) client.WithStartWorkfl
 			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrState).ValueSet("open"),
 		)
 	}
-	return e.Client.NewWithStartWorkflowOperation(opts, workflows.SessionWorkflow, workflows.SessionParams{
+	return opts
+}
+
+func (e *Client) startParams(ref workflows.SessionRef) workflows.SessionParams {
+	return workflows.SessionParams{
 		SessionID: ref.ID, ProfileID: ref.ProfileID, TurnTimeout: e.TurnTimeout, UseSearchAttributes: e.UseSearchAttributes,
 		HeartbeatTimeout: e.HeartbeatTimeout, DBRetryBudget: e.DBRetryBudget, TurnsPerRun: e.TurnsPerRun,
-	})
+	}
+}
+
+// startOperation is the start half of every update-with-start call.
+func (e *Client) startOperation(ref workflows.SessionRef) client.WithStartWorkflowOperation {
+	return e.Client.NewWithStartWorkflowOperation(e.startOptions(ref), workflows.SessionWorkflow, e.startParams(ref))
 }
 
 // updateWithStart submits an update to the session's workflow, starting
@@ -125,22 +134,23 @@ func (e *Client) Ready(ctx context.Context) error {
 	return nil
 }
 
-// SendMessage submits a SendMessage update and waits for the turn result.
-// The update id is the turn id, so a repeated submission is deduplicated.
-func (e *Client) SendMessage(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error) {
-	h, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageCompleted)
-	if err != nil {
-		return workflows.TurnResult{}, fmt.Errorf("send message update: %w", err)
+// Enqueue puts a stored message's turn in the session's FIFO queue with an
+// Enqueue signal, starting the workflow first when it is not running, and
+// returns once the signal is in the workflow's history. Signals have no
+// in-flight cap (a waiting Update counts against the cluster's per-execution
+// limit), and the workflow drops a turn id it already has, so a repeated
+// submission does not run the turn twice. The turn's result is recorded in
+// PostgreSQL (store.RecordTurnResult).
+func (e *Client) Enqueue(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	if _, err := e.Client.SignalWithStartWorkflow(ctx, ref.ID, workflows.SignalEnqueue, in, e.startOptions(ref), workflows.SessionWorkflow, e.startParams(ref)); err != nil {
+		return fmt.Errorf("enqueue turn %s: %w", in.TurnID, err)
 	}
-	var res workflows.TurnResult
-	if err := h.Get(ctx, &res); err != nil {
-		return workflows.TurnResult{}, fmt.Errorf("send message result: %w", err)
-	}
-	return res, nil
+	return nil
 }
 
 // AwaitTurn waits for the outcome of a SendMessage update already submitted
-// (an idempotent resend relays it) without submitting anything. found is
+// by a server from before the Enqueue signal (an idempotent resend of such
+// a turn relays it) without submitting anything. found is
 // false when the session's current workflow run has no update with that
 // turn id: it was never accepted, or it finished in an earlier run (before a
 // continue-as-new).
@@ -198,16 +208,6 @@ func (e *Client) updateUnlessGone(ctx context.Context, sessionID, name string, a
 		return err
 	}
 	return h.Get(ctx, nil)
-}
-
-// ResubmitTurn submits a stored message's SendMessage update again and
-// returns once the workflow accepted it. The update id is the turn id, so a
-// submission that is still alive is deduplicated, not doubled.
-func (e *Client) ResubmitTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
-	if _, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendMessage, in, client.WorkflowUpdateStageAccepted); err != nil {
-		return fmt.Errorf("resubmit turn %s: %w", in.TurnID, err)
-	}
-	return nil
 }
 
 // Interrupt submits an Interrupt update and waits until the turn it

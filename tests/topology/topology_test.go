@@ -4,7 +4,6 @@ package topology
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"sync"
@@ -93,8 +92,6 @@ func events(t *testing.T, s *testenv.Server, sid, sk string) []map[string]any {
 
 // A session opened on replica A is driven through replica B with the same
 // session key, and A serves the stored turn afterwards.
-// knownFailing runs the tests of contracts not met yet (see each test).
-var knownFailing = flag.Bool("known-failing", false, "run the topology tests of contracts not met yet")
 
 func TestOpenOnADriveOnB(t *testing.T) {
 	r := startReplicas(t)
@@ -158,15 +155,10 @@ func TestSubscribeOnBToTurnOnA(t *testing.T) {
 // 50 ms after the previous to a provider that takes 500 ms, are all answered
 // in strict arrival order and none is refused, on a Temporal server with its
 // stock dynamic config (history.maxInFlightUpdates = 10, as on Temporal
-// Cloud). The drivers alternate between the two replicas.
-//
-// It fails today (issue 27): a queued sendMessage is an in-flight Update,
-// so most of the 60 lose their place. It runs with -known-failing, and
-// scripts/test-skips.txt lets `make test` skip it until the queue is fixed.
+// Cloud). The drivers alternate between the two replicas. It failed while
+// a queued sendMessage was an in-flight Update (most of the 60 lost their
+// place); queued messages are signals now.
 func TestSixtyDriversFIFOOnStockLimits(t *testing.T) {
-	if !*knownFailing {
-		t.Skip("known failure (issue 27): queued messages hold in-flight Updates; run with -known-failing")
-	}
 	const drivers = 60
 	r := startReplicas(t)
 	r.fake.Respond(func(fakeprovider.Recorded) fakeprovider.Reply {

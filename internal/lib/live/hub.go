@@ -96,11 +96,13 @@ type Hub struct {
 	// connected is set once the first LISTEN was established: a later
 	// one may have missed deltas.
 	connected bool
+	// turns are the local waiters for turn results, by turn id.
+	turns map[string]map[chan struct{}]struct{}
 }
 
 // New creates a hub; call Run to start listening.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
-	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
+	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, turns: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
 }
 
 // Deltas is the process's side channel for live deltas.
@@ -112,6 +114,55 @@ func (h *Hub) UseNotices(n Notices) { h.notices = n }
 
 // Wake wakes the local waiters of a session.
 func (h *Hub) Wake(sessionID string) { h.wake(sessionID) }
+
+// WatchTurn returns a channel that fires (coalesced) when turnID's result
+// may have been recorded, on any replica, and the function that detaches
+// it. After a reconnect every turn waiter fires, since notices may have
+// been missed.
+func (h *Hub) WatchTurn(turnID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	set := h.turns[turnID]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		h.turns[turnID] = set
+	}
+	set[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.turns[turnID], ch)
+		if len(h.turns[turnID]) == 0 {
+			delete(h.turns, turnID)
+		}
+	}
+}
+
+// TurnDone wakes the local waiters of turnID (the store calls it after
+// this process recorded the turn's result).
+func (h *Hub) TurnDone(turnID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.turns[turnID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) wakeAllTurns() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.turns))
+	for id := range h.turns {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.TurnDone(id)
+	}
+}
 
 // Ready closes once the first LISTEN is established.
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
@@ -240,7 +291,7 @@ func (h *Hub) listen(ctx context.Context) error {
 	// The connection stays in LISTEN state, so it never returns to the pool.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck
-	for _, ch := range []string{store.EventsChannel, ControlChannel, DeltasChannel} {
+	for _, ch := range []string{store.EventsChannel, ControlChannel, DeltasChannel, store.TurnsChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
@@ -255,6 +306,7 @@ func (h *Hub) listen(ctx context.Context) error {
 		h.notices.MissedNotices()
 	}
 	h.wakeAll()
+	h.wakeAllTurns()
 	h.recheck("")
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -276,6 +328,8 @@ func (h *Hub) listen(ctx context.Context) error {
 			h.control(n.Payload)
 		case DeltasChannel:
 			h.deltas.received(n.Payload)
+		case store.TurnsChannel:
+			h.TurnDone(n.Payload)
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package workflows
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// versionSignalQueue: turns arrive as Enqueue signals and each records its
+// result with RecordTurnResult. A signal has no in-flight limit, where a
+// waiting SendMessage Update counts against the cluster's per-execution
+// cap (10 on a stock server and on Temporal Cloud), so any number of
+// drivers can wait in the FIFO queue. Histories from workers before it
+// never took a signal from the channel: replaying one, the signal is
+// dropped again, and the orphan sweep sends its turn once more.
+const (
+	changeSignalQueue  = "turn-signals"
+	versionSignalQueue = 1
+)
+
+// receiveTurns admits every Enqueue signal, in the order the history
+// holds them, which is the order the API stored and sent them.
+func (s *session) receiveTurns(ctx workflow.Context) {
+	for {
+		var in SendMessageInput
+		s.signals.Receive(ctx, &in)
+		if workflow.GetVersion(ctx, changeSignalQueue, workflow.DefaultVersion, versionSignalQueue) == workflow.DefaultVersion {
+			continue
+		}
+		s.admit(ctx, in)
+	}
+}
+
+// admit queues a signalled turn and runs it when its turn comes. A turn id
+// seen before in this run is a resubmission (the orphan sweep, a resend)
+// and is dropped: it is queued, running or done. One that ended in an
+// earlier run is refused by its begin, without replacing the result
+// recorded then.
+func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
+	if in.TurnID == "" || in.ClientKeyID == "" || s.seen[in.TurnID] {
+		return
+	}
+	s.seen[in.TurnID] = true
+	ticket := s.enqueue(in, true)
+	s.pending++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { s.pending-- }()
+		defer s.dequeue(ticket)
+		if err := s.awaitGate(ctx, in, ticket, true); err != nil {
+			return // the run ended (continue-as-new carries the turn)
+		}
+		s.dequeue(ticket)
+		s.recording++
+		defer func() { s.recording-- }()
+		res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
+		if !s.closed {
+			var err error
+			if res, err = s.runGated(ctx, in); err != nil {
+				workflow.GetLogger(ctx).Error("turn failed in the workflow", "turn_id", in.TurnID, "error", err)
+				res = TurnResult{Outcome: OutcomeFailed, FailedStep: "workflow"}
+			}
+		}
+		s.recordingIDs = append(s.recordingIDs, in.TurnID)
+		defer func() {
+			s.recordingIDs = slices.DeleteFunc(s.recordingIDs, func(id string) bool { return id == in.TurnID })
+		}()
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		rec := RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, Result: res}
+		if err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
+			workflow.GetLogger(ctx).Error("record turn result", "turn_id", in.TurnID, "error", err)
+		}
+	})
+}
+
+// carriedQueue is the signalled turns still waiting, in queue order, for
+// the next run.
+func (s *session) carriedQueue() []SendMessageInput {
+	var q []SendMessageInput
+	for _, t := range s.queue {
+		if t.signalled {
+			q = append(q, t.in)
+		}
+	}
+	return q
+}
