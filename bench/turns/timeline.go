@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/workflows"
 )
 
 // phase is one segment of the server-side timeline of a turn.
@@ -34,8 +36,10 @@ const timelineSessions = 50
 //     provider.response events (read with microseconds after the run; the
 //     wire format rounds to milliseconds);
 //   - the fake provider: handler entry and exit;
-//   - Temporal: event times of the session's workflow history (the update
-//     id is the turn id): workflow task scheduled/started/completed around
+//   - Temporal: event times of the session's workflow history: the
+//     workflow task that took the turn's Enqueue signal (scheduled,
+//     started); for turns sent as Updates by older servers (the update id
+//     is the turn id), workflow task scheduled/started/completed around
 //     the accepted and the completed update, activity started/completed.
 //
 // Only turns with every stamp and a single provider request count, from up
@@ -61,7 +65,10 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 	// tasks; one whose attempt ran as a local activity (versionLocalProvider)
 	// takes one, and its phases are fewer.
 	names := activityPhases
-	if len(hist) > 0 && localTurns(hist) {
+	switch {
+	case len(hist) > 0 && count(hist, func(h *historyStamps) bool { return h.signal }) > len(hist)/2:
+		names = signalPhases
+	case len(hist) > 0 && count(hist, func(h *historyStamps) bool { return h.local }) > len(hist)/2:
 		names = localPhases
 	}
 	cols := make([][]time.Duration, len(names))
@@ -91,9 +98,16 @@ func timeline(ctx context.Context, dbURL string, tc client.Client, turns []turnR
 		}
 		marks := []time.Time{t.start, s.input, h.wftSched, h.wftStart, s.cms, h.wftDone, h.actStart, s.preq,
 			t.fake.First, t.fake.Last, s.presp, h.actDone, h.wft2Start, h.wft2Done, t.end}
-		if h.local {
+		switch {
+		case h.signal:
+			marks = []time.Time{t.start, s.input, h.wftSched, h.wftStart, s.cms, s.preq,
+				t.fake.First, t.fake.Last, s.presp, t.end}
+		case h.local:
 			marks = []time.Time{t.start, s.input, h.wftSched, h.wftStart, s.cms, s.preq,
 				t.fake.First, t.fake.Last, s.presp, h.wft2Done, t.end}
+		}
+		if len(marks) != len(names)+1 {
+			continue // a turn of another kind than most
 		}
 		if csv != nil {
 			fmt.Fprintf(csv, "%s,%d,%d", t.sessionID, t.n, t.start.UnixMilli())
@@ -149,15 +163,29 @@ var localPhases = []phaseName{
 	{"update -> client", "workflow task completed -> terminal read: update result to the handler, TurnEvents, relay, client decode"},
 }
 
-// localTurns reports whether most recorded turns ran in one workflow task.
-func localTurns(hist map[string]*historyStamps) bool {
+// signalPhases: the turn arrived as an Enqueue signal and its result is
+// recorded in PostgreSQL, which the handler waits for (no Update).
+var signalPhases = []phaseName{
+	{"http, input", "request sent -> turn input stored: HTTP, authentication, validation, the insert"},
+	{"signal", "turn input stored -> workflow task scheduled: signal-with-start reaches history"},
+	{"wft dispatch", "workflow task scheduled -> started: matching hands the task to the worker"},
+	{"wft -> BeginTurn", "workflow task started -> BeginTurn tx: replay/sticky cache, signal taken, local activity starts"},
+	{"BeginTurn -> request", "BeginTurn tx -> provider.request tx: 0 when one transaction holds both (each event is stamped with its transaction's start)"},
+	{"provider out", "provider.request tx -> fake entered: the begin's and the request's reads and writes, the commit, HTTP request"},
+	{"fake", "inside the fake provider"},
+	{"provider in", "fake left -> provider.response tx: HTTP response, decode"},
+	{"response -> client", "provider.response tx -> terminal read: append commit, RecordTurnResult and its notice, TurnEvents, relay, client decode"},
+}
+
+// count reports how many recorded turns satisfy f.
+func count(hist map[string]*historyStamps, f func(*historyStamps) bool) int {
 	n := 0
 	for _, h := range hist {
-		if h.local {
+		if f(h) {
 			n++
 		}
 	}
-	return 2*n > len(hist)
+	return n
 }
 
 type dbStamps struct {
@@ -212,9 +240,15 @@ type historyStamps struct {
 	// local: the update was accepted and completed in one workflow task
 	// with no activity between (the provider attempt ran locally).
 	local bool
+	// signal: the turn arrived as an Enqueue signal; wftSched and wftStart
+	// are the task that took it.
+	signal bool
 }
 
 func (h *historyStamps) complete() bool {
+	if h.signal {
+		return !h.wftSched.IsZero() && !h.wftStart.IsZero()
+	}
 	if h.local {
 		return !h.wftSched.IsZero() && !h.wftStart.IsZero() && !h.wft2Done.IsZero()
 	}
@@ -234,7 +268,7 @@ func (h *historyStamps) complete() bool {
 func readHistoryStamps(ctx context.Context, tc client.Client, sessionID string, into map[string]*historyStamps) error {
 	it := tc.GetWorkflowHistory(ctx, sessionID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var sched, started, done time.Time
-	var cur *historyStamps
+	var cur, sig *historyStamps
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -244,8 +278,23 @@ func readHistoryStamps(ctx context.Context, tc client.Client, sessionID string, 
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
 			sched = at
+			if sig != nil && sig.wftSched.IsZero() {
+				sig.wftSched = at
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			started = at
+			if sig != nil && !sig.wftSched.IsZero() {
+				sig.wftStart, sig = at, nil
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			a := ev.GetWorkflowExecutionSignaledEventAttributes()
+			var in workflows.SendMessageInput
+			if a.GetSignalName() != workflows.SignalEnqueue || len(a.GetInput().GetPayloads()) == 0 ||
+				json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in) != nil || in.TurnID == "" {
+				continue
+			}
+			sig = &historyStamps{signal: true}
+			into[in.TurnID] = sig
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			done = at
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
