@@ -28,7 +28,7 @@ func (c *clientAPI) runTurn(ctx context.Context, ref workflows.SessionRef, in wo
 	if err := c.Engine.Enqueue(ctx, ref, in); err != nil {
 		return workflows.TurnResult{}, err
 	}
-	return c.awaitTurnResult(ctx, ref, in, done)
+	return c.awaitTurnResult(ctx, ref, in, done, false)
 }
 
 // awaitBegunTurn waits for the result of a turn that already began: one
@@ -45,27 +45,37 @@ func (c *clientAPI) awaitBegunTurn(ctx context.Context, ref workflows.SessionRef
 		return res, err
 	}
 	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID}
-	return c.awaitTurnResult(ctx, ref, in, done)
+	return c.awaitTurnResult(ctx, ref, in, done, true)
 }
 
 // awaitTurnResult waits until the turn's result is recorded, woken by its
-// announcement (from any replica), and checks now and then that the
-// workflow still holds the turn.
-func (c *clientAPI) awaitTurnResult(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan struct{}) (workflows.TurnResult, error) {
+// announcement (from any replica, usually carrying the result), and checks
+// now and then that the workflow still holds the turn. read says whether
+// the result may already be stored (a resend): a turn just enqueued has
+// none before its announcement, so nothing is read until then.
+func (c *clientAPI) awaitTurnResult(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte, read bool) (workflows.TurnResult, error) {
 	check := time.NewTicker(turnCheckInterval)
 	defer check.Stop()
 	for {
-		if res, ok, err := c.recordedResult(ctx, in.TurnID); ok || err != nil {
-			return res, err
+		if read {
+			if res, ok, err := c.recordedResult(ctx, in.TurnID); ok || err != nil {
+				return res, err
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return workflows.TurnResult{}, ctx.Err()
-		case <-done:
+		case b := <-done:
+			var res workflows.TurnResult
+			if b != nil && json.Unmarshal(b, &res) == nil {
+				return res, nil
+			}
+			read = true
 		case <-check.C:
 			if res, ok, err := c.checkTurn(ctx, ref, in); ok || err != nil {
 				return res, err
 			}
+			read = true
 		}
 	}
 }

@@ -31,7 +31,7 @@ type Store struct {
 	// origin tags this process's own event notices (see Announced).
 	origin        string
 	onLocalAppend func(sessionID string)
-	onTurnResult  func(turnID string)
+	onTurnResult  func(turnID string, result []byte)
 	hasher        keyhash.Hasher
 	verified      *verifiedKeys
 }

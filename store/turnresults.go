@@ -5,13 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // TurnsChannel is the LISTEN/NOTIFY channel that announces a recorded turn
-// result; the payload is the turn id.
+// result. The payload is the turn id, a space and the result's JSON, or the
+// turn id alone when the result is too long for a notification (waiters
+// then read it from the table).
 const TurnsChannel = "bae_turns"
+
+// maxNoticeResult keeps a notification under PostgreSQL's 8000-byte limit.
+const maxNoticeResult = 7000
 
 // RecordTurnResult stores a finished turn's result and announces it to
 // every replica, in one round trip. The first result stays: a turn sent
@@ -22,16 +28,42 @@ func (s *Store) RecordTurnResult(ctx context.Context, turnID string, result any)
 	if err != nil {
 		return fmt.Errorf("marshal turn result: %w", err)
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(`UPDATE turn_inputs SET result = $2 WHERE turn_id = $1 AND result IS NULL`, turnID, string(b))
-	batch.Queue(`SELECT pg_notify($1, $2)`, TurnsChannel, turnID)
-	if err := s.Pool.SendBatch(ctx, batch).Close(); err != nil {
+	// The notice carries the result only when this call stored it: a late
+	// refusal of a turn that ran in an earlier run must not be announced
+	// as its answer.
+	notice := turnID
+	if len(b) <= maxNoticeResult {
+		notice += " " + string(b)
+	}
+	var stored bool
+	err = s.Pool.QueryRow(ctx, `WITH upd AS (
+			UPDATE turn_inputs SET result = $2 WHERE turn_id = $1 AND result IS NULL RETURNING 1
+		), n AS (
+			SELECT pg_notify($3, CASE WHEN EXISTS (SELECT 1 FROM upd) THEN $4 ELSE $1 END)
+		)
+		SELECT EXISTS (SELECT 1 FROM upd) FROM n`,
+		turnID, string(b), TurnsChannel, notice).Scan(&stored)
+	if err != nil {
 		return fmt.Errorf("record turn result: %w", err)
 	}
 	if fn := s.onTurnResult; fn != nil {
-		fn(turnID)
+		if stored && len(b) <= maxNoticeResult {
+			fn(turnID, b)
+		} else {
+			fn(turnID, nil)
+		}
 	}
 	return nil
+}
+
+// TurnNotice reads a TurnsChannel payload: the turn id and, when the
+// notice carries it, the result.
+func TurnNotice(payload string) (turnID string, result []byte) {
+	id, res, ok := strings.Cut(payload, " ")
+	if !ok {
+		return id, nil
+	}
+	return id, []byte(res)
 }
 
 // TurnState is what the store knows of a turn: whether it began, and its
@@ -55,10 +87,10 @@ func (s *Store) TurnState(ctx context.Context, turnID string) (TurnState, error)
 	return TurnState{Began: begin != nil, Result: result}, nil
 }
 
-// OnTurnResult sets the function called with a turn id after this process
-// recorded its result (set once, before serving): local waiters need not
-// wait for the notice's round trip.
-func (s *Store) OnTurnResult(fn func(turnID string)) { s.onTurnResult = fn }
+// OnTurnResult sets the function called after this process recorded a
+// turn's result (set once, before serving), with the result when it is
+// the one stored: local waiters need not wait for the notice's round trip.
+func (s *Store) OnTurnResult(fn func(turnID string, result []byte)) { s.onTurnResult = fn }
 
 // TurnInputByID reads a stored message, its begin outcome and its result.
 func (s *Store) TurnInputByID(ctx context.Context, turnID string) (TurnInput, error) {

@@ -97,12 +97,12 @@ type Hub struct {
 	// one may have missed deltas.
 	connected bool
 	// turns are the local waiters for turn results, by turn id.
-	turns map[string]map[chan struct{}]struct{}
+	turns map[string]map[chan []byte]struct{}
 }
 
 // New creates a hub; call Run to start listening.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
-	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, turns: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
+	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, turns: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
 }
 
 // Deltas is the process's side channel for live deltas.
@@ -115,16 +115,17 @@ func (h *Hub) UseNotices(n Notices) { h.notices = n }
 // Wake wakes the local waiters of a session.
 func (h *Hub) Wake(sessionID string) { h.wake(sessionID) }
 
-// WatchTurn returns a channel that fires (coalesced) when turnID's result
-// may have been recorded, on any replica, and the function that detaches
-// it. After a reconnect every turn waiter fires, since notices may have
-// been missed.
-func (h *Hub) WatchTurn(turnID string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// WatchTurn returns a channel that fires when turnID's result may have been
+// recorded, on any replica, carrying the result when the notice held it
+// (nil: read it from the store), and the function that detaches it. After
+// a reconnect every turn waiter fires with nil, since notices may have been
+// missed.
+func (h *Hub) WatchTurn(turnID string) (<-chan []byte, func()) {
+	ch := make(chan []byte, 1)
 	h.mu.Lock()
 	set := h.turns[turnID]
 	if set == nil {
-		set = map[chan struct{}]struct{}{}
+		set = map[chan []byte]struct{}{}
 		h.turns[turnID] = set
 	}
 	set[ch] = struct{}{}
@@ -139,15 +140,24 @@ func (h *Hub) WatchTurn(turnID string) (<-chan struct{}, func()) {
 	}
 }
 
-// TurnDone wakes the local waiters of turnID (the store calls it after
-// this process recorded the turn's result).
-func (h *Hub) TurnDone(turnID string) {
+// TurnDone wakes the local waiters of turnID with its result (nil when
+// they should read it). The store calls it after this process recorded a
+// result; notices from other replicas call it too.
+func (h *Hub) TurnDone(turnID string, result []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.turns[turnID] {
 		select {
-		case ch <- struct{}{}:
+		case ch <- result:
 		default:
+			// A wake-up is pending: make sure it does not hide a result.
+			if result != nil {
+				select {
+				case <-ch:
+				default:
+				}
+				ch <- result
+			}
 		}
 	}
 }
@@ -160,7 +170,7 @@ func (h *Hub) wakeAllTurns() {
 	}
 	h.mu.Unlock()
 	for _, id := range ids {
-		h.TurnDone(id)
+		h.TurnDone(id, nil)
 	}
 }
 
@@ -329,7 +339,7 @@ func (h *Hub) listen(ctx context.Context) error {
 		case DeltasChannel:
 			h.deltas.received(n.Payload)
 		case store.TurnsChannel:
-			h.TurnDone(n.Payload)
+			h.TurnDone(store.TurnNotice(n.Payload))
 		}
 	}
 }
