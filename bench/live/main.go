@@ -79,7 +79,7 @@ func main() {
 	flag.IntVar(&o.obsRun, "observer-turns", 8, "turns measured with 1 and with -observers observers")
 	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
-	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the streaming load phase to this file")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the streaming load phase to this file, and of each observer phase to this file.<profile>-<observers>")
 	flag.BoolVar(&o.fanout, "fanout", true, "run the observer phases")
 	flag.StringVar(&o.child, "observe", "", "internal: run observers (url,session,key,n) and read until killed")
 	flag.Parse()
@@ -257,7 +257,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 		for _, n := range []int{1, o.observers} {
 			log.Info("fan-out phase", "profile", p, "observers", n, "turns", o.obsRun)
-			fo, err := fanoutPhase(ctx, hc, st.ClientURL, keys[p], f, n, o.obsRun)
+			prof := ""
+			if o.cpuprofile != "" {
+				prof = fmt.Sprintf("%s.%s-%d", o.cpuprofile, p, n)
+			}
+			fo, err := fanoutPhase(ctx, hc, st.ClientURL, keys[p], f, n, o.obsRun, prof)
 			if err != nil {
 				return fmt.Errorf("fan-out %s %d: %w", p, n, err)
 			}
@@ -454,7 +458,7 @@ type fanout struct {
 	wall  time.Duration
 }
 
-func fanoutPhase(ctx context.Context, hc *http.Client, base, key string, f *fake, n, turns int) (fanout, error) {
+func fanoutPhase(ctx context.Context, hc *http.Client, base, key string, f *fake, n, turns int, cpuprofile string) (fanout, error) {
 	s, err := open(ctx, hc, base, key)
 	if err != nil {
 		return fanout{}, err
@@ -485,6 +489,11 @@ func fanoutPhase(ctx context.Context, hc *http.Client, base, key string, f *fake
 	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 		return fanout{}, fmt.Errorf("observers did not start: %w", err)
 	}
+	stopProfile, err := startProfile(cpuprofile, true)
+	if err != nil {
+		return fanout{}, err
+	}
+	defer stopProfile()
 	cpu0, t0 := benchstack.ProcessCPU(), time.Now()
 	fo := fanout{}
 	for j := range turns {
