@@ -16,6 +16,9 @@ type deltaStream struct {
 	call   *rpcCall
 	sub    *live.DeltaSub
 	turnID string
+	// taken is the last batch drain wrote, reused for the next one.
+	taken []live.Delta
+	lines [][]byte
 }
 
 // openDeltas subscribes a stream that asked for deltas (DeltasHeader);
@@ -71,28 +74,28 @@ func (d *deltaStream) drain() error {
 	if d == nil {
 		return nil
 	}
-	xs, lost := d.sub.Take()
+	xs, lost := d.sub.TakeInto(d.taken)
+	d.taken = xs
 	if lost {
 		if err := d.call.delta(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}); err != nil {
 			return err
 		}
 	}
-	// One flush for what was pending: a stream that fell behind catches up
-	// in one write.
-	n := 0
+	// One write and one flush for what was pending: a stream that fell
+	// behind catches up in one system call.
+	lines := d.lines[:0]
 	for _, x := range xs {
 		if d.turnID != "" && x.TurnID != d.turnID {
 			continue
 		}
-		if err := d.call.out.writeParts(false, x.Line(deltaLine)); err != nil {
-			return err
-		}
-		n++
+		lines = append(lines, x.Line(deltaLine))
 	}
-	if n > 0 {
-		d.call.out.flush()
+	clear(d.lines[len(lines):cap(d.lines)])
+	d.lines = lines
+	if len(lines) == 0 {
+		return nil
 	}
-	return nil
+	return d.call.out.writeLines(lines)
 }
 
 // delta writes a session.delta notification.

@@ -171,11 +171,17 @@ func (s *DeltaSub) Ready() <-chan struct{} { return s.ready }
 
 // Take returns the pending deltas, and whether some were lost because the
 // stream fell behind.
-func (s *DeltaSub) Take() ([]Delta, bool) {
+func (s *DeltaSub) Take() ([]Delta, bool) { return s.TakeInto(nil) }
+
+// TakeInto is Take that hands back buf, the slice an earlier call
+// returned and the caller is done with, for the next deltas: a stream
+// then allocates nothing per delta.
+func (s *DeltaSub) TakeInto(buf []Delta) ([]Delta, bool) {
+	clear(buf)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, lost := s.queue, s.lost
-	s.queue, s.lost = nil, false
+	s.queue, s.lost = buf[:0], false
 	return q, lost
 }
 
