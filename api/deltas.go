@@ -90,7 +90,7 @@ func (d *deltaStream) drain() error {
 		}
 		lines = append(lines, x.Line(deltaLine))
 	}
-	clear(d.lines[len(lines):cap(d.lines)])
+	clear(lines[len(lines):cap(lines)])
 	d.lines = lines
 	if len(lines) == 0 {
 		return nil
