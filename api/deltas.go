@@ -16,6 +16,11 @@ type deltaStream struct {
 	call   *rpcCall
 	sub    *live.DeltaSub
 	turnID string
+	// seenTurn's deltas up to seenSeq were seen by a resuming client: a
+	// replica that starts receiving the turn again (its publisher sends
+	// what it kept) does not send them twice.
+	seenTurn string
+	seenSeq  int64
 	// taken is the last batch drain wrote, reused for the next one.
 	taken []live.Delta
 	lines [][]byte
@@ -56,6 +61,7 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 	if d == nil || turnID == "" {
 		return nil
 	}
+	d.seenTurn, d.seenSeq = turnID, after
 	backlog, complete := c.Hub.Deltas().Backlog(turnID, after)
 	if !complete {
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
@@ -64,6 +70,8 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		if err := d.call.delta(x); err != nil {
 			return err
 		}
+		// Also queued for this stream if it arrived since it subscribed.
+		d.seenSeq = max(d.seenSeq, x.Seq)
 	}
 	return nil
 }
@@ -85,7 +93,7 @@ func (d *deltaStream) drain() error {
 	// behind catches up in one system call.
 	lines := d.lines[:0]
 	for _, x := range xs {
-		if d.turnID != "" && x.TurnID != d.turnID {
+		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq {
 			continue
 		}
 		lines = append(lines, x.Line(deltaLine))
