@@ -386,7 +386,7 @@ func (d *Deltas) announce() {
 func (d *Deltas) remoteInterest(origin string, sessions []string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var replay []Delta
+	fresh := map[string]bool{}
 	for _, sid := range sessions {
 		set := d.remote[sid]
 		if set == nil {
@@ -394,18 +394,24 @@ func (d *Deltas) remoteInterest(origin string, sessions []string, now time.Time)
 			d.remote[sid] = set
 		}
 		if _, known := set[origin]; !known {
-			for _, b := range d.buffers {
-				if b.sessionID != sid {
-					continue
-				}
-				for _, x := range b.deltas {
-					if x.own {
-						replay = append(replay, x)
-					}
-				}
-			}
+			fresh[sid] = true
 		}
 		set[origin] = now
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	// One pass over the buffers however many sessions were announced.
+	var replay []Delta
+	for _, b := range d.buffers {
+		if !fresh[b.sessionID] {
+			continue
+		}
+		for _, x := range b.deltas {
+			if x.own {
+				replay = append(replay, x)
+			}
+		}
 	}
 	if len(replay) > 0 {
 		d.enqueue(replay...)
