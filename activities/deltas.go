@@ -8,6 +8,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -21,7 +22,8 @@ const (
 )
 
 // deltaRun publishes one provider call's deltas: numbered after every
-// earlier run of the turn (the number comes from the database while the
+// earlier run of the turn (the number comes from the database, in the
+// attempt's own transaction or, for a compacting attempt, while the
 // request is on its way), led by a superseded marker when an earlier run
 // of the same iteration may have sent deltas (a retry after a crash, or a
 // fallback), and followed by one when the call fails after sending some.
@@ -35,23 +37,33 @@ type deltaRun struct {
 	n        int64
 }
 
-func (a *Activities) startDeltaRun(ctx context.Context, in workflows.CallProviderInput, step string) *deltaRun {
+func (a *Activities) startDeltaRun(ctx context.Context, in workflows.CallProviderInput, step string, numbered *store.StreamRunNo) *deltaRun {
 	r := &deltaRun{a: a, in: in, numbered: make(chan struct{})}
-	if a.Deltas == nil {
-		close(r.numbered)
-		return r
-	}
-	go func() {
-		defer close(r.numbered)
-		run, prev, err := a.Store.StreamRun(ctx, in.TurnID, step)
-		if err != nil {
-			// No deltas for this run; the answer still arrives as events.
-			a.logger(ctx, in.TurnID).Debug("live deltas off for this provider call", "err", err)
-			return
+	number := func(n store.StreamRunNo) {
+		if n.Run == 0 {
+			return // not numbered: no deltas, the answer arrives as events
 		}
-		r.ok, r.base = true, run*live.RunSpan
-		r.lead = prev != "" && iterationOf(prev) == iterationOf(step)
-	}()
+		r.ok, r.base = true, n.Run*live.RunSpan
+		r.lead = n.PrevStep != "" && iterationOf(n.PrevStep) == iterationOf(step)
+	}
+	switch {
+	case a.Deltas == nil:
+		close(r.numbered)
+	case numbered != nil:
+		number(*numbered)
+		close(r.numbered)
+	default:
+		go func() {
+			defer close(r.numbered)
+			n, err := a.Store.StreamRun(ctx, in.TurnID, step)
+			if err != nil {
+				// No deltas for this run; the answer still arrives as events.
+				a.logger(ctx, in.TurnID).Debug("live deltas off for this provider call", "err", err)
+				return
+			}
+			number(n)
+		}()
+	}
 	return r
 }
 

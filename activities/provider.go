@@ -83,6 +83,9 @@ type attemptPrep struct {
 	// off: the profile turned compaction off; a too-long refusal then
 	// fails the turn without compacting.
 	off bool
+	// run numbers the call's deltas when its transaction did (nil: the
+	// call numbers them itself, see startDeltaRun).
+	run *store.StreamRunNo
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
@@ -93,11 +96,25 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 	}
 	var p attemptPrep
 	step := attemptStep(in)
-	inputs, conv, at, err := tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
+	entry, configured := a.Config.Provider(in.Provider)
+	var (
+		inputs store.AttemptInputs
+		conv   json.RawMessage
+		at     int64
+		err    error
+	)
+	if a.Deltas != nil && configured && !entry.NoStream {
+		// Numbered here, in the round trip the attempt makes anyway, rather
+		// than while the request is on its way.
+		var run store.StreamRunNo
+		inputs, conv, at, run, err = tx.AttemptStreaming(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"), in.TurnID, step)
+		p.run = &run
+	} else {
+		inputs, conv, at, err = tx.Attempt(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, step+"/resp"))
+	}
 	if err != nil {
 		return p, err
 	}
-	entry, configured := a.Config.Provider(in.Provider)
 	evs := before
 	switch {
 	case inputs.Stored != nil:
@@ -162,7 +179,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if entry.NoStream {
 		resp, err = a.Provider.Call(callCtx, ep, messages, tools)
 	} else {
-		run = a.startDeltaRun(ctx, in, step)
+		run = a.startDeltaRun(ctx, in, step, prep.run)
 		var got partialText
 		resp, err = a.Provider.CallStreaming(callCtx, ep, messages, tools, func(d provider.Delta) {
 			got.add(d)

@@ -16,6 +16,14 @@ type deltaStream struct {
 	call   *rpcCall
 	sub    *live.DeltaSub
 	turnID string
+	// seenTurn's deltas up to seenSeq were seen by a resuming client: a
+	// replica that starts receiving the turn again (its publisher sends
+	// what it kept) does not send them twice.
+	seenTurn string
+	seenSeq  int64
+	// taken is the last batch drain wrote, reused for the next one.
+	taken []live.Delta
+	lines [][]byte
 }
 
 // openDeltas subscribes a stream that asked for deltas (DeltasHeader);
@@ -53,6 +61,7 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 	if d == nil || turnID == "" {
 		return nil
 	}
+	d.seenTurn, d.seenSeq = turnID, after
 	backlog, complete := c.Hub.Deltas().Backlog(turnID, after)
 	if !complete {
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
@@ -61,6 +70,8 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		if err := d.call.delta(x); err != nil {
 			return err
 		}
+		// Also queued for this stream if it arrived since it subscribed.
+		d.seenSeq = max(d.seenSeq, x.Seq)
 	}
 	return nil
 }
@@ -71,28 +82,28 @@ func (d *deltaStream) drain() error {
 	if d == nil {
 		return nil
 	}
-	xs, lost := d.sub.Take()
+	xs, lost := d.sub.TakeInto(d.taken)
+	d.taken = xs
 	if lost {
 		if err := d.call.delta(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}); err != nil {
 			return err
 		}
 	}
-	// One flush for what was pending: a stream that fell behind catches up
-	// in one write.
-	n := 0
+	// One write and one flush for what was pending: a stream that fell
+	// behind catches up in one system call.
+	lines := d.lines[:0]
 	for _, x := range xs {
-		if d.turnID != "" && x.TurnID != d.turnID {
+		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq {
 			continue
 		}
-		if err := d.call.out.writeParts(false, x.Line(deltaLine)); err != nil {
-			return err
-		}
-		n++
+		lines = append(lines, x.Line(deltaLine))
 	}
-	if n > 0 {
-		d.call.out.flush()
+	clear(lines[len(lines):cap(lines)])
+	d.lines = lines
+	if len(lines) == 0 {
+		return nil
 	}
-	return nil
+	return d.call.out.writeLines(lines)
 }
 
 // delta writes a session.delta notification.

@@ -85,6 +85,27 @@ func (s *ndjson) writeParts(flush bool, parts ...[]byte) error {
 	return nil
 }
 
+// writeLines writes already encoded lines (newlines included) and sends
+// them, under one lock and with one flush.
+func (s *ndjson) writeLines(lines [][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.openLocked()
+	for _, b := range lines {
+		if _, err := s.w.Write(b); err != nil {
+			s.err = err
+			return err
+		}
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
 // flush sends what was written.
 func (s *ndjson) flush() {
 	s.mu.Lock()

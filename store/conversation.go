@@ -370,6 +370,34 @@ func (t *Tx) Attempt(ctx context.Context, sessionID, clientKeyID, respIdem strin
 	return in, conv, last, nil
 }
 
+// AttemptStreaming is Attempt for a call whose deltas stream: the same
+// round trip numbers the call's run (as Store.StreamRun, committed with
+// the transaction), so its first delta never waits for the database. Run
+// is 0 when the turn has no stored input to number.
+func (t *Tx) AttemptStreaming(ctx context.Context, sessionID, clientKeyID, respIdem, turnID, step string) (AttemptInputs, json.RawMessage, int64, StreamRunNo, error) {
+	var conv json.RawMessage
+	var last int64
+	var run StreamRunNo
+	in, err := t.attemptRead(ctx, sessionID, clientKeyID, respIdem,
+		func(b *pgx.Batch) { b.Queue(streamRunSQL, turnID, step) },
+		func(br pgx.BatchResults) (err error) {
+			run, err = scanStreamRun(br.QueryRow(), turnID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				// No turn input: the run is not numbered (Run 0) and sends no
+				// deltas; the attempt goes on.
+				return nil
+			}
+			return err
+		},
+		func(e *convEntry) {
+			conv, last = e.appendArray(make([]byte, 0, len(e.buf)+2), e.last), e.last
+		})
+	if err != nil {
+		return in, nil, 0, run, err
+	}
+	return in, conv, last, run, nil
+}
+
 // attemptRead sends an attempt's inputs query, the rows extra queues (read
 // back by read, in the same order) and what the session's conversation
 // lacks in one batch, then hands use the conversation entry, current and

@@ -294,21 +294,35 @@ func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID str
 	return in, br.Close()
 }
 
-// StreamRun numbers a new run of a turn's provider call (step names the
-// attempt, "i0/a1"): the run's number, from 1, and the step of the run
-// before it ("" for the turn's first).
-func (s *Store) StreamRun(ctx context.Context, turnID, step string) (run int64, prevStep string, err error) {
-	var prev *string
-	err = s.Pool.QueryRow(ctx, `
+// streamRunSQL numbers a new run of a turn's provider call ($1 the turn,
+// $2 the step) and returns the run and the step before it.
+const streamRunSQL = `
 		WITH prev AS (SELECT stream_step FROM turn_inputs WHERE turn_id = $1)
 		UPDATE turn_inputs SET stream_runs = stream_runs + 1, stream_step = $2
 		WHERE turn_id = $1
-		RETURNING stream_runs, (SELECT stream_step FROM prev)`, turnID, step).Scan(&run, &prev)
-	if err != nil {
-		return 0, "", fmt.Errorf("number stream run of %s: %w", turnID, err)
+		RETURNING stream_runs, (SELECT stream_step FROM prev)`
+
+// StreamRunNo is a numbered run of a turn's provider call: Run from 1, and
+// PrevStep the step of the run before it ("" for the turn's first).
+type StreamRunNo struct {
+	Run      int64
+	PrevStep string
+}
+
+func scanStreamRun(row pgx.Row, turnID string) (StreamRunNo, error) {
+	var n StreamRunNo
+	var prev *string
+	if err := row.Scan(&n.Run, &prev); err != nil {
+		return n, fmt.Errorf("number stream run of %s: %w", turnID, err)
 	}
 	if prev != nil {
-		prevStep = *prev
+		n.PrevStep = *prev
 	}
-	return run, prevStep, nil
+	return n, nil
+}
+
+// StreamRun numbers a new run of a turn's provider call (step names the
+// attempt, "i0/a1"), in its own transaction.
+func (s *Store) StreamRun(ctx context.Context, turnID, step string) (StreamRunNo, error) {
+	return scanStreamRun(s.Pool.QueryRow(ctx, streamRunSQL, turnID, step), turnID)
 }

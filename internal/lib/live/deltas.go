@@ -14,8 +14,20 @@ import (
 
 // DeltasChannel carries live deltas between replicas. Deltas are never
 // stored: a notification holds a batch of them, at most notifyBudget bytes,
-// and every replica keeps the recent deltas of each running turn in memory
-// (turnBuffer) for streams that resume.
+// and every replica keeps the recent deltas of each running turn it sees in
+// memory (turnBuffer) for streams that resume.
+//
+// A replica sends a session's deltas through PostgreSQL only while another
+// replica has announced interest in that session (it holds an opted-in
+// stream on it, or held one within interestLinger): with every stream on
+// the replica running the turn, as with one replica, a delta costs no
+// notification. A notification's payload is "<origin>\n" and then one of
+// "[<delta>,…]" (a batch), "+<sid> <sid>…" (interest, announced when a
+// replica's first stream on a session opens and every announceEvery),
+// "-<sid>…" (interest ended) or "?" (a replica (re)connected: announce
+// again). A replica learning of a new interest sends the deltas it kept of
+// that session's turns, so a stream that opened before its interest
+// arrived misses nothing; receivers drop a delta they already hold.
 const DeltasChannel = "bae_deltas"
 
 // Delta kinds beyond the provider's (block_start, text_delta,
@@ -46,6 +58,9 @@ type Delta struct {
 	Index     int             `json:"x,omitempty"`
 	Text      string          `json:"d,omitempty"`
 	Block     json.RawMessage `json:"b,omitempty"`
+	// own: published by this process (a new remote interest gets these
+	// again).
+	own bool
 	// line is the delta's encoded notification, shared by every stream it
 	// is delivered to (set by deliver).
 	line *lineCache
@@ -82,6 +97,16 @@ const (
 	// subQueueLen bounds what one slow stream may have pending; beyond it
 	// the stream gets a reset marker instead.
 	subQueueLen = 8192
+	// announceEvery: a replica repeats its interests this often, so a
+	// replica that missed them (started later, reconnected) learns them.
+	announceEvery = 30 * time.Second
+	// interestTTL forgets a replica's interest it did not repeat (the
+	// replica died without saying so).
+	interestTTL = 3*announceEvery + 10*time.Second
+	// interestLinger keeps a session's interest after its last stream
+	// closed, so that a client reconnecting to resume finds this
+	// replica's buffer of the running turn whole.
+	interestLinger = turnBufferIdle
 )
 
 // Deltas is the per-process side channel: it publishes this process's
@@ -94,9 +119,16 @@ type Deltas struct {
 	mu      sync.Mutex
 	subs    map[string]map[*DeltaSub]struct{}
 	buffers map[string]*turnBuffer
+	// interested: sessions this replica announced interest in, with the
+	// time their last local stream closed (zero while one is open).
+	interested map[string]time.Time
+	// remote: the other replicas interested in a session, by origin, with
+	// when they last said so.
+	remote map[string]map[string]time.Time
 
 	outMu   sync.Mutex
-	out     []string // encoded deltas waiting for a notification
+	out     []Delta  // deltas waiting for a notification
+	ctl     []string // interest messages waiting
 	queued  uint64
 	sent    uint64
 	kick    chan struct{}
@@ -107,6 +139,7 @@ func newDeltas(pool *pgxpool.Pool) *Deltas {
 	return &Deltas{
 		pool: pool, origin: ids.New("rep_"),
 		subs: map[string]map[*DeltaSub]struct{}{}, buffers: map[string]*turnBuffer{},
+		interested: map[string]time.Time{}, remote: map[string]map[string]time.Time{},
 		kick: make(chan struct{}, 1), sentSig: make(chan struct{}),
 	}
 }
@@ -138,11 +171,17 @@ func (s *DeltaSub) Ready() <-chan struct{} { return s.ready }
 
 // Take returns the pending deltas, and whether some were lost because the
 // stream fell behind.
-func (s *DeltaSub) Take() ([]Delta, bool) {
+func (s *DeltaSub) Take() ([]Delta, bool) { return s.TakeInto(nil) }
+
+// TakeInto is Take that hands back buf, the slice an earlier call
+// returned and the caller is done with, for the next deltas: a stream
+// then allocates nothing per delta.
+func (s *DeltaSub) TakeInto(buf []Delta) ([]Delta, bool) {
+	clear(buf)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, lost := s.queue, s.lost
-	s.queue, s.lost = nil, false
+	s.queue, s.lost = buf[:0], false
 	return q, lost
 }
 
@@ -150,10 +189,15 @@ func (s *DeltaSub) Take() ([]Delta, bool) {
 func (s *DeltaSub) Close() {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	set := s.d.subs[s.sessionID]
+	set, ok := s.d.subs[s.sessionID]
+	if _, in := set[s]; !ok || !in {
+		return
+	}
 	delete(set, s)
 	if len(set) == 0 {
 		delete(s.d.subs, s.sessionID)
+		// Interest lingers (see interestLinger); sweep ends it.
+		s.d.interested[s.sessionID] = time.Now()
 	}
 }
 
@@ -182,6 +226,10 @@ func (d *Deltas) Subscribe(sessionID string) *DeltaSub {
 		d.subs[sessionID] = set
 	}
 	set[s] = struct{}{}
+	if _, known := d.interested[sessionID]; !known {
+		d.enqueueCtl("+" + sessionID)
+	}
+	d.interested[sessionID] = time.Time{}
 	return s
 }
 
@@ -206,18 +254,41 @@ func (d *Deltas) Backlog(turnID string, after int64) ([]Delta, bool) {
 	return out, complete
 }
 
-// Publish delivers a delta of this process: to local streams now, to
-// other replicas with the next notification.
+// Publish delivers a delta of this process: to local streams now, and to
+// other replicas with the next notification when one of them is
+// interested in its session.
 func (d *Deltas) Publish(x Delta) {
-	d.deliver(x)
-	enc, err := json.Marshal(x)
-	if err != nil {
-		return
+	x.own = true
+	d.mu.Lock()
+	x = d.deliverLocked(x)
+	// Under d.mu: a delta published before a new interest is handled is
+	// sent by its replay (remoteInterest), one after it here.
+	if len(d.remote[x.SessionID]) > 0 {
+		d.enqueue(x)
 	}
+	d.mu.Unlock()
+}
+
+// enqueue queues deltas for the next notification (d.mu held, so the
+// queue keeps the order they were delivered in).
+func (d *Deltas) enqueue(xs ...Delta) {
 	d.outMu.Lock()
-	d.out = append(d.out, string(enc))
+	d.out = append(d.out, xs...)
 	d.queued++
 	d.outMu.Unlock()
+	d.wakeSender()
+}
+
+// enqueueCtl queues an interest message.
+func (d *Deltas) enqueueCtl(msg string) {
+	d.outMu.Lock()
+	d.ctl = append(d.ctl, msg)
+	d.queued++
+	d.outMu.Unlock()
+	d.wakeSender()
+}
+
+func (d *Deltas) wakeSender() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -246,14 +317,31 @@ func (d *Deltas) Flush(ctx context.Context) {
 // deliver hands a delta to the local streams of its session and keeps it
 // in its turn's buffer.
 func (d *Deltas) deliver(x Delta) {
-	x.line = &lineCache{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.deliverLocked(x)
+}
+
+// deliverLocked is deliver with d.mu held; it returns the delta as kept.
+// A delta the buffer already holds (sent again for a replica that became
+// interested) is dropped, and a hole in a run's numbering marks the
+// buffer incomplete up to it.
+func (d *Deltas) deliverLocked(x Delta) Delta {
+	x.line = &lineCache{}
 	now := time.Now()
 	b := d.buffers[x.TurnID]
 	if b == nil {
 		b = &turnBuffer{sessionID: x.SessionID}
 		d.buffers[x.TurnID] = b
+	}
+	if n := len(b.deltas); n > 0 {
+		last := b.deltas[n-1].Seq
+		if x.Seq <= last {
+			return x
+		}
+		if x.Seq/RunSpan == last/RunSpan && x.Seq != last+1 {
+			b.evictedUpTo = max(b.evictedUpTo, x.Seq-1)
+		}
 	}
 	if x.Seq%RunSpan == 1 {
 		// A run's first delta: from here on the buffer has the run whole.
@@ -267,6 +355,78 @@ func (d *Deltas) deliver(x Delta) {
 	b.deltas = append(b.deltas, x)
 	for s := range d.subs[x.SessionID] {
 		s.push(x)
+	}
+	return x
+}
+
+// connected runs on every (re)connect of the listener: interests sent
+// while it was away may have been missed, so every replica is asked to
+// announce its own again, and this one announces its.
+func (d *Deltas) connected() {
+	d.enqueueCtl("?")
+	d.announce()
+}
+
+// announce queues every interest of this replica.
+func (d *Deltas) announce() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]string, 0, len(d.interested))
+	for sid := range d.interested {
+		ids = append(ids, sid)
+	}
+	for _, msg := range packIDs("+", ids, notifyBudget-len(d.origin)-8) {
+		d.enqueueCtl(msg)
+	}
+}
+
+// remoteInterest records that replica origin wants the deltas of
+// sessions; one it did not know wants them gets this replica's kept
+// deltas of their turns, in order, before any published from now on.
+func (d *Deltas) remoteInterest(origin string, sessions []string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fresh := map[string]bool{}
+	for _, sid := range sessions {
+		set := d.remote[sid]
+		if set == nil {
+			set = map[string]time.Time{}
+			d.remote[sid] = set
+		}
+		if _, known := set[origin]; !known {
+			fresh[sid] = true
+		}
+		set[origin] = now
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	// One pass over the buffers however many sessions were announced.
+	var replay []Delta
+	for _, b := range d.buffers {
+		if !fresh[b.sessionID] {
+			continue
+		}
+		for _, x := range b.deltas {
+			if x.own {
+				replay = append(replay, x)
+			}
+		}
+	}
+	if len(replay) > 0 {
+		d.enqueue(replay...)
+	}
+}
+
+// remoteGone forgets replica origin's interest in sessions.
+func (d *Deltas) remoteGone(origin string, sessions []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sid := range sessions {
+		delete(d.remote[sid], origin)
+		if len(d.remote[sid]) == 0 {
+			delete(d.remote, sid)
+		}
 	}
 }
 
@@ -295,22 +455,39 @@ func (d *Deltas) missed() {
 	}
 }
 
-// received handles a notification: another replica's batch.
+// received handles a notification: another replica's batch or interest.
 func (d *Deltas) received(payload string) {
-	origin, batch, ok := strings.Cut(payload, "\n")
-	if !ok || origin == d.origin {
+	origin, body, ok := strings.Cut(payload, "\n")
+	if !ok || origin == d.origin || body == "" {
+		return
+	}
+	switch body[0] {
+	case '+':
+		d.remoteInterest(origin, strings.Fields(body[1:]), time.Now())
+		return
+	case '-':
+		d.remoteGone(origin, strings.Fields(body[1:]))
+		return
+	case '?':
+		d.announce()
 		return
 	}
 	var xs []Delta
-	if json.Unmarshal([]byte(batch), &xs) != nil {
+	if json.Unmarshal([]byte(body), &xs) != nil {
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, x := range xs {
-		d.deliver(x)
+		x.own = false
+		d.deliverLocked(x)
 	}
 }
 
-// sweep drops the buffers of turns idle for turnBufferIdle.
+// sweep drops the buffers of turns idle for turnBufferIdle, ends the
+// interests whose streams all closed interestLinger ago (this replica's
+// buffers of those sessions may miss deltas from then on) and forgets
+// other replicas' interests they did not repeat.
 func (d *Deltas) sweep(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -319,6 +496,62 @@ func (d *Deltas) sweep(now time.Time) {
 			delete(d.buffers, id)
 		}
 	}
+	var gone []string
+	for sid, closed := range d.interested {
+		if !closed.IsZero() && now.Sub(closed) > interestLinger {
+			delete(d.interested, sid)
+			gone = append(gone, sid)
+		}
+	}
+	if len(gone) > 0 {
+		ended := map[string]bool{}
+		for _, sid := range gone {
+			ended[sid] = true
+		}
+		for _, b := range d.buffers {
+			if ended[b.sessionID] {
+				b.complete = false
+				if n := len(b.deltas); n > 0 {
+					b.evictedUpTo = max(b.evictedUpTo, b.deltas[n-1].Seq)
+				}
+			}
+		}
+		for _, msg := range packIDs("-", gone, notifyBudget-len(d.origin)-8) {
+			d.enqueueCtl(msg)
+		}
+	}
+	for sid, set := range d.remote {
+		for origin, at := range set {
+			if now.Sub(at) > interestTTL {
+				delete(set, origin)
+			}
+		}
+		if len(set) == 0 {
+			delete(d.remote, sid)
+		}
+	}
+}
+
+// packIDs joins ids after prefix into messages of at most budget bytes.
+func packIDs(prefix string, ids []string, budget int) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+len(id)+1 > budget {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(prefix)
+		} else {
+			b.WriteByte(' ')
+		}
+		b.WriteString(id)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // run sends queued deltas until ctx ends: whatever queued while one
@@ -327,22 +560,28 @@ func (d *Deltas) sweep(now time.Time) {
 func (d *Deltas) run(ctx context.Context) {
 	sweep := time.NewTicker(turnBufferIdle / 4)
 	defer sweep.Stop()
+	announce := time.NewTicker(announceEvery)
+	defer announce.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-sweep.C:
 			d.sweep(now)
-			continue
+		case <-announce.C:
+			d.announce()
 		case <-d.kick:
 		}
 		for {
 			d.outMu.Lock()
-			batch, upto := d.out, d.queued
-			d.out = nil
+			batch, ctl, upto := d.out, d.ctl, d.queued
+			d.out, d.ctl = nil, nil
 			d.outMu.Unlock()
-			if len(batch) == 0 {
+			if len(batch) == 0 && len(ctl) == 0 {
 				break
+			}
+			for _, msg := range ctl {
+				_, _ = d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, DeltasChannel, d.origin+"\n"+msg)
 			}
 			for _, payload := range d.payloads(batch) {
 				// A failed notification loses deltas for other replicas
@@ -359,9 +598,15 @@ func (d *Deltas) run(ctx context.Context) {
 	}
 }
 
-// payloads packs encoded deltas into notification payloads of at most
+// payloads encodes deltas into notification payloads of at most
 // notifyBudget bytes: "<origin>\n[<delta>,…]".
-func (d *Deltas) payloads(batch []string) []string {
+func (d *Deltas) payloads(deltas []Delta) []string {
+	batch := make([]string, 0, len(deltas))
+	for _, x := range deltas {
+		if enc, err := json.Marshal(x); err == nil {
+			batch = append(batch, string(enc))
+		}
+	}
 	var out []string
 	var b strings.Builder
 	start := func() {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,11 +14,9 @@ import (
 // budget, each a JSON array after the origin line, none lost.
 func TestPayloadsFitANotification(t *testing.T) {
 	d := newDeltas(nil)
-	var batch []string
+	var batch []Delta
 	for i := range 500 {
-		enc, err := json.Marshal(Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: int64(RunSpan + i + 1), Type: "text_delta", Text: strings.Repeat("é", 40)})
-		require.NoError(t, err)
-		batch = append(batch, string(enc))
+		batch = append(batch, Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: int64(RunSpan + i + 1), Type: "text_delta", Text: strings.Repeat("é", 40)})
 	}
 	payloads := d.payloads(batch)
 	require.Greater(t, len(payloads), 1)
@@ -125,4 +124,122 @@ func TestStopTurnMessage(t *testing.T) {
 	if len(got) != 1 || got[0] != [2]string{"ses_1", "trn_2"} {
 		t.Fatalf("callbacks got %v", got)
 	}
+}
+
+// takeQueued empties d's notification queue: the interest messages and
+// the payloads its sender would notify.
+func takeQueued(d *Deltas) (ctl []string, payloads []string) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	for _, msg := range d.ctl {
+		ctl = append(ctl, d.origin+"\n"+msg)
+	}
+	if len(d.out) > 0 {
+		payloads = d.payloads(d.out)
+	}
+	d.out, d.ctl = nil, nil
+	return ctl, payloads
+}
+
+// TestDeltasNotifiedOnlyForInterestedReplicas: a replica's deltas go
+// through PostgreSQL only while another replica announced interest in
+// their session; a replica whose interest arrives mid-turn gets the
+// deltas kept so far first, each once, in order; interest ends a while
+// after the last stream closed.
+func TestDeltasNotifiedOnlyForInterestedReplicas(t *testing.T) {
+	a, b := newDeltas(nil), newDeltas(nil)
+	pub := func(i int64) {
+		a.Publish(Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: RunSpan + i, Type: "text_delta", Text: "x"})
+	}
+	local := a.Subscribe("ses_x")
+	defer local.Close()
+	_, _ = takeQueued(a)
+	pub(1)
+	pub(2)
+	_, payloads := takeQueued(a)
+	assert.Empty(t, payloads, "no other replica is interested")
+	xs, _ := local.Take()
+	assert.Len(t, xs, 2, "local streams get every delta")
+
+	sub := b.Subscribe("ses_x")
+	defer sub.Close()
+	ctl, _ := takeQueued(b)
+	require.Equal(t, []string{b.origin + "\n+ses_x"}, ctl, "the first stream on a session announces interest")
+	pub(3) // before A learns of B's interest
+	for _, msg := range ctl {
+		a.received(msg)
+	}
+	pub(4)
+	_, payloads = takeQueued(a)
+	require.NotEmpty(t, payloads)
+	for _, p := range append(payloads, payloads...) { // delivered twice: kept once
+		b.received(p)
+	}
+	got, lost := sub.Take()
+	assert.False(t, lost)
+	var seqs []int64
+	for _, x := range got {
+		seqs = append(seqs, x.Seq-RunSpan)
+	}
+	assert.Equal(t, []int64{1, 2, 3, 4}, seqs, "what A kept, then what came after, each once")
+	_, complete := b.Backlog("trn_x", 0)
+	assert.True(t, complete)
+
+	// A repeated announcement sends nothing again.
+	a.received(b.origin + "\n+ses_x")
+	_, payloads = takeQueued(a)
+	assert.Empty(t, payloads)
+
+	// B's last stream closes: interest lingers, then ends.
+	sub.Close()
+	b.sweep(time.Now())
+	ctl, _ = takeQueued(b)
+	assert.Empty(t, ctl, "still lingering")
+	b.sweep(time.Now().Add(interestLinger + time.Second))
+	ctl, _ = takeQueued(b)
+	require.Equal(t, []string{b.origin + "\n-ses_x"}, ctl)
+	_, complete = b.Backlog("trn_x", 0)
+	assert.False(t, complete, "B may miss this turn's deltas from now on")
+	for _, msg := range ctl {
+		a.received(msg)
+	}
+	pub(5)
+	_, payloads = takeQueued(a)
+	assert.Empty(t, payloads, "nobody else interested any more")
+
+	// A replica that (re)connects asks the others to announce again.
+	c := newDeltas(nil)
+	c.Subscribe("ses_y")
+	_, _ = takeQueued(c)
+	a.connected()
+	ctl, _ = takeQueued(a)
+	require.Equal(t, []string{a.origin + "\n?", a.origin + "\n+ses_x"}, ctl)
+	c.received(ctl[0])
+	ctl, _ = takeQueued(c)
+	assert.Equal(t, []string{c.origin + "\n+ses_y"}, ctl)
+
+	// An interest not repeated is forgotten.
+	a.received(c.origin + "\n+ses_x")
+	a.sweep(time.Now().Add(interestTTL + time.Second))
+	_, _ = takeQueued(a)
+	pub(6)
+	_, payloads = takeQueued(a)
+	assert.Empty(t, payloads)
+}
+
+// TestHoleInARunMarksTheBufferIncomplete: a delta missing in a run's
+// numbering means a resume before it cannot be served whole.
+func TestHoleInARunMarksTheBufferIncomplete(t *testing.T) {
+	d, other := newDeltas(nil), newDeltas(nil)
+	send := func(seq int64) {
+		enc, _ := json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_x", Seq: seq, Type: "text_delta", Text: "x"}})
+		d.received(other.origin + "\n" + string(enc))
+	}
+	send(RunSpan + 1)
+	send(RunSpan + 2)
+	send(RunSpan + 5)
+	_, complete := d.Backlog("trn_x", RunSpan+1)
+	assert.False(t, complete)
+	_, complete = d.Backlog("trn_x", RunSpan+4)
+	assert.True(t, complete)
 }

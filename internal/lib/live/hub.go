@@ -311,6 +311,7 @@ func (h *Hub) listen(ctx context.Context) error {
 		h.deltas.missed()
 	}
 	h.connected = true
+	h.deltas.connected()
 	// Notifications may have been missed while disconnected.
 	if h.notices != nil {
 		h.notices.MissedNotices()
