@@ -8,6 +8,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -35,10 +36,21 @@ type deltaRun struct {
 	n        int64
 }
 
-func (a *Activities) startDeltaRun(ctx context.Context, in workflows.CallProviderInput, step string) *deltaRun {
+func (a *Activities) startDeltaRun(ctx context.Context, in workflows.CallProviderInput, step string, taken *store.StreamRunNumber) *deltaRun {
 	r := &deltaRun{a: a, in: in, numbered: make(chan struct{})}
 	if a.Deltas == nil {
 		close(r.numbered)
+		return r
+	}
+	if taken != nil {
+		// Numbered in the transaction that stored the request.
+		defer close(r.numbered)
+		if taken.Err != nil {
+			a.logger(ctx, in.TurnID).Debug("live deltas off for this provider call", "err", taken.Err)
+			return r
+		}
+		r.ok, r.base = true, taken.Run*live.RunSpan
+		r.lead = taken.PrevStep != "" && iterationOf(taken.PrevStep) == iterationOf(step)
 		return r
 	}
 	go func() {

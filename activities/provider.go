@@ -77,6 +77,9 @@ type attemptPrep struct {
 	// off: the profile turned compaction off; a too-long refusal then
 	// fails the turn without compacting.
 	off bool
+	// run is the streamed call's run number, taken in the preparing
+	// transaction (nil: numbered while the request is on its way).
+	run *store.StreamRunNumber
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
@@ -101,6 +104,12 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 			return p, err
 		}
 		p.messages, p.tools = conv, p.ts.json()
+		if a.Deltas != nil && !entry.NoStream {
+			// Numbered with the request's append, not in a transaction of
+			// its own beside the call.
+			p.run = &store.StreamRunNumber{}
+			tx.StreamRun(in.TurnID, step, p.run)
+		}
 		// The conversation is stored once, as messages; the event names it
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
@@ -154,7 +163,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if entry.NoStream {
 		resp, err = a.Provider.Call(ctx, ep, messages, tools)
 	} else {
-		run = a.startDeltaRun(ctx, in, step)
+		run = a.startDeltaRun(ctx, in, step, prep.run)
 		var got partialText
 		resp, err = a.Provider.CallStreaming(ctx, ep, messages, tools, func(d provider.Delta) {
 			got.add(d)

@@ -33,6 +33,10 @@ type queuedWrite struct {
 	args []any
 	// rows is the number of rows it must affect, or -1 for any.
 	rows int64
+	// read, when set, takes the statement's one row instead (a read that
+	// rides with the next round trip); an error it returns fails the
+	// transaction.
+	read func(pgx.Row) error
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -138,6 +142,12 @@ func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
 	br := t.conn.SendBatch(ctx, all)
 	for _, w := range q {
+		if w.read != nil {
+			if err := w.read(br.QueryRow()); err != nil && t.queueErr == nil {
+				t.queueErr = fmt.Errorf("%s: %w", w.what, err)
+			}
+			continue
+		}
 		tag, err := br.Exec()
 		if err == nil && w.rows >= 0 && tag.RowsAffected() != w.rows {
 			err = fmt.Errorf("%d rows affected, want %d: %w", tag.RowsAffected(), w.rows, ErrNotFound)

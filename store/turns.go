@@ -294,11 +294,7 @@ func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID str
 // before it ("" for the turn's first).
 func (s *Store) StreamRun(ctx context.Context, turnID, step string) (run int64, prevStep string, err error) {
 	var prev *string
-	err = s.Pool.QueryRow(ctx, `
-		WITH prev AS (SELECT stream_step FROM turn_inputs WHERE turn_id = $1)
-		UPDATE turn_inputs SET stream_runs = stream_runs + 1, stream_step = $2
-		WHERE turn_id = $1
-		RETURNING stream_runs, (SELECT stream_step FROM prev)`, turnID, step).Scan(&run, &prev)
+	err = s.Pool.QueryRow(ctx, streamRunSQL, turnID, step).Scan(&run, &prev)
 	if err != nil {
 		return 0, "", fmt.Errorf("number stream run of %s: %w", turnID, err)
 	}
@@ -306,4 +302,45 @@ func (s *Store) StreamRun(ctx context.Context, turnID, step string) (run int64, 
 		prevStep = *prev
 	}
 	return run, prevStep, nil
+}
+
+const streamRunSQL = `
+		WITH prev AS (SELECT stream_step FROM turn_inputs WHERE turn_id = $1)
+		UPDATE turn_inputs SET stream_runs = stream_runs + 1, stream_step = $2
+		WHERE turn_id = $1
+		RETURNING stream_runs, (SELECT stream_step FROM prev)`
+
+// StreamRunNumber is a run number taken in a transaction (Tx.StreamRun),
+// known once the transaction's next round trip is back.
+type StreamRunNumber struct {
+	Run      int64
+	PrevStep string
+	// Err is why no number was taken (ErrNotFound: no such turn input);
+	// the call then publishes no deltas.
+	Err error
+}
+
+// StreamRun numbers a new run of a turn's provider call as Store.StreamRun
+// does, within the transaction: the update rides with its next round trip
+// and commits with it (a run that never commits was never called). n is
+// filled in by then.
+func (t *Tx) StreamRun(turnID, step string, n *StreamRunNumber) {
+	n.Err = errors.New("stream run not numbered yet")
+	t.db.queue(queuedWrite{what: "number stream run", sql: streamRunSQL, args: []any{turnID, step}, rows: -1, read: func(r pgx.Row) error {
+		var prev *string
+		err := r.Scan(&n.Run, &prev)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			n.Err = ErrNotFound
+			return nil
+		case err != nil:
+			n.Err = err
+			return err
+		}
+		n.Err = nil
+		if prev != nil {
+			n.PrevStep = *prev
+		}
+		return nil
+	}})
 }
