@@ -76,6 +76,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 		}
 		if p.need == nil {
 			p.messages = view
+			p.run = a.numberRun(tx, in, step, entry)
 			req := requestPayload(in.Attempt, entry, p.tools)
 			ne := store.NewEvent{IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}
 			if st.ThroughSeq == 0 && st.ClearedSeq == 0 {

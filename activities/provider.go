@@ -104,12 +104,7 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 			return p, err
 		}
 		p.messages, p.tools = conv, p.ts.json()
-		if a.Deltas != nil && !entry.NoStream {
-			// Numbered with the request's append, not in a transaction of
-			// its own beside the call.
-			p.run = &store.StreamRunNumber{}
-			tx.StreamRun(in.TurnID, step, p.run)
-		}
+		p.run = a.numberRun(tx, in, step, entry)
 		// The conversation is stored once, as messages; the event names it
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
@@ -122,6 +117,18 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
 	}
 	return p, err
+}
+
+// numberRun numbers the streamed call a prepared attempt makes, in the
+// transaction that stores its provider.request (its append carries the
+// update), not in a transaction of its own beside the call.
+func (a *Activities) numberRun(tx *store.Tx, in workflows.CallProviderInput, step string, entry config.ProviderEntry) *store.StreamRunNumber {
+	if a.Deltas == nil || entry.NoStream {
+		return nil
+	}
+	n := &store.StreamRunNumber{}
+	tx.StreamRun(in.TurnID, step, n)
+	return n
 }
 
 // callPrepared makes the HTTP call of a prepared attempt and stores its
