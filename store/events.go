@@ -272,7 +272,11 @@ const appendSQL = `WITH input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[]) WITH ORDINALITY
 		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, ord)
 ), found AS (
-	SELECT * FROM session_events WHERE session_id = $1 AND idem_key = ANY($3::text[]) AND idem_key IS NOT NULL
+	-- One probe of the unique index per key (OFFSET 0 keeps the planner
+	-- from turning them into one scan of the session's events).
+	SELECT e.* FROM unnest($3::text[]) k(key)
+	CROSS JOIN LATERAL (SELECT * FROM session_events WHERE session_id = $1 AND idem_key = k.key OFFSET 0) e
+	WHERE k.key <> ''
 ), fresh AS (
 	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM input i
 	WHERE i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key)
