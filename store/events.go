@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,110 +157,141 @@ func (t *Tx) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent
 // lock, so commit order equals seq order for each session and a reader that
 // tails "seq > last" can never skip an event committed late. Events whose
 // idempotency key already exists are returned as stored, not re-inserted, so
-// the sequence has no gaps and no duplicates. The lock and the key check
-// share one round trip, and so do the inserts, the sequence update and the
-// notice.
+// the sequence has no gaps and no duplicates. It is one round trip: the lock,
+// then one statement that looks the keys up, inserts the rest, advances the
+// sequence and sends the notice. That statement starts after the lock is
+// held, so it sees every event committed before it, and no other append to
+// the session can commit until this transaction ends.
 func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
-	var keys []string
-	for _, ev := range evs {
-		if ev.IdemKey != "" {
-			keys = append(keys, ev.IdemKey)
-		}
-	}
-	var last int64
-	existing := map[string]Event{}
-	lock := &pgx.Batch{}
-	lock.Queue(`SELECT last_event_seq FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
-	// One lookup per key: each is a probe of the unique index, whatever the
-	// planner knows about the table.
-	for _, k := range keys {
-		lock.Queue(`SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, k)
-	}
-	lr := tx.SendBatch(ctx, lock)
-	if err := lr.QueryRow().Scan(&last); err != nil {
-		_ = lr.Close()
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
-		}
-		return nil, fmt.Errorf("append events: lock session: %w", err)
-	}
-	for range keys {
-		e, err := scanEvent(lr.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			_ = lr.Close()
-			return nil, fmt.Errorf("append events: check idempotency keys: %w", err)
-		}
-		existing[e.IdemKey] = e
-	}
-	if err := lr.Close(); err != nil {
-		return nil, fmt.Errorf("append events: lock session: %w", err)
-	}
-
-	out := make([]Event, len(evs))
-	batch := &pgx.Batch{}
-	var fresh []int
+	n := len(evs)
+	var (
+		idList, keys, turns, clients, types, payloads = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		upto                                          = make([]*int64, 0, n)
+		sent                                          = map[string]bool{}
+		firstOf                                       = make([]int, 0, n) // index in evs of each row sent
+	)
 	for i, ev := range evs {
-		if e, ok := existing[ev.IdemKey]; ok && ev.IdemKey != "" {
-			out[i] = e
-			continue
+		if ev.IdemKey != "" {
+			if sent[ev.IdemKey] {
+				continue // a key repeated within one call is stored once
+			}
+			sent[ev.IdemKey] = true
 		}
 		payload, err := marshalPayload(ev.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("append events: marshal %s payload: %w", ev.Type(), err)
 		}
-		last++
-		batch.Queue(`INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+eventCols,
-			sessionID, last, ids.New(ids.EventPrefix), nullable(ev.IdemKey), nullable(ev.TurnID), nullable(ev.ClientKeyID), string(ev.Type()), string(payload), ev.MessagesAt)
-		fresh = append(fresh, i)
-		if ev.IdemKey != "" {
-			// A key repeated within one call is stored once.
-			existing[ev.IdemKey] = Event{}
+		idList = append(idList, ids.New(ids.EventPrefix))
+		keys, turns, clients = append(keys, ev.IdemKey), append(turns, ev.TurnID), append(clients, ev.ClientKeyID)
+		types, payloads, upto = append(types, string(ev.Type())), append(payloads, string(payload)), append(upto, ev.MessagesAt)
+		firstOf = append(firstOf, i)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT last_event_seq FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
+	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto)
+	br := tx.SendBatch(ctx, b)
+	var last int64
+	if err := br.QueryRow().Scan(&last); err != nil {
+		_ = br.Close()
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
 		}
+		return nil, fmt.Errorf("append events: lock session: %w", err)
 	}
-	if len(fresh) == 0 {
-		return dedupe(out, evs, existing), nil
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, fmt.Errorf("append events: %w", err)
 	}
-	origin := ""
-	tt, tracked := tx.(*trackedTx)
-	if tracked {
-		origin = tt.origin
-	}
-	batch.Queue(`UPDATE sessions SET last_event_seq = $2 WHERE id = $1`, sessionID, last)
-	batch.Queue(`SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, last, origin))
-	br := tx.SendBatch(ctx, batch)
-	inserted := make([]Event, 0, len(fresh))
-	for _, i := range fresh {
-		e, err := scanEvent(br.QueryRow())
-		if err != nil {
+	byID := make(map[string]Event, len(idList))
+	stored := map[string]Event{}
+	var inserted []Event
+	for rows.Next() {
+		var fresh bool
+		var e Event
+		var payload []byte
+		var at *int64
+		if err := rows.Scan(&fresh, &e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at); err != nil {
+			rows.Close()
 			_ = br.Close()
-			return nil, fmt.Errorf("append events: insert %s: %w", evs[i].Type(), err)
+			return nil, fmt.Errorf("append events: %w", err)
 		}
-		out[i] = e
-		inserted = append(inserted, e)
-		if evs[i].IdemKey != "" {
-			existing[evs[i].IdemKey] = e
+		e.Payload = payload
+		if at != nil {
+			e.byRef, e.messagesAt = true, *at
+		}
+		if fresh {
+			byID[e.ID] = e
+			inserted = append(inserted, e)
+		} else {
+			stored[e.IdemKey] = e
 		}
 	}
-	if _, err := br.Exec(); err != nil {
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		_ = br.Close()
-		return nil, fmt.Errorf("append events: advance sequence: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, fmt.Errorf("append events: notify: %w", err)
+		return nil, fmt.Errorf("append events: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}
-	if tracked {
-		tt.record(sessionID, inserted)
+	out := make([]Event, len(evs))
+	for j, i := range firstOf {
+		e, ok := byID[idList[j]]
+		if !ok {
+			if e, ok = stored[keys[j]]; !ok || keys[j] == "" {
+				return nil, fmt.Errorf("append events: %s neither stored nor found", evs[i].Type())
+			}
+		}
+		out[i] = e
+		if keys[j] != "" {
+			stored[keys[j]] = e
+		}
 	}
-	return dedupe(out, evs, existing), nil
+	if len(inserted) == 0 {
+		return dedupe(out, evs, stored), nil
+	}
+	slices.SortFunc(inserted, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	head := inserted[len(inserted)-1].Seq
+	// The notice is delivered at commit whenever it is sent: in a tracked
+	// transaction it rides with the next round trip, usually the COMMIT.
+	if tt, tracked := tx.(*trackedTx); tracked {
+		tt.queue(queuedWrite{what: "notify appended events", sql: `SELECT pg_notify($1, $2)`, args: []any{EventsChannel, eventsNotice(sessionID, head, tt.origin)}, rows: -1})
+		tt.record(sessionID, inserted)
+	} else if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, head, "")); err != nil {
+		return nil, fmt.Errorf("append events: notify: %w", err)
+	}
+	return dedupe(out, evs, stored), nil
 }
+
+// appendSQL is appendEvents's statement: $2..$8 are the new events' ids,
+// idempotency keys, turns, client keys, types, payloads and conversation
+// counters ("" for none). It returns the inserted events (true) and those
+// whose key was already stored (false).
+const appendSQL = `WITH input AS (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[]) WITH ORDINALITY
+		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, ord)
+), found AS (
+	-- One probe of the unique index per key (OFFSET 0 keeps the planner
+	-- from turning them into one scan of the session's events).
+	SELECT e.* FROM unnest($3::text[]) k(key)
+	CROSS JOIN LATERAL (SELECT * FROM session_events WHERE session_id = $1 AND idem_key = k.key OFFSET 0) e
+	WHERE k.key <> ''
+), fresh AS (
+	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM input i
+	WHERE i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key)
+), ins AS (
+	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto)
+	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto
+	FROM fresh f CROSS JOIN (SELECT last_event_seq FROM sessions WHERE id = $1) s
+	RETURNING *
+), head AS (
+	UPDATE sessions SET last_event_seq = last_event_seq + (SELECT count(*) FROM fresh)
+	WHERE id = $1 AND EXISTS (SELECT 1 FROM fresh)
+)
+SELECT true, ` + eventCols + ` FROM ins
+UNION ALL
+SELECT false, ` + eventCols + ` FROM found`
 
 // dedupe fills the slots of keys repeated within one call with the event
 // stored for the first of them.

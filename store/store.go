@@ -34,6 +34,7 @@ type Store struct {
 	onTurnResult  func(turnID string, result []byte)
 	hasher        keyhash.Hasher
 	verified      *verifiedKeys
+	calls         *callCounter
 }
 
 // Options tune the pool and the in-process caches.
@@ -66,6 +67,8 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		cfg.MaxConns = 20
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
+	calls := &callCounter{}
+	cfg.ConnConfig.Tracer = calls
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
@@ -75,7 +78,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	s := &Store{reads: reads{q: pool}, Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
-		tail: newEventTail(), origin: newOrigin(), hasher: opts.KeyHasher, verified: newVerifiedKeys(opts.VerifiedKeyCacheSize)}
+		tail: newEventTail(), origin: newOrigin(), hasher: opts.KeyHasher, verified: newVerifiedKeys(opts.VerifiedKeyCacheSize), calls: calls}
 	if s.hasher == nil {
 		s.hasher = keyhash.Argon2id{Params: keyhash.BAEParams}
 	}

@@ -36,6 +36,7 @@ import (
 // own.
 type floorServer struct {
 	pool     *pgxpool.Pool
+	store    *store.Store
 	dbName   string
 	baseURL  string
 	fakeURL  string
@@ -67,7 +68,7 @@ func startFloor(ctx context.Context, baseDBURL, fakeURL string) (_ *floorServer,
 	if err != nil {
 		return nil, fmt.Errorf("floor database: %w", err)
 	}
-	f.pool = st.Pool
+	f.pool, f.store = st.Pool, st
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for floor: %w", err)
@@ -282,7 +283,7 @@ func runFloor(ctx context.Context, log *slog.Logger, o options, st *stack) (*flo
 	}
 	defer pg.close(context.Background())
 	log.Info("measuring the floor", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "database", f.dbName)
-	res, err := counted(ctx, pg, st.procs(ctx, pg), func(h *driveHooks) []turnRec { return drive(ctx, log, a, st.Fake, sessions, o, h) })
+	res, err := counted(ctx, pg, st.procs(ctx, pg), f.store.DBCalls, func(h *driveHooks) []turnRec { return drive(ctx, log, a, st.Fake, sessions, o, h) })
 	fr := &floorReport{Elapsed: res.elapsed.Seconds(), PGWork: res.work, CPU: res.cpu, Database: f.dbName}
 	var client, added []time.Duration
 	var starts []time.Time

@@ -32,6 +32,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/bae-go/bae-go/internal/app"
+	"github.com/bae-go/bae-go/store"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
 )
@@ -371,7 +372,11 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	}
 	rep.addMem(sampleMem("measure start"))
 	log.Info("measuring", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "idle", o.idle)
-	res, err := counted(ctx, pg, st.procs(ctx, pg), func(h *driveHooks) []turnRec {
+	var calls func() store.DBCalls
+	if st.Parts != nil {
+		calls = st.Parts.Store.DBCalls
+	}
+	res, err := counted(ctx, pg, st.procs(ctx, pg), calls, func(h *driveHooks) []turnRec {
 		// Middle memory sample: halfway through the turns, or the duration.
 		h.onHalf = func() { rep.addMem(sampleMem("measure middle")) }
 		if o.progress > 0 {
@@ -412,8 +417,9 @@ type phaseResult struct {
 
 // counted runs fn between two readings of the CPU counters (this process,
 // the observed database's backends, the machine) and of the observed
-// database's pg_stat_database counters.
-func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, fn func(*driveHooks) []turnRec) (phaseResult, error) {
+// database's pg_stat_database counters, and of the store's round trips
+// when calls is set (the store runs in this process).
+func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, calls func() store.DBCalls, fn func(*driveHooks) []turnRec) (phaseResult, error) {
 	var res phaseResult
 	// A backend publishes its counters when it goes idle, but at most once
 	// a second and otherwise only after PostgreSQL's 10 s idle interval:
@@ -422,7 +428,14 @@ func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, fn func
 	dbStart, dbErr := pg.counters(ctx)
 	cpuStart := markCPU(pg.backendPIDs(ctx), procs)
 	h := &driveHooks{}
+	var callsStart, callsEnd store.DBCalls
+	if calls != nil {
+		callsStart = calls()
+	}
 	res.recs = fn(h)
+	if calls != nil {
+		callsEnd = calls()
+	}
 	res.elapsed = h.elapsed
 	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx)), procs))
 	statsSettle(ctx)
@@ -443,6 +456,7 @@ func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, fn func
 		res.work = PGWork{
 			XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
 			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
+			RoundTripsPerTurn: float64(callsEnd.RoundTrips-callsStart.RoundTrips) / n, StatementsPerTurn: float64(callsEnd.Statements-callsStart.Statements) / n,
 		}
 		res.cpu.perTurn(res.elapsed.Seconds(), done)
 	}

@@ -230,6 +230,10 @@ type PGWork struct {
 	InsertedPerTurn float64 `json:"rows_inserted_per_turn"`
 	UpdatedPerTurn  float64 `json:"rows_updated_per_turn"`
 	FetchedPerTurn  float64 `json:"rows_fetched_per_turn"`
+	// Counted by the store's pool in this process (0 when it runs
+	// elsewhere): a batch of statements is one round trip.
+	RoundTripsPerTurn float64 `json:"round_trips_per_turn,omitempty"`
+	StatementsPerTurn float64 `json:"statements_per_turn,omitempty"`
 }
 
 func (p *pgSampler) close(ctx context.Context) {
