@@ -5,6 +5,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // maybe not yet signalled, one perhaps in its provider call): every driver
 // whose stream broke resends under its Idempotency-Key through the
 // survivor, the rest send there, and every message runs once, in the order
-// the messages were stored. A late signal (a resend, the orphan sweep)
+// the messages were stored (turn_inputs.created_at). A late signal (a resend, the orphan sweep)
 // takes its place by arrival.
 func TestDriversFIFOThroughAReplicaKill(t *testing.T) {
 	const drivers, killAfter = 24, 12
@@ -76,5 +77,30 @@ func TestDriversFIFOThroughAReplicaKill(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, ctx.Err(), "every driver was answered in time")
-	c.checkExactlyOnce(t, "b", sid, sk, sent)
+
+	// Arrival is when a message was stored: on a loaded machine two sends
+	// 50 ms apart can reach the server in either order, so the deliveries
+	// are put in the order the database stored them, and the log must
+	// follow it.
+	arrived := map[string]time.Time{}
+	rows, err := db.Query(ctx, `SELECT idem_key, created_at FROM turn_inputs WHERE session_id = $1`, sid)
+	require.NoError(t, err)
+	for rows.Next() {
+		var key string
+		var at time.Time
+		require.NoError(t, rows.Scan(&key, &at))
+		arrived[key] = at
+	}
+	require.NoError(t, rows.Err())
+	order := make([]int, drivers)
+	for i := range order {
+		order[i] = i
+	}
+	key := func(i int) string { return fmt.Sprintf("fifo-kill-%02d", i) }
+	sort.SliceStable(order, func(x, y int) bool { return arrived[key(order[x])].Before(arrived[key(order[y])]) })
+	byArrival := make([]delivery, drivers)
+	for i, j := range order {
+		byArrival[i] = sent[j]
+	}
+	c.checkExactlyOnce(t, "b", sid, sk, byArrival)
 }
