@@ -22,12 +22,12 @@ type results struct {
 	by    map[string]workflows.TurnResult
 }
 
-func (r *results) record(_ context.Context, in workflows.RecordTurnResultInput) error {
+func (r *results) record(_ context.Context, in workflows.RecordTurnResultInput) (workflows.TurnResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.order = append(r.order, in.TurnID)
 	r.by[in.TurnID] = in.Result
-	return nil
+	return in.Result, nil
 }
 
 func (s *sessionSuite) recorded() *results {
