@@ -72,7 +72,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	}
 
 	turnID := ids.New(ids.TurnPrefix)
-	prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key)
+	arrived, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key)
 	if err != nil {
 		call.log.Error("store turn input", "turn_id", turnID, "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
@@ -85,7 +85,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	}
 	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
 		// It replaces the turn it interrupted: ahead of the queue.
-		Front: policy == wire.BusyInterrupt}
+		Front: policy == wire.BusyInterrupt, Arrived: arrived.UnixMicro()}
 	c.relayTurn(call, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
 		return c.runTurn(ctx, sessionRef(call.sess), in)
 	})
@@ -109,7 +109,7 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
 		return
 	}
 	ref := sessionRef(call.sess)
-	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span}
+	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span, Arrived: ti.Arrived.UnixMicro()}
 	c.relayTurn(call, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
 		if !begun {
 			// Queued, or its submission was lost with a server: the

@@ -44,7 +44,7 @@ func (c *clientAPI) awaitBegunTurn(ctx context.Context, ref workflows.SessionRef
 	if err != nil || found {
 		return res, err
 	}
-	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID}
+	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Arrived: ti.Arrived.UnixMicro()}
 	return c.awaitTurnResult(ctx, ref, in, done, true)
 }
 
@@ -124,6 +124,7 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 		return workflows.TurnResult{}, false, nil // read on the next pass
 	}
 	if len(ti.BeginResult) == 0 {
+		in.Arrived = ti.Arrived.UnixMicro()
 		return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
 	}
 	res, err := c.loggedOutcome(ctx, ref.ID, ti)

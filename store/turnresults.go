@@ -96,8 +96,8 @@ func (s *Store) OnTurnResult(fn func(turnID string, result []byte)) { s.onTurnRe
 func (s *Store) TurnInputByID(ctx context.Context, turnID string) (TurnInput, error) {
 	ti := TurnInput{TurnID: turnID}
 	var msg, begin, result []byte
-	err := s.Pool.QueryRow(ctx, `SELECT session_id, client_key_id, message, begin_result, result FROM turn_inputs WHERE turn_id = $1`, turnID).
-		Scan(&ti.SessionID, &ti.ClientKeyID, &msg, &begin, &result)
+	err := s.Pool.QueryRow(ctx, `SELECT session_id, client_key_id, message, begin_result, result, created_at FROM turn_inputs WHERE turn_id = $1`, turnID).
+		Scan(&ti.SessionID, &ti.ClientKeyID, &msg, &begin, &result, &ti.Arrived)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnInput{}, ErrNotFound
 	}

@@ -13,25 +13,28 @@ import (
 // PutTurnInput stores a driver's message under its turn id. idemKey is the
 // client's Idempotency-Key ("" for none), unique per session: when a message
 // is already stored under it, nothing is stored and that turn input is
-// returned instead (nil when this call stored the message).
-func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (*TurnInput, error) {
-	tag, err := s.Pool.Exec(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-		ON CONFLICT DO NOTHING`, turnID, sessionID, clientKeyID, string(message), idemKey)
-	if err != nil {
-		return nil, fmt.Errorf("store turn input: %w", err)
-	}
-	if tag.RowsAffected() == 1 || idemKey == "" {
-		return nil, nil
+// returned instead (nil when this call stored the message). arrived is
+// when the database stored it (the queue's arrival order).
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, prior *TurnInput, err error) {
+	err = s.Pool.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+		ON CONFLICT DO NOTHING RETURNING created_at`, turnID, sessionID, clientKeyID, string(message), idemKey).Scan(&arrived)
+	switch {
+	case err == nil:
+		return arrived, nil, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, nil, fmt.Errorf("store turn input: %w", err)
+	case idemKey == "":
+		return time.Time{}, nil, nil // this very turn id, stored before
 	}
 	// Another request stored a message under this key first.
 	ti, err := s.TurnInputByKey(ctx, sessionID, idemKey)
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil // the conflict was this very turn id, stored before
+		return time.Time{}, nil, nil // the conflict was this very turn id, stored before
 	}
 	if err != nil {
-		return nil, err
+		return time.Time{}, nil, err
 	}
-	return &ti, nil
+	return ti.Arrived, &ti, nil
 }
 
 // TurnInputByKey finds the message a session stored under an idempotency
@@ -39,8 +42,8 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 func (s *Store) TurnInputByKey(ctx context.Context, sessionID, idemKey string) (TurnInput, error) {
 	ti := TurnInput{SessionID: sessionID}
 	var msg, begin []byte
-	err := s.Pool.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
-		Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin)
+	err := s.Pool.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
+		Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin, &ti.Arrived)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnInput{}, ErrNotFound
 	}
@@ -62,6 +65,8 @@ type TurnInput struct {
 	// Result is the turn's recorded result (nil until it ended; only
 	// where read with it).
 	Result json.RawMessage
+	// Arrived is when the message was stored (where read with it).
+	Arrived time.Time
 }
 
 // TurnInput reads and locks a turn input.
@@ -115,6 +120,7 @@ type OrphanTurn struct {
 	SessionID   string
 	ProfileID   string
 	ClientKeyID string
+	Arrived     time.Time
 }
 
 // OrphanTurns lists messages of open sessions stored more than olderThan ago
@@ -123,7 +129,7 @@ type OrphanTurn struct {
 // storing and signalling), or they are still waiting in the session's queue;
 // the sweep asks the workflow which.
 func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit int) ([]OrphanTurn, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, s.profile_id, t.client_key_id FROM turn_inputs t
+	rows, err := s.Pool.Query(ctx, `SELECT t.turn_id, t.session_id, s.profile_id, t.client_key_id, t.created_at FROM turn_inputs t
 		JOIN sessions s ON s.id = t.session_id
 		WHERE t.begin_result IS NULL AND t.result IS NULL AND s.state = 'open' AND t.created_at < now() - make_interval(secs => $1)
 		ORDER BY t.created_at LIMIT $2`, olderThan.Seconds(), limit)
@@ -132,7 +138,7 @@ func (s *Store) OrphanTurns(ctx context.Context, olderThan time.Duration, limit 
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OrphanTurn, error) {
 		var o OrphanTurn
-		err := r.Scan(&o.TurnID, &o.SessionID, &o.ProfileID, &o.ClientKeyID)
+		err := r.Scan(&o.TurnID, &o.SessionID, &o.ProfileID, &o.ClientKeyID, &o.Arrived)
 		return o, err
 	})
 }

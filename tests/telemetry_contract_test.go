@@ -304,7 +304,7 @@ func TestTelemetryContract(t *testing.T) {
 				// Provider attempts run as local activities: each is a
 				// LocalActivity marker, carrying its failure.
 				m := ev.GetMarkerRecordedEventAttributes()
-				if m.GetMarkerName() != "LocalActivity" || m.GetFailure() == nil {
+				if m.GetMarkerName() != "LocalActivity" {
 					continue
 				}
 				var data struct {
@@ -312,7 +312,12 @@ func TestTelemetryContract(t *testing.T) {
 					Attempt      int
 				}
 				require.NoError(t, dc.FromPayloads(m.GetDetails()["data"], &data))
-				if data.ActivityType != workflows.ActCallProvider {
+				if data.ActivityType == workflows.ActRecordTurnResult {
+					// The turn's outcome, as its driver got it.
+					require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &outcome))
+					continue
+				}
+				if data.ActivityType != workflows.ActCallProvider || m.GetFailure() == nil {
 					continue
 				}
 				assert.Equal(t, 1, data.Attempt, "a failed attempt is not retried")

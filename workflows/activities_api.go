@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"github.com/bae-go/bae-go/events"
 )
 
@@ -28,6 +30,10 @@ type RecordTurnResultInput struct {
 	SessionID string
 	TurnID    string
 	Result    TurnResult
+	// In and Started are the turn as it was signalled and when the
+	// workflow took it, for the turn's log line and bae.turn span.
+	In      SendMessageInput `json:",omitempty"`
+	Started time.Time        `json:",omitempty"`
 }
 
 // TurnRef identifies a turn and its acting client.

@@ -27,7 +27,7 @@ type Activities interface {
 	CleanupSession(ctx context.Context, in CleanupInput) error
 	CompactContext(ctx context.Context, in CompactContextInput) error
 	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
-	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) error
+	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) (TurnResult, error)
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -90,7 +90,7 @@ var (
 	cleanupSession  = action[CleanupInput]{ActCleanupSession, Activities.CleanupSession}
 	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
 	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
-	recordResult    = action[RecordTurnResultInput]{ActRecordTurnResult, Activities.RecordTurnResult}
+	recordResult    = call[RecordTurnResultInput, TurnResult]{ActRecordTurnResult, Activities.RecordTurnResult}
 )
 
 // refMethods lists each ref's name and method expression, for the test that

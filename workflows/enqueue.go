@@ -41,6 +41,7 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 		return
 	}
 	s.seen[in.TurnID] = true
+	started := workflow.Now(ctx)
 	ticket := s.enqueue(in, true)
 	s.pending++
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -65,8 +66,8 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 			s.recordingIDs = slices.DeleteFunc(s.recordingIDs, func(id string) bool { return id == in.TurnID })
 		}()
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		rec := RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, Result: res}
-		if err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
+		rec := RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, Result: res, In: in, Started: started}
+		if _, err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
 			workflow.GetLogger(ctx).Error("record turn result", "turn_id", in.TurnID, "error", err)
 		}
 	})

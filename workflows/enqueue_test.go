@@ -22,12 +22,12 @@ type results struct {
 	by    map[string]workflows.TurnResult
 }
 
-func (r *results) record(_ context.Context, in workflows.RecordTurnResultInput) error {
+func (r *results) record(_ context.Context, in workflows.RecordTurnResultInput) (workflows.TurnResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.order = append(r.order, in.TurnID)
 	r.by[in.TurnID] = in.Result
-	return nil
+	return in.Result, nil
 }
 
 func (s *sessionSuite) recorded() *results {
@@ -143,4 +143,21 @@ func (s *sessionSuite) TestContinueAsNewCarriesTheQueue() {
 	s.NoError(s.env.GetWorkflowError())
 	s.Equal([]string{"b1", "d1"}, s.turnOrder())
 	s.ElementsMatch([]string{"b1", "d1"}, r.order)
+}
+
+// A signal that comes late (its server died before sending it) takes its
+// place by arrival among the signalled turns still waiting, never ahead of
+// a turn put at the head.
+func (s *sessionSuite) TestLateSignalKeepsItsArrivalPlace() {
+	s.recorded()
+	s.acts.pauseFor["key_a"] = true
+	s.signal(time.Second, workflows.SendMessageInput{TurnID: "a1", ClientKeyID: "key_a"}) // pauses: the others wait
+	s.signal(2*time.Second, workflows.SendMessageInput{TurnID: "b1", ClientKeyID: "key_b", Arrived: 100})
+	s.signal(3*time.Second, workflows.SendMessageInput{TurnID: "c1", ClientKeyID: "key_c", Arrived: 300})
+	s.signal(4*time.Second, workflows.SendMessageInput{TurnID: "d1", ClientKeyID: "key_d", Arrived: 200}) // late
+	s.signal(5*time.Second, workflows.SendMessageInput{TurnID: "e1", ClientKeyID: "key_e", Arrived: 400, Front: true})
+	s.signal(6*time.Second, workflows.SendMessageInput{TurnID: "f1", ClientKeyID: "key_f", Arrived: 10}) // late, behind the head
+	s.closeAt(time.Hour)
+	s.run()
+	s.Equal([]string{"a1", "e1", "f1", "b1", "d1", "c1"}, s.turnOrder())
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -185,16 +186,27 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 }
 
 // enqueue gives a turn the next ticket, at the tail of the queue, or at
-// its head for a turn that replaces the running one.
+// its head for a turn that replaces the running one. A signalled turn goes
+// ahead of the signalled turns waiting at the tail that arrived after it
+// (never ahead of an Update's turn or one put at the head), so a late
+// signal keeps its place.
 func (s *session) enqueue(in SendMessageInput, signalled bool) int64 {
 	ticket := s.nextTicket
 	s.nextTicket++
 	q := queuedTurn{ticket: ticket, in: in, signalled: signalled}
 	if signalled && in.Front {
 		s.queue = append([]queuedTurn{q}, s.queue...)
-	} else {
-		s.queue = append(s.queue, q)
+		return ticket
 	}
+	i := len(s.queue)
+	for signalled && in.Arrived > 0 && i > 0 {
+		p := s.queue[i-1]
+		if !p.signalled || p.in.Front || p.in.Arrived == 0 || p.in.Arrived <= in.Arrived {
+			break
+		}
+		i--
+	}
+	s.queue = slices.Insert(s.queue, i, q)
 	return ticket
 }
 

@@ -103,6 +103,11 @@ type SendMessageInput struct {
 	// Front puts a signalled turn at the head of the queue (a sendMessage
 	// with the interrupt busy policy: it replaces the running turn).
 	Front bool `json:",omitempty"`
+	// Arrived is when the message was stored, in Unix microseconds (the
+	// database's clock, one for every replica): a signal that comes late
+	// (its server died before sending it, and a resend or the orphan
+	// sweep sent it) still takes its place by arrival. 0 = at the tail.
+	Arrived int64 `json:",omitempty"`
 }
 
 // Rejection says why a turn was refused without running. Only api/ turns

@@ -49,7 +49,7 @@ func sweepOrphans(ctx context.Context, st *store.Store, eng *sessionclient.Clien
 			if v == nil || v.Holds(o.TurnID) {
 				continue // unknown this round, or still queued
 			}
-			in := workflows.SendMessageInput{TurnID: o.TurnID, ClientKeyID: o.ClientKeyID}
+			in := workflows.SendMessageInput{TurnID: o.TurnID, ClientKeyID: o.ClientKeyID, Arrived: o.Arrived.UnixMicro()}
 			if err := eng.Enqueue(ctx, workflows.SessionRef{ID: o.SessionID, ProfileID: o.ProfileID}, in); err != nil {
 				log.Warn("could not enqueue a stored message again", "session_id", o.SessionID, "turn_id", o.TurnID, "err", err)
 				continue

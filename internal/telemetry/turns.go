@@ -13,10 +13,9 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// TurnInterceptor observes every SendMessage update a worker runs: when
-// one completes, and the worker is not replaying history, it logs the
-// turn's one INFO line and emits its bae.turn span (under the ref the API
-// allocated, with the id its provider and tool spans already point to).
+// TurnInterceptor observes every SendMessage update a worker runs (turns
+// sent by servers from before the Enqueue signal): when one completes, and
+// the worker is not replaying history, it reports the turn (TurnEnded).
 //
 // The turn's end is seen by whichever worker completes the update: a turn
 // that resumes on another worker after a crash still ends its span, and
@@ -54,7 +53,7 @@ func (i *turnInbound) ExecuteUpdate(ctx workflow.Context, in *interceptor.Update
 	val, err := i.Next.ExecuteUpdate(ctx, in)
 	if ok && !workflow.IsReplaying(ctx) {
 		res, _ := val.(workflows.TurnResult)
-		i.root.ended(workflow.GetInfo(ctx).WorkflowExecution.ID, msg, started, res, err)
+		TurnEnded(i.root.spans, i.root.log, workflow.GetInfo(ctx).WorkflowExecution.ID, msg, started, res, err)
 	}
 	return val, err
 }
@@ -74,13 +73,18 @@ func turnError(res workflows.TurnResult) string {
 	return ""
 }
 
-func (w *turnInterceptor) ended(sessionID string, in workflows.SendMessageInput, started time.Time, res workflows.TurnResult, err error) {
+// TurnEnded logs a turn's one INFO line and emits its bae.turn span (under
+// the ref the API allocated, with the id its provider and tool spans
+// already point to). A turn sent as an Enqueue signal ends when its result
+// is recorded (activities.RecordTurnResult); one sent as an Update, when
+// the update completes (TurnInterceptor).
+func TurnEnded(spans *Spans, log *slog.Logger, sessionID string, in workflows.SendMessageInput, started time.Time, res workflows.TurnResult, err error) {
 	now := time.Now()
 	if started.After(now) {
 		started = now
 	}
 	elapsed := now.Sub(started)
-	log := w.log.With("session_id", sessionID, "turn_id", in.TurnID)
+	log = log.With("session_id", sessionID, "turn_id", in.TurnID)
 	if err != nil {
 		log.Warn("turn ended without a result", "duration_ms", elapsed.Milliseconds(), "err", err)
 	} else {
@@ -124,5 +128,5 @@ func (w *turnInterceptor) ended(sessionID string, in workflows.SendMessageInput,
 		r.Attrs = append(r.Attrs, attribute.String(AttrTurnOutcome, res.Outcome))
 		r.Error = turnError(res)
 	}
-	w.spans.Emit(in.Span, r)
+	spans.Emit(in.Span, r)
 }
