@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -383,6 +384,7 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // updateInHistory says what the Session workflow's history knows of the
+// turn: its Enqueue signal, or (from servers before the signal) the
 // SendMessage update whose id is turnID.
 func updateInHistory(ctx context.Context, st *stack, sessionID, turnID string) string {
 	it := st.tc.GetWorkflowHistory(ctx, sessionID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -393,6 +395,13 @@ func updateInHistory(ctx context.Context, st *stack, sessionID, turnID string) s
 			return "workflow history unreadable: " + err.Error()
 		}
 		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			a := e.GetWorkflowExecutionSignaledEventAttributes()
+			var in workflows.SendMessageInput
+			if a.GetSignalName() == workflows.SignalEnqueue && len(a.GetInput().GetPayloads()) > 0 &&
+				converter.GetDefaultDataConverter().FromPayload(a.GetInput().GetPayloads()[0], &in) == nil && in.TurnID == turnID {
+				found = append(found, fmt.Sprintf("signalled at event %d", e.GetEventId()))
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
 			if e.GetWorkflowExecutionUpdateAdmittedEventAttributes().GetRequest().GetMeta().GetUpdateId() == turnID {
 				found = append(found, fmt.Sprintf("admitted at event %d", e.GetEventId()))
@@ -408,9 +417,9 @@ func updateInHistory(ctx context.Context, st *stack, sessionID, turnID string) s
 		}
 	}
 	if len(found) == 0 {
-		return "the Session workflow's history has no SendMessage update with that id (never accepted)"
+		return "the Session workflow's history has no Enqueue signal or SendMessage update for that turn (never received)"
 	}
-	return "the Session workflow's history shows the update " + strings.Join(found, ", ")
+	return "the Session workflow's history shows the turn " + strings.Join(found, ", ")
 }
 
 // nextEvent names the first chaos event after t, for evidence.
