@@ -275,26 +275,7 @@ stream = false
 // names a turn B kept nothing of gets a reset marker.
 func TestDeltasAcrossReplicas(t *testing.T) {
 	fake := fakeprovider.New(t)
-	ts := testenv.Temporal(t)
-	db, dir := testdb.New(t), t.TempDir()
-	opts := func(queue string) testenv.Options {
-		return testenv.Options{
-			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
-			ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-			// Each replica runs the sessions it starts: a session opened
-			// and driven on A has its provider calls on A.
-			Env: map[string]string{"BAE_TASK_QUEUE": queue},
-		}
-	}
-	a := testenv.Start(t, opts("replica-a"))
-	b := testenv.Start(t, opts("replica-b"))
+	a, b := startReplicaPair(t, fake.URL(), "replica")
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	_, clientA := a.Key(t, pid)
 	sid, sk := a.Open(t, clientA, nil)
@@ -442,4 +423,29 @@ func TestDeltasHeaderValidated(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, orphans, "no message stored to run later")
 	assert.Zero(t, e.fake.RequestCount())
+}
+
+// startReplicaPair starts two servers on one database and one Temporal
+// namespace, each on its own task queue (<prefix>-a, <prefix>-b), with the
+// fake at fakeURL as provider "primary": each replica runs the sessions it
+// starts, so a session opened and driven on A has its provider calls on A.
+func startReplicaPair(t *testing.T, fakeURL, prefix string) (a, b *testenv.Server) {
+	t.Helper()
+	ts := testenv.Temporal(t)
+	db, dir := testdb.New(t), t.TempDir()
+	opts := func(queue string) testenv.Options {
+		return testenv.Options{
+			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
+			ConfigTOML: fmt.Sprintf(`
+[[providers.entries]]
+name = "primary"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "t"
+`, fakeURL),
+			Env: map[string]string{"BAE_TASK_QUEUE": queue},
+		}
+	}
+	return testenv.Start(t, opts(prefix+"-a")), testenv.Start(t, opts(prefix+"-b"))
 }

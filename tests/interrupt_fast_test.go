@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -114,24 +112,7 @@ func TestInterruptStopsTheProviderCall(t *testing.T) {
 func TestInterruptFromAnotherReplica(t *testing.T) {
 	fake := fakeprovider.New(t)
 	fake.Strict(true)
-	ts := testenv.Temporal(t)
-	db, dir := testdb.New(t), t.TempDir()
-	opts := func(queue string) testenv.Options {
-		return testenv.Options{
-			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
-			ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-			Env: map[string]string{"BAE_TASK_QUEUE": queue},
-		}
-	}
-	a := testenv.Start(t, opts("interrupt-a"))
-	b := testenv.Start(t, opts("interrupt-b"))
+	a, b := startReplicaPair(t, fake.URL(), "interrupt")
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	_, clientA := a.Key(t, pid)
 	sid, sk := a.Open(t, clientA, nil)
@@ -150,7 +131,7 @@ auth_token = "t"
 	assert.True(t, end.ClientGone && !end.Whole, "A's provider stream was closed before its end: %+v", end)
 	_, term := untilTerminal(t, send)
 	assert.Equal(t, true, term["result"].(map[string]any)["interrupted"])
-	assert.Equal(t, 1, stoppedAttempts(t, ts.GetDefaultClient(), sid), "B's stop message ended A's call")
+	assert.Equal(t, 1, stoppedAttempts(t, a.Temporal, sid), "B's stop message ended A's call")
 
 	fake.Enqueue(fakeprovider.Text("next"))
 	next := testenv.Terminal(t, b.Call(t, sid, sk, "session.sendMessage", map[string]any{"message": map[string]any{"content": "and now"}}))
