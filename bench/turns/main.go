@@ -284,7 +284,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		}
 		dbs := append([]string{st.dbName}, splitList(o.temporalDBs)...)
 		sizesBefore := pg.dbSizes(ctx, dbs)
-		rssBefore := st.replicaRSS()
+		// baesrv's resident memory is measured from before any turn: after
+		// the baseline turns it holds freed heap that the Go runtime returns
+		// to the system only later, so growth from there can come out
+		// negative. From the start it is an upper bound (the turns' own
+		// churn is in it).
+		rssBefore := rep.ReplicaRSS[0].Bytes
 		rep.Idle = openIdleUnderLoad(ctx, log, a, clientKey, sessions, o)
 		rep.Idle.Baseline = addedDist(base)
 		rep.Idle.measureGrowth(pg.dbSizes(ctx, dbs), sizesBefore, st.dbName, st.replicaRSS()-rssBefore)

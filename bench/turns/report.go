@@ -109,7 +109,8 @@ type idleReport struct {
 	HeapLiveAdded   int64           `json:"heap_live_added_bytes"`
 	Workflows       workflowCount   `json:"temporal_workflows"`
 	// Growth while the idle sessions opened: baesrv's resident memory
-	// (-replicas: its processes, summed), bae-go's database and the
+	// (-replicas: its processes, summed; from stack ready, so an upper
+	// bound), bae-go's database and the
 	// external Temporal server's databases (-temporal-dbs), in bytes.
 	ReplicaRSSAdded int64            `json:"baesrv_rss_added_bytes,omitempty"`
 	BaeDBAdded      int64            `json:"bae_database_added_bytes"`
@@ -375,7 +376,7 @@ func writeTable(w io.Writer, r *report) {
 		}
 		row("  growth", growth)
 		if ir.ReplicaRSSAdded != 0 {
-			row("  baesrv rss", per(ir.ReplicaRSSAdded))
+			row("  baesrv rss", per(ir.ReplicaRSSAdded)+" since stack ready, at most")
 		}
 		row("  turns during opens", fmt.Sprintf("%s, %d errors", fd(ir.DuringBurst), ir.DuringBurstErrors))
 		row("  before (0 idle)", "server-added "+fd(ir.Baseline))
