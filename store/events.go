@@ -187,11 +187,19 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 		firstOf = append(firstOf, i)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT last_event_seq FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
+	// The lock also switches this transaction to generic plans before the
+	// append statement is bound. PostgreSQL otherwise keeps planning that
+	// statement afresh on every call (its custom plan, which knows the
+	// arrays' lengths, always looks cheaper than the generic one), and
+	// planning it cost more CPU than running it: about 0.3 ms per append.
+	// The generic plan is the same index probes. The setting ends with the
+	// transaction; the statements after it in the transaction are keyed
+	// probes too, where the generic plan is the custom one.
+	b.Queue(`SELECT last_event_seq, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
 	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto)
 	br := tx.SendBatch(ctx, b)
 	var last int64
-	if err := br.QueryRow().Scan(&last); err != nil {
+	if err := br.QueryRow().Scan(&last, nil); err != nil {
 		_ = br.Close()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
