@@ -87,24 +87,7 @@ func (s *ndjson) writeParts(flush bool, parts ...[]byte) error {
 
 // writeLines writes already encoded lines (newlines included) and sends
 // them, under one lock and with one flush.
-func (s *ndjson) writeLines(lines [][]byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	s.openLocked()
-	for _, b := range lines {
-		if _, err := s.w.Write(b); err != nil {
-			s.err = err
-			return err
-		}
-	}
-	if f, ok := s.w.(http.Flusher); ok {
-		f.Flush()
-	}
-	return nil
-}
+func (s *ndjson) writeLines(lines [][]byte) error { return s.writeParts(true, lines...) }
 
 // flush sends what was written.
 func (s *ndjson) flush() {
@@ -115,23 +98,8 @@ func (s *ndjson) flush() {
 	}
 }
 
-// writeRaw writes one already encoded line, newline included.
-func (s *ndjson) writeRaw(b []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	s.openLocked()
-	if _, err := s.w.Write(b); err != nil {
-		s.err = err
-		return err
-	}
-	if f, ok := s.w.(http.Flusher); ok {
-		f.Flush()
-	}
-	return nil
-}
+// writeRaw writes one already encoded line, newline included, and sends it.
+func (s *ndjson) writeRaw(b []byte) error { return s.writeParts(true, b) }
 
 type rpcCall struct {
 	id       json.RawMessage // nil for a notification
