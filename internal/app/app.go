@@ -186,7 +186,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
-		Interceptors: []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log)},
+		Interceptors:               []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log)},
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})
 	acts.Register(w)
 	parts.Worker = w
