@@ -24,11 +24,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -56,32 +54,22 @@ func main() {
 	flag.IntVar(&o.window, "window", 20, "turns measured around each point (the early point's centre, the last ones)")
 	flag.StringVar(&o.kind, "kind", "anthropic", "wire format of the provider entry: anthropic or openai")
 	flag.IntVar(&o.windowTokens, "context-window", 10_000, "the provider's context window in tokens (4 bytes each as the fake counts)")
-	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
+	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.BoolVar(&o.jsonOut, "json", false, "JSON report on stdout")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.IntVar(&o.slowMs, "log-slow-ms", 0, "diagnostic: PostgreSQL logs the bench database's statements slower than this (server log)")
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := run(ctx, log, o)
-	if err != nil {
-		log.Error("compaction bench failed", "err", err)
-		os.Exit(1)
-	}
-	rep.print(os.Stderr)
-	if o.jsonOut {
-		_ = json.NewEncoder(os.Stdout).Encode(rep)
-	}
-}
-
-func defaultDB() string {
-	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
-		if v := os.Getenv(k); v != "" {
-			return v
+	benchstack.Main("compaction", func(ctx context.Context, log *slog.Logger) error {
+		rep, err := run(ctx, log, o)
+		if err != nil {
+			return err
 		}
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+		rep.print(os.Stderr)
+		if o.jsonOut {
+			_ = json.NewEncoder(os.Stdout).Encode(rep)
+		}
+		return nil
+	})
 }
 
 // fake times every request inside the fakeprovider's handler; the bench

@@ -29,10 +29,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
@@ -57,25 +55,10 @@ func main() {
 	flag.IntVar(&o.baseline, "baseline", 10, "measured interrupts with the fast path off (each waits for a workflow task heartbeat, seconds)")
 	flag.IntVar(&o.concurrency, "concurrency", 5, "sessions interrupting side by side")
 	flag.IntVar(&o.deltas, "deltas", 3, "text deltas the client sees before it interrupts")
-	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
+	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, log, o); err != nil {
-		log.Error("interrupt bench failed", "err", err)
-		os.Exit(1)
-	}
-}
-
-func defaultDB() string {
-	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	benchstack.Main("interrupt", func(ctx context.Context, log *slog.Logger) error { return run(ctx, log, o) })
 }
 
 // fake streams the endless answer and notes, per turn (its user text),

@@ -37,13 +37,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -77,7 +75,7 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 40, "offered turns/s across all sessions")
 	flag.IntVar(&o.observers, "observers", 100, "observers on one session in the fan-out phase")
 	flag.IntVar(&o.obsRun, "observer-turns", 8, "turns measured with 1 and with -observers observers")
-	flag.StringVar(&o.db, "db", defaultDB(), "maintenance database URL")
+	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the streaming load phase to this file, and of each observer phase to this file.<profile>-<observers>")
 	flag.BoolVar(&o.fanout, "fanout", true, "run the observer phases")
@@ -87,22 +85,7 @@ func main() {
 		observeChild(o.child)
 		return
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, log, o); err != nil {
-		log.Error("live bench failed", "err", err)
-		os.Exit(1)
-	}
-}
-
-func defaultDB() string {
-	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	benchstack.Main("live", func(ctx context.Context, log *slog.Logger) error { return run(ctx, log, o) })
 }
 
 // answer is the text the fake streams: 200 numbered tokens, one a piece.

@@ -94,7 +94,7 @@ func parseFlags() options {
 	flag.IntVar(&o.extraPollers, "extra-pollers", 0, "diagnostic: start a second worker with this many workflow and activity pollers")
 	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	flag.StringVar(&o.timelineCSV, "timeline-csv", "", "write every timeline turn's phases (ms) to this CSV file")
-	flag.StringVar(&o.dbURL, "db", defaultDBURL(), "maintenance database the bench database is created from")
+	flag.StringVar(&o.dbURL, "db", benchstack.DefaultDatabaseURL(), "maintenance database the bench database is created from")
 	flag.IntVar(&o.long, "long", 0, "long-session mode instead of the measured phase: build one session of this many events, then compare -turns turns on it with a fresh session's, and time its replay")
 	flag.BoolVar(&o.floor, "floor", false, "also run the floor (the irreducible work of a text turn, no orchestration) with the same sessions, turns and rate, and print both side by side")
 	flag.StringVar(&o.temporalAddr, "temporal", "", "an external Temporal frontend (host:port) instead of the embedded server (scripts/temporal-up.sh starts one)")
@@ -105,15 +105,6 @@ func parseFlags() options {
 	flag.StringVar(&o.baesrvBin, "baesrv", "bin/baesrv", "baesrv binary for -replicas")
 	flag.Parse()
 	return o
-}
-
-func defaultDBURL() string {
-	for _, k := range []string{"BAE_BENCH_DATABASE_URL", "BAE_TEST_DATABASE_URL"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
 func main() {
