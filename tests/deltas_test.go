@@ -436,15 +436,8 @@ func startReplicaPair(t *testing.T, fakeURL, prefix string) (a, b *testenv.Serve
 	opts := func(queue string) testenv.Options {
 		return testenv.Options{
 			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
-			ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fakeURL),
-			Env: map[string]string{"BAE_TASK_QUEUE": queue},
+			ConfigTOML: testenv.PrimaryProviderTOML(fakeURL),
+			Env:        map[string]string{"BAE_TASK_QUEUE": queue},
 		}
 	}
 	return testenv.Start(t, opts(prefix+"-a")), testenv.Start(t, opts(prefix+"-b"))

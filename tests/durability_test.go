@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -27,15 +26,8 @@ func TestTurnSurvivesServerRestart(t *testing.T) {
 		DatabaseURL: testdb.New(t),
 		DataDir:     t.TempDir(),
 		Temporal:    ts.GetDefaultClient(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-		Env: map[string]string{"BAE_TASK_QUEUE": "durable", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"},
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         map[string]string{"BAE_TASK_QUEUE": "durable", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"},
 	}
 	a := testenv.Start(t, opts)
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,15 +42,8 @@ func newEdgeEnv(t *testing.T, env map[string]string) *edgeEnv {
 	u.Host = proxy.Addr()
 	srv := testenv.Start(t, testenv.Options{
 		DatabaseURL: u.String(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-		Env: env,
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         env,
 	})
 	pid := srv.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	_, key := srv.Key(t, pid)

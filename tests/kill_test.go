@@ -190,15 +190,8 @@ func TestSupersededAfterSIGKILLMidStream(t *testing.T) {
 	replica := func(queue string) *procserver.Server {
 		return procserver.Start(t, procserver.Options{
 			Bin: ks.bin, DatabaseURL: ks.db, Temporal: temporal, DataDir: ks.dir,
-			Env: map[string]string{"BAE_TASK_QUEUE": queue},
-			ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
+			Env:        map[string]string{"BAE_TASK_QUEUE": queue},
+			ConfigTOML: testenv.PrimaryProviderTOML(fake.URL()),
 		})
 	}
 	a := replica("replica-a")

@@ -55,15 +55,8 @@ func TestRevocationEndsLiveStreamsOnEveryReplica(t *testing.T) {
 		DatabaseURL: testdb.New(t),
 		Temporal:    ts.GetDefaultClient(),
 		DataDir:     t.TempDir(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-		Env: map[string]string{"BAE_TASK_QUEUE": "liveauth"},
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         map[string]string{"BAE_TASK_QUEUE": "liveauth"},
 		// Far beyond the test's deadlines: only the LISTEN/NOTIFY
 		// announcements can end the streams in time.
 		Extend: func(p *app.Parts) error {

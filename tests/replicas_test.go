@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -25,15 +24,8 @@ func TestTwoReplicasShareSessions(t *testing.T) {
 		DatabaseURL: testdb.New(t),
 		Temporal:    ts.GetDefaultClient(),
 		DataDir:     t.TempDir(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
-		Env: map[string]string{"BAE_TASK_QUEUE": "replicas"},
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         map[string]string{"BAE_TASK_QUEUE": "replicas"},
 	}
 	a := testenv.Start(t, opts)
 	b := testenv.Start(t, opts)

@@ -1009,15 +1009,8 @@ func restartOpts(t *testing.T, fake *fakeprovider.Server, extraTOML string) test
 		DatabaseURL: testdb.New(t),
 		DataDir:     t.TempDir(),
 		Temporal:    testenv.Temporal(t).GetDefaultClient(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()) + extraTOML,
-		Env: map[string]string{"BAE_TASK_QUEUE": "tools-restart", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"},
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()) + extraTOML,
+		Env:         map[string]string{"BAE_TASK_QUEUE": "tools-restart", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s"},
 	}
 }
 

@@ -109,14 +109,7 @@ func startCluster(t *testing.T, o clusterOptions) *cluster {
 	queue := "topology-" + ids.New("")[:12]
 	for i, name := range o.Names {
 		cfg := filepath.Join(work, "bae-config-"+name+".toml")
-		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, c.fake.Lane(name).URL())), 0o600))
+		require.NoError(t, os.WriteFile(cfg, []byte(testenv.PrimaryProviderTOML(c.fake.Lane(name).URL())), 0o600))
 		p := &proc{
 			name: name, bin: bin, logDir: work,
 			clientAddr: "127.0.0.1:" + strconv.Itoa(ports[2*i]),

@@ -32,14 +32,7 @@ func startReplicas(t *testing.T) *replicas {
 		DatabaseURL: testdb.New(t),
 		Temporal:    temporalClient(t),
 		DataDir:     t.TempDir(),
-		ConfigTOML: fmt.Sprintf(`
-[[providers.entries]]
-name = "primary"
-provider = "anthropic"
-base_url = %q
-model = "claude-fake"
-auth_token = "t"
-`, fake.URL()),
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
 		// One task queue per test: both replicas' workers poll it, so
 		// either may run any session's workflow and activities.
 		Env: map[string]string{"BAE_TASK_QUEUE": "topology-" + t.Name()},

@@ -49,6 +49,19 @@ type Server struct {
 	done        chan error
 }
 
+// PrimaryProviderTOML is the bae-config.toml entry most tests run on: an
+// Anthropic-format provider named "primary" at baseURL (a fake).
+func PrimaryProviderTOML(baseURL string) string {
+	return fmt.Sprintf(`
+[[providers.entries]]
+name = "primary"
+provider = "anthropic"
+base_url = %q
+model = "claude-fake"
+auth_token = "t"
+`, baseURL)
+}
+
 // Options customise a test server.
 type Options struct {
 	// ConfigTOML is written to a file and loaded as bae-config.toml.
