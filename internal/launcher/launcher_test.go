@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/internal/lib/childenv"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -115,4 +117,42 @@ func TestRunKillsTheProcessGroupWhenCancelled(t *testing.T) {
 		stat, err := os.ReadFile("/proc/" + grandchild + "/stat")
 		return err != nil || strings.Contains(string(stat), ") Z ")
 	}, 10*time.Second, 20*time.Millisecond, "the grandchild outlived the kill")
+}
+
+// A child sees PATH, HOME, TMPDIR, TZ, the locale and its own env, never the
+// rest of the launcher's environment: the launcher's token, the database URL
+// and another agent's key stay out of it.
+func TestRunGivesTheChildOnlyItsOwnEnvironment(t *testing.T) {
+	secrets := map[string]string{
+		"BAE_LAUNCHER_API_TOKEN": "launcher-token-secret",
+		"BAE_DATABASE_URL":       "postgres://bae:db-secret@db/bae",
+		"OTHER_AGENT_KEY":        "other-agent-secret",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("TZ", "Europe/Paris")
+	t.Setenv("LC_ALL", "C.UTF-8")
+	t.Setenv("HOME", "/home/launcher")
+	lines, exit := collect(t, Spec{Name: "env", Command: "env", Env: map[string]string{"OWN_KEY": "own-value", "HOME": "/srv/agent"}})
+	require.NotNil(t, exit.ExitCode)
+	got := map[string]string{}
+	for _, l := range lines {
+		k, v, _ := strings.Cut(strings.TrimPrefix(l.Text, "[env] "), "=")
+		got[k] = v
+	}
+	for k, v := range secrets {
+		assert.NotContains(t, got, k)
+		for name, value := range got {
+			assert.NotContains(t, value, v, "%s carries %s's value", name, k)
+		}
+	}
+	assert.Equal(t, os.Getenv("PATH"), got["PATH"])
+	assert.Equal(t, "Europe/Paris", got["TZ"])
+	assert.Equal(t, "C.UTF-8", got["LC_ALL"])
+	assert.Equal(t, "/srv/agent", got["HOME"], "the agent's own env wins")
+	assert.Equal(t, "own-value", got["OWN_KEY"])
+	for k := range got {
+		assert.True(t, k == "OWN_KEY" || childenv.Inherited(k), "%s reached the child", k)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bae-go/bae-go/internal/lib/childenv"
 )
 
 // MaxLineLen caps one forwarded output line, in characters, before the
@@ -47,7 +49,7 @@ type Spec struct {
 	Name    string
 	Command string // PATH-resolved when not absolute
 	Args    []string
-	Env     map[string]string // layered onto the launcher's own environment
+	Env     map[string]string // with PATH, HOME, TMPDIR, TZ, LANG and LC_* of the launcher's (childenv)
 	Dir     string            // "" inherits the launcher's working directory
 }
 
@@ -76,10 +78,10 @@ func Run(ctx context.Context, spec Spec, emit func(Line)) (Exit, error) {
 func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(error)) (Exit, error) {
 	cmd := exec.CommandContext(ctx, spec.Command, spec.Args...)
 	cmd.Dir = spec.Dir
-	cmd.Env = os.Environ()
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	// Only what a program needs from the launcher's environment, plus the
+	// agent's own env: the launcher's token, database URL and the other
+	// agents' secrets stay out of reach.
+	cmd.Env = childenv.Build(os.Environ(), spec.Env)
 	cmd.Stdin = nil
 	// Its own process group, so a kill reaches whatever the child started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
