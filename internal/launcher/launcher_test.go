@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,4 +156,52 @@ func TestRunGivesTheChildOnlyItsOwnEnvironment(t *testing.T) {
 	for k := range got {
 		assert.True(t, k == "OWN_KEY" || childenv.Inherited(k), "%s reached the child", k)
 	}
+}
+
+// A line longer than the cap is emitted, capped, as soon as the cap is
+// reached, while the child is still writing it (BAE does the same): here
+// the child writes 256 KiB without a newline and then waits for a gate the
+// test opens only once it has seen the capped line.
+func TestRunEmitsACappedLineWhileTheChildStillWrites(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	lines := make(chan Line, 16)
+	done := make(chan Exit, 1)
+	go func() {
+		exit, err := Run(context.Background(), Spec{Name: "big", Command: "sh", Args: []string{"-c",
+			`head -c 262144 /dev/zero | tr '\0' x; while [ ! -e "$GATE" ]; do sleep 0.05; done; echo; echo tail`},
+			Env: map[string]string{"GATE": gate}}, func(l Line) { lines <- l })
+		assert.NoError(t, err)
+		close(lines)
+		done <- exit
+	}()
+	select {
+	case l := <-lines:
+		assert.Equal(t, Line{Stream: Stdout, Text: "[big] " + strings.Repeat("x", MaxLineLen) + "…"}, l)
+	case <-done:
+		t.Fatal("the child exited before its capped line was seen")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no capped line while the child was still writing it")
+	}
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var rest []Line
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	exit := <-done
+	require.NotNil(t, exit.ExitCode)
+	assert.Equal(t, 0, *exit.ExitCode)
+	assert.Equal(t, []Line{{Stream: Stdout, Text: "[big] tail"}}, rest, "the rest of the long line is dropped")
+}
+
+func TestReadLinesCapsByCharacters(t *testing.T) {
+	var got []string
+	// A line of exactly MaxLineLen characters is whole; one more is cut; a
+	// multi-byte character split across reads is counted once.
+	exact := strings.Repeat("é", MaxLineLen)
+	readLines(io.MultiReader(strings.NewReader(exact[:5]), strings.NewReader(exact[5:]+"\r\n"), strings.NewReader(exact+"é!\nlast")),
+		func(s string) { got = append(got, s) })
+	require.Len(t, got, 3)
+	assert.Equal(t, exact, got[0])
+	assert.Equal(t, exact+"…", got[1])
+	assert.Equal(t, "last", got[2])
 }
