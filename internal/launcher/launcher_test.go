@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/childenv"
 )
 
@@ -45,21 +47,23 @@ func TestCheckNames(t *testing.T) {
 	require.ErrorContains(t, CheckNames("f", []string{"a", "  "}), "agent 2 has an empty name")
 }
 
-func TestReadConfigRefusesUnknownFields(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "x.toml")
-	require.NoError(t, os.WriteFile(p, []byte("[agent]\nname = \"a\"\n"), 0o600))
+func TestDecodeConfigRefusesUnknownFields(t *testing.T) {
 	var v struct {
 		Agents []struct {
-			Name string `toml:"name"`
+			Name   string         `toml:"name"`
+			Schema map[string]any `toml:"schema"`
 		} `toml:"agents"`
 	}
-	found, err := ReadConfig(p, &v, func(err error) error { return err })
-	assert.True(t, found)
-	require.ErrorContains(t, err, "unknown field(s) agent")
+	err := DecodeConfig("x.toml", []byte("[agent]\nname = \"a\"\n"), &v)
+	require.EqualError(t, err, "x.toml: unknown field(s) agent, agent.name")
 	assert.Equal(t, ExitUsage, ExitCode(err))
+	require.NoError(t, DecodeConfig("x.toml", []byte("[[agents]]\nname = \"a\"\n[agents.schema]\ntype = \"object\"\n"), &v, "agents.schema"))
+	err = DecodeConfig("x.toml", []byte("[[agents]\n"), &v)
+	require.ErrorContains(t, err, "x.toml: toml: line 2")
+	assert.Equal(t, ExitUsage, ExitCode(err))
+	assert.EqualError(t, Prefixed(err, "malformed config: "), "malformed config: "+err.Error())
 
-	found, err = ReadConfig(filepath.Join(dir, "missing.toml"), &v, func(err error) error { return err })
+	_, found, err := ReadFile(filepath.Join(t.TempDir(), "missing.toml"))
 	require.NoError(t, err)
 	assert.False(t, found, "a missing file is no error")
 }
@@ -204,4 +208,22 @@ func TestReadLinesCapsByCharacters(t *testing.T) {
 	assert.Equal(t, exact, got[0])
 	assert.Equal(t, exact+"…", got[1])
 	assert.Equal(t, "last", got[2])
+}
+
+// The launchers' text log writes a message as it is, so BAE's quoted words
+// can be grepped for; attributes follow as key=value, one record per line.
+func TestLoggerWritesMessagesAsBAEDoes(t *testing.T) {
+	var b strings.Builder
+	log := NewLogger(&b, config.Log{Level: slog.LevelInfo}).With("component", "x")
+	log.Warn(`agent "nightly" skipped: previous invocation still running`, "agent", "nightly")
+	log.Debug("hidden")
+	log.Info("two\nlines", "err", "a b")
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	require.Len(t, lines, 2, b.String())
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN agent "nightly" skipped: previous invocation still running component=x agent=nightly$`, lines[0])
+	assert.Regexp(t, `Z INFO two\\nlines component=x err="a b"$`, lines[1])
+
+	b.Reset()
+	NewLogger(&b, config.Log{Level: slog.LevelInfo, JSON: true}).Warn(`agent "a" skipped`)
+	assert.Contains(t, b.String(), `"msg":"agent \"a\" skipped"`)
 }
