@@ -42,7 +42,7 @@ func TestExitCodesBeforeTemporal(t *testing.T) {
 		says string
 	}{
 		// BAE's words first ("malformed config"), then which file and why.
-		"singular agent table": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[agent]\nname = \"a\"\n")}, 2, "malformed config: "},
+		"singular agent table":  {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[agent]\nname = \"a\"\n")}, 2, "malformed config: "},
 		"unknown top-level key": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[[agnts]]\nname = \"a\"\ncommand = \"true\"\n")}, 2, "malformed config: "},
 		"bad toml": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml",
 			"[[agents]]\nname = \"a\"\n\n\ncommand = [not valid\n")}, 2, "malformed config: "},

@@ -29,15 +29,15 @@ func writeConfig(t *testing.T, toml string) string {
 
 func TestLoadRefusesWhatBAERefuses(t *testing.T) {
 	cases := map[string]struct{ toml, msg string }{
-		"singular block":  {"[agent]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n", "unknown field(s) agent"},
-		"unknown field":   {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\ncron='x'\n", "unknown field(s) agents.cron"},
-		"five fields":     {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * *'\n", `agent "a": invalid schedule`},
-		"bad expression":  {"[[agents]]\nname='a'\ncommand='x'\nschedule='never-a-cron * * * * *'\n", `agent "a": invalid schedule`},
-		"duplicate name":  {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n[[agents]]\nname='a'\ncommand='y'\nschedule='* * * * * *'\n", `duplicate agent name "a"`},
-		"blank name":      {"[[agents]]\nname=' '\ncommand='x'\nschedule='* * * * * *'\n", "empty name"},
-		"no command":      {"[[agents]]\nname='a'\nschedule='* * * * * *'\n", `agent "a" has no command`},
-		"unterminated ${": {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\nenv={T='${X'}\n", "unterminated"},
-		"bad toml":        {"[[agents]]\nname='a'\n\ncommand=[not valid\n", "toml: line 4"},
+		"singular block":    {"[agent]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n", "unknown field(s) agent"},
+		"unknown field":     {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\ncron='x'\n", "unknown field(s) agents.cron"},
+		"five fields":       {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * *'\n", `agent "a": invalid schedule`},
+		"bad expression":    {"[[agents]]\nname='a'\ncommand='x'\nschedule='never-a-cron * * * * *'\n", `agent "a": invalid schedule`},
+		"duplicate name":    {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n[[agents]]\nname='a'\ncommand='y'\nschedule='* * * * * *'\n", `duplicate agent name "a"`},
+		"blank name":        {"[[agents]]\nname=' '\ncommand='x'\nschedule='* * * * * *'\n", "empty name"},
+		"no command":        {"[[agents]]\nname='a'\nschedule='* * * * * *'\n", `agent "a" has no command`},
+		"unterminated ${":   {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\nenv={T='${X'}\n", "unterminated"},
+		"bad toml":          {"[[agents]]\nname='a'\n\ncommand=[not valid\n", "toml: line 4"},
 		"unknown top-level": {"[[agnts]]\nname='a'\n", "unknown field(s) agnts"},
 	}
 	for name, c := range cases {

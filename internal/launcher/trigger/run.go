@@ -21,12 +21,12 @@ import (
 
 // Defaults of baeapi's settings.
 const (
-	DefaultConfigPath       = "/etc/bae/bae-api.toml"
-	DefaultAddr             = "0.0.0.0:9090"
+	DefaultConfigPath = "/etc/bae/bae-api.toml"
+	DefaultAddr       = "0.0.0.0:9090"
 	// LoopbackAddr is the default instead of DefaultAddr when no token is
 	// set: an open port is reachable from this machine only unless the
 	// operator names an address.
-	LoopbackAddr = "127.0.0.1:9090"
+	LoopbackAddr            = "127.0.0.1:9090"
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultHeartbeatTimeout = 30 * time.Second
 )

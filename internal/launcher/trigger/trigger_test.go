@@ -408,7 +408,7 @@ func TestTriggerIsolation(t *testing.T) {
 func TestListenAddr(t *testing.T) {
 	for _, c := range []struct {
 		env, file, token, want string
-		loopbackOnly          bool
+		loopbackOnly           bool
 	}{
 		{"", "", "", "127.0.0.1:9090", true}, // no token: this machine only
 		{"", "", "t", "0.0.0.0:9090", false},
