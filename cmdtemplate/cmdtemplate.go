@@ -10,8 +10,10 @@
 // [[ ]], a comment or a here-document, or right after a backslash or a $.
 // And since one literal word is still an option to the command when it
 // begins with "-", Expand refuses such a value for a placeholder that starts
-// a word, unless the template ended the command's options with a "--" word
-// before it ("sort -- {file}"). The template decides what a value means: a
+// a word (or follows nothing in its word but quotes and unquoted $name, $1,
+// $( ) expansions, which may be empty: "sort $PREFIX{file}"), unless the
+// template ended the command's options with a "--" word before it
+// ("sort -- {file}"). The template decides what a value means: a
 // command that runs its argument as code (sh -c, eval, an awk program) runs
 // the value as code.
 package cmdtemplate
@@ -292,8 +294,12 @@ func Parse(src string) (*Template, error) {
 				push(kBracket)
 				i += 2
 			default:
+				// $name, $1, $@ and the like: unquoted, the expansion may be
+				// empty, so a placeholder after it can still begin the word
+				// ("sort $PREFIX{file}" with PREFIX unset is "sort {file}").
+				// Its characters are not constant ones: wordStart stays.
 				f.nonPlain()
-				i++
+				i += 1 + paramLen(src[i+1:])
 			}
 			continue
 		case c == '"':
@@ -370,6 +376,26 @@ func Parse(src string) (*Template, error) {
 	default:
 		return bad("unterminated $( ), ( ), (( )), $[ ] or [[ ]]")
 	}
+}
+
+// paramLen is the length of the parameter name right after a $: an
+// identifier, one digit, or one special parameter (@ * # ? $ ! -); 0 when
+// none starts s (a lone $ is a literal $).
+func paramLen(s string) int {
+	if s == "" {
+		return 0
+	}
+	switch c := s[0]; {
+	case c >= '0' && c <= '9', strings.IndexByte("@*#?$!-", c) >= 0:
+		return 1
+	case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		n := 1
+		for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || s[n] >= '0' && s[n] <= '9') {
+			n++
+		}
+		return n
+	}
+	return 0
 }
 
 func isIdent(s string) bool {

@@ -78,7 +78,9 @@ func TestExpandQuotesOnce(t *testing.T) {
 }
 
 func TestExpandRefusesOptionValuesWhereTheyStartAWord(t *testing.T) {
-	refused := []string{"sort {file}", "ls -l {file}", "echo {a}{file}", "echo ''{file}", "x=1; sort -- y; sort {file}", "sort -- $(cat {file})"}
+	refused := []string{"sort {file}", "ls -l {file}", "echo {a}{file}", "echo ''{file}", "x=1; sort -- y; sort {file}", "sort -- $(cat {file})",
+		// An unquoted expansion may be empty: the value still begins the word.
+		"sort $PREFIX{file}", "sort $1{file}", "sort $@{file}", "sort $A$_b2{file}", "sort $(true){file}", "sort $#{file}"}
 	for _, src := range refused {
 		tpl, err := Parse(src)
 		require.NoError(t, err, src)
@@ -89,7 +91,8 @@ func TestExpandRefusesOptionValuesWhereTheyStartAWord(t *testing.T) {
 		assert.Equal(t, "file", ve.Param)
 		assert.Contains(t, err.Error(), `begins with "-"`)
 	}
-	allowed := []string{"sort -- {file}", "grep -e x -- {file} | sort", "echo --file={file}", "cat <{file}", "echo x{file}", "git log -- a {file}"}
+	allowed := []string{"sort -- {file}", "grep -e x -- {file} | sort", "echo --file={file}", "cat <{file}", "echo x{file}", "git log -- a {file}",
+		"sort -- $PREFIX{file}", "echo $P/{file}", "echo $10{file}", "echo x$P{file}"}
 	for _, src := range allowed {
 		tpl, err := Parse(src)
 		require.NoError(t, err, src)
@@ -208,6 +211,21 @@ func TestAttacksDoNotGetThrough(t *testing.T) {
 			_, err = runShell(t, sh, dir, cmd)
 			assert.Error(t, err, "sort looks for a file named -o…")
 			assert.NoFileExists(t, target)
+
+			// sort $PREFIX{file} and sort $1{file}: with the expansion empty,
+			// the quoted value alone was the word, so -o<path> was an option
+			// again. Refused like sort {file}.
+			for _, src := range []string{"sort $PREFIX{file} in", "sort $1{file} in"} {
+				tpl, err = Parse(src)
+				require.NoError(t, err)
+				_, err = tpl.Expand(map[string]string{"file": "-o" + target})
+				require.ErrorContains(t, err, `begins with "-"`, src)
+				naive := strings.Replace(src, "{file}", Quote("-o"+target), 1)
+				_, err = runShell(t, sh, dir, "unset PREFIX; "+naive)
+				require.NoError(t, err)
+				require.FileExists(t, target, "the attack works when nothing stops it: %s", src)
+				require.NoError(t, os.Remove(target))
+			}
 
 			// A model name with shell metacharacters never reaches the shell.
 			sub, err := ParseSubagent("printf %s {model}", PromptViaStdin)

@@ -41,15 +41,20 @@ func TestExitCodesBeforeTemporal(t *testing.T) {
 		code int
 		says string
 	}{
-		"unknown field": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[agent]\nname = \"a\"\n")}, 2, "agent"},
+		// BAE's words first ("malformed config"), then which file and why.
+		"singular agent table":  {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[agent]\nname = \"a\"\n")}, 2, "malformed config: "},
+		"unknown top-level key": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[[agnts]]\nname = \"a\"\ncommand = \"true\"\n")}, 2, "malformed config: "},
+		"bad toml": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml",
+			"[[agents]]\nname = \"a\"\n\n\ncommand = [not valid\n")}, 2, "malformed config: "},
+		"wrong type": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml", "[[agents]]\nname = 5\ncommand = \"true\"\n")}, 2, "malformed config: "},
 		"duplicate name": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml",
-			"[[agents]]\nname = \"a\"\ncommand = \"true\"\n[[agents]]\nname = \"a\"\ncommand = \"true\"\n")}, 2, `"a"`},
+			"[[agents]]\nname = \"a\"\ncommand = \"true\"\n[[agents]]\nname = \"a\"\ncommand = \"true\"\n")}, 2, `duplicate agent name "a"`},
 		"bad schema": {map[string]string{"BAE_LAUNCHER_API_CONFIG": writeFile(t, "x.toml",
-			"[[agents]]\nname = \"a\"\ncommand = \"true\"\n[agents.request_schema]\ntype = 5\n")}, 2, "a"},
+			"[[agents]]\nname = \"a\"\ncommand = \"true\"\n[agents.request_schema]\ntype = 5\n")}, 2, `agent "a" has an invalid request_schema`},
 		"timeout not a number": {map[string]string{"BAE_LAUNCHER_API_CONFIG": good, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT": "1.5"}, 2, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT"},
 		"timeout negative":     {map[string]string{"BAE_LAUNCHER_API_CONFIG": good, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT": "-1"}, 2, "BAE_LAUNCHER_API_SHUTDOWN_TIMEOUT"},
 		// A file that exists but cannot be read is exit 1 for baeapi, as in BAE.
-		"unreadable config": {map[string]string{"BAE_LAUNCHER_API_CONFIG": t.TempDir()}, 1, ""},
+		"unreadable config": {map[string]string{"BAE_LAUNCHER_API_CONFIG": t.TempDir()}, 1, "cannot read config file"},
 		"extra argument":    {map[string]string{"BAE_LAUNCHER_API_CONFIG": good, "ARGS": "x"}, 2, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -65,6 +70,11 @@ func TestExitCodesBeforeTemporal(t *testing.T) {
 			assert.NotContains(t, stderr.String(), "connect to temporal")
 		})
 	}
+	// The TOML error keeps its detail after BAE's words: the file and line.
+	path := writeFile(t, "bad.toml", "[[agents]]\nname = \"a\"\n\n\ncommand = [not valid\n")
+	var stderr strings.Builder
+	require.Equal(t, 2, execute(context.Background(), nil, lookupOf(map[string]string{"BAE_LAUNCHER_API_CONFIG": path, "BAE_TEMPORAL_ADDR": "127.0.0.1:1"}), &strings.Builder{}, &stderr))
+	assert.Contains(t, stderr.String(), "baeapi: malformed config: "+path+": toml: line 5")
 }
 
 // apiRun is baeapi run through execute against an embedded Temporal.
@@ -172,8 +182,8 @@ func TestBaeapiOnTemporal(t *testing.T) {
 		_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
 		resp.Body.Close()
 		assert.JSONEq(t, `[]`, body.String())
-		assert.Contains(t, r.stderr.String(), "running with zero agents")
-		assert.Contains(t, r.stderr.String(), "BAE_LAUNCHER_API_TOKEN is not set")
+		assert.Contains(t, r.stderr.String(), "no config file found")
+		assert.Contains(t, r.stderr.String(), "BAE_LAUNCHER_API_TOKEN is UNSET")
 		r.stop()
 		assert.Equal(t, 0, <-r.code)
 	})

@@ -28,14 +28,17 @@ func TestExitCodesBeforeTemporal(t *testing.T) {
 		code int
 		says string
 	}{
-		"unknown field":         {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[agent]\nname = \"a\"\n")}, code: 2, says: "agent"},
-		"five cron fields":      {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agents]]\nname = \"nightly\"\ncommand = \"true\"\nschedule = \"0 3 * * *\"\n")}, code: 2, says: "nightly"},
-		"blank name":            {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agents]]\nname = \" \"\ncommand = \"true\"\nschedule = \"0 0 3 * * *\"\n")}, code: 2},
+		// BAE's words first ("invalid schedule config"), then which file and why.
+		"singular agent table":  {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[agent]\nname = \"a\"\n")}, code: 2, says: "invalid schedule config: "},
+		"unknown top-level key": {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agnts]]\nname = \"a\"\n")}, code: 2, says: "invalid schedule config: "},
+		"bad toml":              {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agents]]\nname = \"a\"\ncommand = [not valid\n")}, code: 2, says: "invalid schedule config: "},
+		"five cron fields":      {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agents]]\nname = \"nightly\"\ncommand = \"true\"\nschedule = \"0 3 * * *\"\n")}, code: 2, says: `invalid schedule config: `},
+		"blank name":            {env: map[string]string{"BAE_SCHEDULES_CONFIG": writeFile(t, "[[agents]]\nname = \" \"\ncommand = \"true\"\nschedule = \"0 0 3 * * *\"\n")}, code: 2, says: "invalid schedule config: "},
 		"timeout not a number":  {env: map[string]string{"BAE_SCHEDULES_CONFIG": good, "BAE_SCHEDULES_SHUTDOWN_TIMEOUT": "ten"}, code: 2, says: "BAE_SCHEDULES_SHUTDOWN_TIMEOUT"},
 		"catch-up not a number": {env: map[string]string{"BAE_SCHEDULES_CONFIG": good, "BAE_SCHEDULES_CATCHUP_WINDOW": "1h"}, code: 2, says: "BAE_SCHEDULES_CATCHUP_WINDOW"},
 		"catch-up too short":    {env: map[string]string{"BAE_SCHEDULES_CONFIG": good, "BAE_SCHEDULES_CATCHUP_WINDOW": "5"}, code: 2, says: "10 seconds"},
 		// Unlike baeapi, an unreadable file is a usage error for baesched, as in BAE.
-		"unreadable config": {env: map[string]string{"BAE_SCHEDULES_CONFIG": t.TempDir()}, code: 2},
+		"unreadable config": {env: map[string]string{"BAE_SCHEDULES_CONFIG": t.TempDir()}, code: 2, says: "failed to read schedule config: "},
 		"extra argument":    {env: map[string]string{"BAE_SCHEDULES_CONFIG": good}, args: []string{"now"}, code: 2, says: "now"},
 		"bad runs flag":     {env: map[string]string{}, args: []string{"runs", "--limit", "many"}, code: 2, says: "limit"},
 	} {

@@ -39,13 +39,14 @@ func Get(lookup func(string) (string, bool), name, def string) string {
 }
 
 // NewLogger is a launcher's own stderr log, set like baesrv's (BAE_LOG,
-// BAE_LOG_FORMAT; config.LogFromEnv).
+// BAE_LOG_FORMAT; config.LogFromEnv). Its text lines carry each message as
+// written, as BAE's launchers do (textHandler).
 func NewLogger(w io.Writer, lc config.Log) *slog.Logger {
 	o := &slog.HandlerOptions{Level: lc.Level}
 	if lc.JSON {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}
-	return slog.New(slog.NewTextHandler(w, o))
+	return slog.New(newTextHandler(w, o))
 }
 
 // DialTemporal connects to the Temporal cluster baesrv uses

@@ -11,39 +11,52 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// ReadConfig reads a launcher's TOML file at path into v, refusing unknown
-// fields anywhere in it (a singular [agent] block or a typo'd key would
-// otherwise leave the launcher with fewer agents than the operator wrote).
-// A missing file is not an error: found is false and v is untouched.
-// unreadable wraps a file that exists but cannot be read, so each launcher
-// picks its own exit code for it. freeForm names tables whose contents are
-// the operator's own (a JSON Schema), as dotted paths ("agents.request_schema").
-func ReadConfig(path string, v any, unreadable func(error) error, freeForm ...string) (found bool, err error) {
-	data, err := os.ReadFile(path)
+// ReadFile reads a launcher's config file. A missing file is not an error:
+// found is false. err is a file that exists but cannot be read; each
+// launcher picks its own exit code and words for it.
+func ReadFile(path string) (data []byte, found bool, err error) {
+	data, err = os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return true, unreadable(fmt.Errorf("%s: %w", path, err))
+		return nil, true, fmt.Errorf("%s: %w", path, err)
 	}
+	return data, true, nil
+}
+
+// DecodeConfig decodes the TOML data of the file at path into v, refusing
+// unknown fields anywhere in it (a singular [agent] block or a typo'd key
+// would otherwise leave the launcher with fewer agents than the operator
+// wrote). freeForm names tables whose contents are the operator's own (a
+// JSON Schema), as dotted paths ("agents.request_schema"). Every problem is a
+// *UsageError naming path.
+func DecodeConfig(path string, data []byte, v any, freeForm ...string) error {
 	md, err := toml.Decode(string(data), v)
 	if err != nil {
-		return true, &UsageError{Msg: fmt.Sprintf("%s: %v", path, err)}
+		return &UsageError{Msg: fmt.Sprintf("%s: %v", path, err)}
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, 0, len(und))
-		for _, k := range und {
-			if !underAny(k, freeForm) {
-				keys = append(keys, k.String())
-			}
+	var keys []string
+	for _, k := range md.Undecoded() {
+		if !underAny(k, freeForm) {
+			keys = append(keys, k.String())
 		}
-		if len(keys) == 0 {
-			return true, nil
-		}
+	}
+	if len(keys) > 0 {
 		sort.Strings(keys)
-		return true, &UsageError{Msg: fmt.Sprintf("%s: unknown field(s) %s", path, strings.Join(keys, ", "))}
+		return &UsageError{Msg: fmt.Sprintf("%s: unknown field(s) %s", path, strings.Join(keys, ", "))}
 	}
-	return true, nil
+	return nil
+}
+
+// Prefixed puts prefix (BAE's words for a bad file, which operators grep
+// for) before the message of a *UsageError; other errors pass unchanged.
+func Prefixed(err error, prefix string) error {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return &UsageError{Msg: prefix + ue.Msg}
+	}
+	return err
 }
 
 // CheckNames refuses a blank or repeated agent name: the name is the log

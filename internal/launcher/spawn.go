@@ -1,7 +1,7 @@
 package launcher
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bae-go/bae-go/internal/lib/childenv"
 )
 
 // MaxLineLen caps one forwarded output line, in characters, before the
@@ -20,8 +22,8 @@ import (
 // trigger's response with an unbounded line.
 const MaxLineLen = 8192
 
-// maxLineBytes bounds what is read of one line before the rest is dropped
-// (MaxLineLen characters of at most 4 bytes each).
+// maxLineBytes bounds what is held of one line before its capped form is
+// emitted (MaxLineLen characters of at most 4 bytes each).
 const maxLineBytes = 4 * MaxLineLen
 
 // waitDelay bounds how long Run waits, once the child has exited or been
@@ -47,7 +49,7 @@ type Spec struct {
 	Name    string
 	Command string // PATH-resolved when not absolute
 	Args    []string
-	Env     map[string]string // layered onto the launcher's own environment
+	Env     map[string]string // with PATH, HOME, TMPDIR, TZ, LANG and LC_* of the launcher's (childenv)
 	Dir     string            // "" inherits the launcher's working directory
 }
 
@@ -76,10 +78,10 @@ func Run(ctx context.Context, spec Spec, emit func(Line)) (Exit, error) {
 func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(error)) (Exit, error) {
 	cmd := exec.CommandContext(ctx, spec.Command, spec.Args...)
 	cmd.Dir = spec.Dir
-	cmd.Env = os.Environ()
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	// Only what a program needs from the launcher's environment, plus the
+	// agent's own env: the launcher's token, database URL and the other
+	// agents' secrets stay out of reach.
+	cmd.Env = childenv.Build(os.Environ(), spec.Env)
 	cmd.Stdin = nil
 	// Its own process group, so a kill reaches whatever the child started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -137,35 +139,63 @@ func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(
 }
 
 // readLines calls line for every line of r (without its line ending), each
-// capped at MaxLineLen characters with a trailing "…".
+// capped at MaxLineLen characters with a trailing "…". The cap applies while
+// reading: as soon as a line holds more than MaxLineLen characters its capped
+// form is emitted, and the rest of it, up to its newline, is dropped. So a
+// child writing a long line without a newline is seen at once, and no more
+// than maxLineBytes and one read of a line are ever held.
 func readLines(r io.Reader, line func(string)) {
-	br := bufio.NewReaderSize(r, 64*1024)
+	chunk := make([]byte, 32*1024)
 	var buf []byte
-	cut := false
+	// counted is how much of buf is counted in runes (whole characters
+	// only: a character split across reads is counted once complete).
+	counted, runes := 0, 0
+	dropping := false // the current line was emitted capped: skip to its end
 	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if len(chunk) > 0 {
-			if room := maxLineBytes - len(buf); room > 0 {
-				if len(chunk) > room {
-					chunk, cut = chunk[:room], true
+		n, err := r.Read(chunk)
+		rest := chunk[:n]
+		for len(rest) > 0 {
+			nl := bytes.IndexByte(rest, '\n')
+			if nl >= 0 {
+				if !dropping {
+					buf = append(buf, rest[:nl]...)
+					line(capLine(bytes.TrimSuffix(buf, []byte("\r")), false))
 				}
-				buf = append(buf, chunk...)
-			} else {
-				cut = true
+				buf, counted, runes, dropping = buf[:0], 0, 0, false
+				rest = rest[nl+1:]
+				continue
 			}
+			if !dropping {
+				buf = append(buf, rest...)
+				counted, runes = countRunes(buf, counted, runes)
+				if runes > MaxLineLen || len(buf) > maxLineBytes {
+					line(capLine(buf, true))
+					buf, counted, runes, dropping = buf[:0], 0, 0, true
+				}
+			}
+			break
 		}
 		if err != nil {
-			if len(buf) > 0 || cut {
-				line(capLine(buf, cut))
+			if len(buf) > 0 {
+				line(capLine(bytes.TrimSuffix(buf, []byte("\r")), false))
 			}
 			return
 		}
-		if isPrefix {
-			continue
-		}
-		line(capLine(buf, cut))
-		buf, cut = buf[:0], false
 	}
+}
+
+// countRunes extends a count of the characters in b[:from] (runes of them)
+// over b's complete characters, leaving out a trailing one not yet whole.
+func countRunes(b []byte, from, runes int) (int, int) {
+	for from < len(b) {
+		if !utf8.FullRune(b[from:]) {
+			break
+		}
+		_, size := utf8.DecodeRune(b[from:])
+		from += size
+		runes++
+	}
+	return from, runes
 }
 
 func capLine(b []byte, cut bool) string {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/lib/childenv"
 )
 
 // Transport names accepted in ServerConfig.Transport.
@@ -112,42 +113,19 @@ func redacted(err error) error        { return redactedError{err} }
 func (e redactedError) Error() string { return config.RedactURLsIn(e.err.Error()) }
 func (e redactedError) Unwrap() error { return e.err }
 
-// childEnv is a stdio server's environment: only the variables a program
-// needs to run (inheritedEnv) from the server's own, then the entry's env
-// with its ${VAR} tokens resolved. Nothing else of the server's environment
-// (its database URL, console password, provider tokens) reaches the child.
+// childEnv is a stdio server's environment (childenv.Build): what a program
+// needs to run from the server's own, then the entry's env with its ${VAR}
+// tokens resolved.
 func childEnv(environ []string, entry map[string]string, lookup func(string) (string, bool)) ([]string, error) {
-	out := make([]string, 0, len(entry)+8)
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, own := entry[name]; !own && inheritedEnv(name) {
-			out = append(out, kv)
-		}
-	}
-	names := make([]string, 0, len(entry))
-	for name := range entry {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	own := make(map[string]string, len(entry))
+	for _, name := range slices.Sorted(maps.Keys(entry)) { // the first unset one named, always the same
 		v, err := config.ResolveEnvTokens(entry[name], lookup)
 		if err != nil {
 			return nil, fmt.Errorf("resolve env %q: %w", name, err)
 		}
-		out = append(out, name+"="+v)
+		own[name] = v
 	}
-	return out, nil
-}
-
-// inheritedEnv names what a stdio server gets from the server's environment:
-// where programs are, the home directory, the temporary directory, the time
-// zone and the locale.
-func inheritedEnv(name string) bool {
-	switch name {
-	case "PATH", "HOME", "TMPDIR", "TZ", "LANG", "LANGUAGE":
-		return true
-	}
-	return strings.HasPrefix(name, "LC_")
+	return childenv.Build(environ, own), nil
 }
 
 // newTransport builds the (unstarted) transport for cfg, resolving ${VAR}

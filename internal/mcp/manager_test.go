@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/config"
+	"github.com/bae-go/bae-go/internal/lib/childenv"
 	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
 
@@ -569,7 +570,7 @@ func TestStdioServerGetsMinimalEnvironment(t *testing.T) {
 	assert.Equal(t, "plain", got["WORDS_MODE"])
 	extra := []string{}
 	for k := range got {
-		if !inheritedEnv(k) && cfg.Env[k] == "" {
+		if !childenv.Inherited(k) && cfg.Env[k] == "" {
 			extra = append(extra, k)
 		}
 	}

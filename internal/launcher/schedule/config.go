@@ -31,31 +31,43 @@ var cronParser = cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom
 
 // Load reads and checks the file at path. A missing file gives no agents
 // and found false; every other problem, an unreadable file included, is a
-// *launcher.UsageError (exit 2).
+// *launcher.UsageError (exit 2): "failed to read schedule config: <path>: …"
+// or "invalid schedule config: <path>: …", BAE's words first.
 func Load(path string) (f File, found bool, err error) {
-	found, err = launcher.ReadConfig(path, &f, func(err error) error { return &launcher.UsageError{Msg: err.Error()} })
-	if err != nil || !found {
-		return File{}, found, err
+	data, found, err := launcher.ReadFile(path)
+	if err != nil {
+		return File{}, true, &launcher.UsageError{Msg: "failed to read schedule config: " + err.Error()}
+	}
+	if !found {
+		return File{}, false, nil
+	}
+	f, err = parse(path, data)
+	return f, true, launcher.Prefixed(err, "invalid schedule config: ")
+}
+
+func parse(path string, data []byte) (f File, err error) {
+	if err := launcher.DecodeConfig(path, data, &f); err != nil {
+		return File{}, err
 	}
 	names := make([]string, len(f.Agents))
 	for i, a := range f.Agents {
 		names[i] = a.Name
 	}
 	if err := launcher.CheckNames(path, names); err != nil {
-		return File{}, true, err
+		return File{}, err
 	}
 	for _, a := range f.Agents {
 		if strings.TrimSpace(a.Command) == "" {
-			return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has no command", path, a.Name)}
+			return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has no command", path, a.Name)}
 		}
 		if err := checkCron(a.Schedule); err != nil {
-			return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q: invalid schedule %q: %v", path, a.Name, a.Schedule, err)}
+			return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q: invalid schedule %q: %v", path, a.Name, a.Schedule, err)}
 		}
 		if err := launcher.CheckEnvMap(path, a.Name, a.Env); err != nil {
-			return File{}, true, err
+			return File{}, err
 		}
 	}
-	return f, true, nil
+	return f, nil
 }
 
 func checkCron(expr string) error {

@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if !found {
-		log.Warn("no schedules file: running with zero agents", "path", o.ConfigPath)
+		log.Warn("no config file found: schedule config file is absent; starting with zero agents", "path", o.ConfigPath)
 	}
 	if err := reconcile(ctx, o.Client.ScheduleClient(), f.Agents, &o, log); err != nil {
 		return err

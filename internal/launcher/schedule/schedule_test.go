@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/internal/testing/testlog"
@@ -28,20 +29,23 @@ func writeConfig(t *testing.T, toml string) string {
 
 func TestLoadRefusesWhatBAERefuses(t *testing.T) {
 	cases := map[string]struct{ toml, msg string }{
-		"singular block":  {"[agent]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n", "unknown field(s) agent"},
-		"unknown field":   {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\ncron='x'\n", "unknown field(s) agents.cron"},
-		"five fields":     {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * *'\n", `agent "a": invalid schedule`},
-		"bad expression":  {"[[agents]]\nname='a'\ncommand='x'\nschedule='never-a-cron * * * * *'\n", `agent "a": invalid schedule`},
-		"duplicate name":  {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n[[agents]]\nname='a'\ncommand='y'\nschedule='* * * * * *'\n", `duplicate agent name "a"`},
-		"blank name":      {"[[agents]]\nname=' '\ncommand='x'\nschedule='* * * * * *'\n", "empty name"},
-		"no command":      {"[[agents]]\nname='a'\nschedule='* * * * * *'\n", `agent "a" has no command`},
-		"unterminated ${": {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\nenv={T='${X'}\n", "unterminated"},
-		"bad toml":        {"[[agents]\n", "bae-schedules.toml"},
+		"singular block":    {"[agent]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n", "unknown field(s) agent"},
+		"unknown field":     {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\ncron='x'\n", "unknown field(s) agents.cron"},
+		"five fields":       {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * *'\n", `agent "a": invalid schedule`},
+		"bad expression":    {"[[agents]]\nname='a'\ncommand='x'\nschedule='never-a-cron * * * * *'\n", `agent "a": invalid schedule`},
+		"duplicate name":    {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\n[[agents]]\nname='a'\ncommand='y'\nschedule='* * * * * *'\n", `duplicate agent name "a"`},
+		"blank name":        {"[[agents]]\nname=' '\ncommand='x'\nschedule='* * * * * *'\n", "empty name"},
+		"no command":        {"[[agents]]\nname='a'\nschedule='* * * * * *'\n", `agent "a" has no command`},
+		"unterminated ${":   {"[[agents]]\nname='a'\ncommand='x'\nschedule='* * * * * *'\nenv={T='${X'}\n", "unterminated"},
+		"bad toml":          {"[[agents]]\nname='a'\n\ncommand=[not valid\n", "toml: line 4"},
+		"unknown top-level": {"[[agnts]]\nname='a'\n", "unknown field(s) agnts"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := Load(writeConfig(t, c.toml))
+			path := writeConfig(t, c.toml)
+			_, _, err := Load(path)
 			require.ErrorContains(t, err, c.msg)
+			assert.True(t, strings.HasPrefix(err.Error(), "invalid schedule config: "+path+": "), "BAE's words, then the file: %v", err)
 			assert.Equal(t, launcher.ExitUsage, launcher.ExitCode(err))
 		})
 	}
@@ -54,6 +58,7 @@ func TestLoadRefusesWhatBAERefuses(t *testing.T) {
 	require.NoError(t, os.Mkdir(unreadable, 0o700))
 	_, _, err = Load(unreadable)
 	assert.Equal(t, launcher.ExitUsage, launcher.ExitCode(err), "baesched: an unreadable file is a usage error")
+	assert.ErrorContains(t, err, "failed to read schedule config: "+unreadable)
 }
 
 // sched is a running baesched.
@@ -63,21 +68,23 @@ type sched struct {
 	done     chan error
 }
 
-func startSched(t *testing.T, c client.Client, path string, grace time.Duration) *sched {
+func startSched(t *testing.T, c client.Client, path string, grace time.Duration, mod ...func(*Options)) *sched {
 	t.Helper()
 	s := &sched{out: &testlog.Buffer{}, log: &testlog.Buffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	ready := make(chan struct{})
-	go func() {
-		s.done <- Run(ctx, Options{
-			ConfigPath: path, ShutdownTimeout: grace, CatchupWindow: time.Hour, HeartbeatTimeout: 5 * time.Second,
-			SkipPoll: 200 * time.Millisecond, Client: c,
-			Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Stdout: s.out, Stderr: s.out, Lookup: func(k string) (string, bool) { return map[string]string{"SECRET": "hunter2"}[k], k == "SECRET" },
-			Ready: func() { close(ready) },
-		})
-	}()
+	o := Options{
+		ConfigPath: path, ShutdownTimeout: grace, CatchupWindow: time.Hour, HeartbeatTimeout: 5 * time.Second,
+		SkipPoll: 200 * time.Millisecond, Client: c,
+		Logger: launcher.NewLogger(s.log, config.Log{Level: slog.LevelDebug}),
+		Stdout: s.out, Stderr: s.out, Lookup: func(k string) (string, bool) { return map[string]string{"SECRET": "hunter2"}[k], k == "SECRET" },
+		Ready: func() { close(ready) },
+	}
+	for _, m := range mod {
+		m(&o)
+	}
+	go func() { s.done <- Run(ctx, o) }()
 	select {
 	case <-ready:
 	case err := <-s.done:
@@ -157,6 +164,10 @@ schedule = "0 0 3 * * *"
 	d, err = sc.GetHandle(ctx, ScheduleID("tick")).Describe(ctx)
 	require.NoError(t, err)
 	assert.True(t, d.Schedule.State.Paused, "reconciling lifted the operator's pause")
+
+	// A missing file: zero agents, BAE's warning.
+	empty := startSched(t, c, filepath.Join(t.TempDir(), "absent.toml"), time.Second)
+	assert.Contains(t, empty.log.String(), "no config file found: schedule config file is absent; starting with zero agents")
 }
 
 func TestOverlapSkipsAndCatchUpAfterRestart(t *testing.T) {
@@ -172,12 +183,14 @@ args = ["-c", "while [ ! -e \"$GATE\" ]; do sleep 0.05; done; echo done"]
 env = { GATE = "`+gate+`" }
 schedule = "* * * * * *"
 `)
-	s := startSched(t, c, path, 5*time.Second)
+	// No periodic read of the schedules during the test: a skip is logged
+	// because its fire came, not because a poll found it later.
+	s := startSched(t, c, path, 5*time.Second, func(o *Options) { o.SkipPoll = time.Hour })
 	// Every second fires while the first run holds the gate: each is skipped
-	// and logged with BAE's message.
+	// and logged with BAE's message when it is skipped.
 	require.Eventually(t, func() bool {
-		return strings.Count(s.log.String(), `skipped: previous invocation still running`) >= 2
-	}, 30*time.Second, 100*time.Millisecond)
+		return strings.Count(s.log.String(), `agent "slow" skipped: previous invocation still running`) >= 2
+	}, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	require.Eventually(t, func() bool { return completed(runsOf(t, c, "slow")) >= 1 }, 30*time.Second, 100*time.Millisecond)
 

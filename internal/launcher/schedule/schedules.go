@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -110,37 +111,63 @@ func scheduleError(a Agent, err error) error {
 }
 
 // watchSkips logs BAE's message each time Temporal skips a fire of an
-// agent because its previous run is still going (overlap policy skip runs
-// in the Temporal server, which tells nobody; its counter does).
+// agent because its previous run is still going. Overlap policy skip runs in
+// the Temporal server, which tells nobody but its counter, so each agent's
+// schedule is read when its next fire is due and again every settlePoll
+// until Temporal has acted on that fire: the message comes when the fire is
+// skipped, not at the next poll. every bounds the wait between reads (a
+// fire triggered by hand, a changed or paused schedule).
 func watchSkips(ctx context.Context, sc client.ScheduleClient, agents []Agent, every time.Duration, log *slog.Logger) {
-	seen := make(map[string]int, len(agents))
-	poll := func(first bool) {
-		for _, a := range agents {
-			d, err := sc.GetHandle(ctx, ScheduleID(a.Name)).Describe(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Debug("describe schedule", "agent", a.Name, "err", err)
-				}
-				continue
-			}
-			n := d.Info.NumActionsSkippedOverlap
-			if !first {
-				for i := seen[a.Name]; i < n; i++ {
-					log.Warn(fmt.Sprintf("agent %q skipped: previous invocation still running", a.Name), "agent", a.Name)
-				}
-			}
-			seen[a.Name] = n
-		}
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchAgentSkips(ctx, sc.GetHandle(ctx, ScheduleID(a.Name)), a.Name, every, log)
+		}()
 	}
-	poll(true)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	wg.Wait()
+}
+
+// settlePoll is how often a schedule is read once a fire is due and Temporal
+// has not acted on it yet; settleMax is how long past a due fire that goes
+// on (a paused schedule's fire never comes).
+const (
+	settlePoll = 50 * time.Millisecond
+	settleMax  = 5 * time.Second
+)
+
+func watchAgentSkips(ctx context.Context, h client.ScheduleHandle, agent string, every time.Duration, log *slog.Logger) {
+	seen := -1
 	for {
+		wait := every
+		d, err := h.Describe(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Debug("describe schedule", "agent", agent, "err", err)
+			}
+		default:
+			n := d.Info.NumActionsSkippedOverlap
+			for i := seen; seen >= 0 && i < n; i++ {
+				log.Warn(fmt.Sprintf("agent %q skipped: previous invocation still running", agent), "agent", agent)
+			}
+			seen = n
+			if len(d.Info.NextActionTimes) > 0 {
+				switch until := time.Until(d.Info.NextActionTimes[0]); {
+				case until <= 0 && until > -settleMax:
+					wait = settlePoll // due: Temporal is about to act on it
+				case until > 0 && until < wait:
+					wait = until
+				}
+			}
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
-			poll(false)
 		}
 	}
 }

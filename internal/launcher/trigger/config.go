@@ -67,46 +67,58 @@ type File struct {
 // Load reads and checks the file at path. A missing file gives no agents and
 // found false. A file that exists but cannot be read is a runtime error
 // (exit 1, as BAE's baeapi has it); every other problem is a
-// *launcher.UsageError (exit 2).
+// *launcher.UsageError (exit 2) saying "malformed config: <path>: …", BAE's
+// words first.
 func Load(path string) (f File, found bool, err error) {
-	found, err = launcher.ReadConfig(path, &f, func(err error) error { return err }, "agents.request_schema")
-	if err != nil || !found {
-		return File{}, found, err
+	data, found, err := launcher.ReadFile(path)
+	if err != nil {
+		return File{}, true, fmt.Errorf("cannot read config file: %w", err)
+	}
+	if !found {
+		return File{}, false, nil
+	}
+	f, err = parse(path, data)
+	return f, true, launcher.Prefixed(err, "malformed config: ")
+}
+
+func parse(path string, data []byte) (f File, err error) {
+	if err := launcher.DecodeConfig(path, data, &f, "agents.request_schema"); err != nil {
+		return File{}, err
 	}
 	names := make([]string, len(f.Agents))
 	for i, a := range f.Agents {
 		names[i] = a.Name
 	}
 	if err := launcher.CheckNames(path, names); err != nil {
-		return File{}, true, err
+		return File{}, err
 	}
 	for i := range f.Agents {
 		a := &f.Agents[i]
 		if strings.TrimSpace(a.Command) == "" {
-			return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has no command", path, a.Name)}
+			return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has no command", path, a.Name)}
 		}
 		if err := launcher.CheckEnvMap(path, a.Name, a.Env); err != nil {
-			return File{}, true, err
+			return File{}, err
 		}
 		for _, t := range a.EnvTemplate {
 			if err := launcher.CheckEnvRefs(t.Env); err != nil {
-				return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q env_template %q: %v", path, a.Name, t.Field, err)}
+				return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q env_template %q: %v", path, a.Name, t.Field, err)}
 			}
 		}
 		for _, t := range a.ArgTemplate {
 			if err := launcher.CheckEnvRefs(t.Flag); err != nil {
-				return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q arg_template %q: %v", path, a.Name, t.Field, err)}
+				return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q arg_template %q: %v", path, a.Name, t.Field, err)}
 			}
 		}
 		if a.RequestSchema != nil {
 			s, err := compileSchema(a.RequestSchema)
 			if err != nil {
-				return File{}, true, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has an invalid request_schema (JSON Schema): %v", path, a.Name, err)}
+				return File{}, &launcher.UsageError{Msg: fmt.Sprintf("%s: agent %q has an invalid request_schema (JSON Schema): %v", path, a.Name, err)}
 			}
 			a.schema = s
 		}
 	}
-	return f, true, nil
+	return f, nil
 }
 
 // compileSchema compiles a schema written as a TOML table, once, at start.

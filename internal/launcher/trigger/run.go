@@ -21,8 +21,12 @@ import (
 
 // Defaults of baeapi's settings.
 const (
-	DefaultConfigPath       = "/etc/bae/bae-api.toml"
-	DefaultAddr             = "0.0.0.0:9090"
+	DefaultConfigPath = "/etc/bae/bae-api.toml"
+	DefaultAddr       = "0.0.0.0:9090"
+	// LoopbackAddr is the default instead of DefaultAddr when no token is
+	// set: an open port is reachable from this machine only unless the
+	// operator names an address.
+	LoopbackAddr            = "127.0.0.1:9090"
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultHeartbeatTimeout = 30 * time.Second
 )
@@ -31,7 +35,7 @@ const (
 type Options struct {
 	ConfigPath string
 	// Addr from BAE_LAUNCHER_API_ADDR; "" falls back to [server] addr, then
-	// DefaultAddr.
+	// DefaultAddr with a token and LoopbackAddr without one.
 	Addr            string
 	Token           string
 	ShutdownTimeout time.Duration
@@ -58,19 +62,18 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if !found {
-		log.Warn("no launcher config file: running with zero agents", "path", o.ConfigPath)
+		log.Warn("no config file found; starting with zero configured agents", "path", o.ConfigPath)
 	} else if len(f.Agents) == 0 {
 		log.Warn("config parsed but declares zero agents", "path", o.ConfigPath)
 	}
+	addr, loopbackOnly := listenAddr(o.Addr, f.Server.Addr, o.Token)
 	if o.Token == "" {
-		log.Warn("BAE_LAUNCHER_API_TOKEN is not set: every /agents/* route is open to anyone who can reach this port")
-	}
-	addr := o.Addr
-	if addr == "" {
-		addr = f.Server.Addr
-	}
-	if addr == "" {
-		addr = DefaultAddr
+		msg := "BAE_LAUNCHER_API_TOKEN is UNSET — every /agents/* trigger route is OPEN (no auth) to anyone who can reach " + addr +
+			". Set it, and keep this port behind a TLS-terminating reverse proxy on an internal network."
+		if loopbackOnly {
+			msg += " Listening on loopback only: set BAE_LAUNCHER_API_TOKEN, or name an address in BAE_LAUNCHER_API_ADDR, to serve other hosts."
+		}
+		log.Warn(msg, "addr", addr)
 	}
 	if o.HeartbeatTimeout == 0 {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -134,6 +137,22 @@ func Run(ctx context.Context, o Options) error {
 		log.Error("children still running after shutdown", "waited", childReapTimeout.String())
 	}
 	return nil
+}
+
+// listenAddr is where baeapi listens: the address the operator named
+// (BAE_LAUNCHER_API_ADDR, then [server] addr), else DefaultAddr, or, with no
+// token, LoopbackAddr (loopbackOnly true): an open port is not put on every
+// interface unless someone asked for it.
+func listenAddr(env, file, token string) (addr string, loopbackOnly bool) {
+	switch {
+	case env != "":
+		return env, false
+	case file != "":
+		return file, false
+	case token == "":
+		return LoopbackAddr, true
+	}
+	return DefaultAddr, false
 }
 
 // childReapTimeout bounds the wait for killed children to exit: a child in

@@ -6,11 +6,13 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -89,7 +91,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/_launcher/agents", s.listAgents)
 	r.Get("/_launcher/agents/{name}", s.getAgent)
-	r.With(s.requireToken).Post("/agents/{name}/trigger", s.trigger)
+	r.With(sameOriginOnly, s.requireToken).Post("/agents/{name}/trigger", s.trigger)
 	if s.webapp != nil {
 		r.NotFound(s.webapp.ServeHTTP)
 	}
@@ -127,6 +129,70 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameOriginOnly refuses a trigger a web page of another origin makes a
+// browser send (a form or a no-cors fetch needs no token when none is set,
+// and sends text/plain or a form body): a request carrying a browser's
+// Origin or Sec-Fetch-Site must come from baeapi's own pages (the web app)
+// and say Content-Type: application/json. A client that is no browser (curl,
+// an SDK) sends neither header and is served as BAE serves it, whatever its
+// Content-Type (BAE's own tests post with curl --data).
+func sameOriginOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin, hasOrigin := r.Header["Origin"]
+		site := r.Header.Get("Sec-Fetch-Site")
+		if !hasOrigin && site == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if site != "" && site != "same-origin" && site != "none" {
+			problem(w, http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: "+site+"): trigger from baeapi's own pages, or from a client that is not a browser")
+			return
+		}
+		if hasOrigin && !sameOrigin(origin[0], r) {
+			problem(w, http.StatusForbidden, fmt.Sprintf("cross-site request refused: Origin %q is not this server", origin[0]))
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			problem(w, http.StatusUnsupportedMediaType, "a trigger from a browser must have Content-Type: application/json")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin (an Origin header) names the host the
+// request was sent to: its Host, or the X-Forwarded-Host a reverse proxy
+// set (a page cannot set that header on a cross-site request without a
+// CORS preflight, which baeapi never answers).
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // "null" included: a sandboxed or opaque origin
+	}
+	hosts := []string{r.Host}
+	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+		first, _, _ := strings.Cut(fwd, ",")
+		hosts = append(hosts, strings.TrimSpace(first))
+	}
+	for _, h := range hosts {
+		if strings.EqualFold(withPort(u.Host, u.Scheme), withPort(h, u.Scheme)) {
+			return true
+		}
+	}
+	return false
+}
+
+// withPort is host with the scheme's default port when it names none.
+func withPort(host, scheme string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if scheme == "https" {
+		return net.JoinHostPort(strings.Trim(host, "[]"), "443")
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), "80")
 }
 
 // agentView is an agent as the introspection routes show it: never its
@@ -269,7 +335,7 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 
 // problem writes an RFC 7807 body with BAE's launcher slugs.
 func problem(w http.ResponseWriter, status int, detail string) {
-	slug := map[int]string{400: "bad_request", 401: "unauthorized", 404: "not_found"}[status]
+	slug := map[int]string{400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 415: "unsupported_media_type"}[status]
 	if slug == "" {
 		slug = "internal"
 	}

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/internal/testing/testlog"
@@ -48,7 +49,7 @@ func startAPI(t *testing.T, c client.Client, toml string, mod func(*Options)) *l
 	addr := make(chan string, 1)
 	o := Options{
 		ConfigPath: path, Addr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
-		Client: c, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug})), Stdout: e.stdout, Stderr: e.stderr,
+		Client: c, Logger: launcher.NewLogger(e.stderr, config.Log{Level: slog.LevelDebug}), Stdout: e.stdout, Stderr: e.stderr,
 		Lookup: func(k string) (string, bool) {
 			return map[string]string{"ALPHA_TOKEN": "tok-123"}[k], k == "ALPHA_TOKEN"
 		},
@@ -133,6 +134,7 @@ func problemOf(t *testing.T, resp *http.Response) map[string]any {
 func TestTriggerAPI(t *testing.T) {
 	ts := testenv.Temporal(t)
 	e := startAPI(t, ts.GetDefaultClient(), agentsTOML, nil)
+	assert.Contains(t, e.stderr.String(), "BAE_LAUNCHER_API_TOKEN is UNSET", "BAE's open-port warning")
 
 	t.Run("healthz and introspection never show commands or env", func(t *testing.T) {
 		resp, err := http.Get(e.url + "/healthz")
@@ -286,5 +288,136 @@ func recordLaunchHistory(t *testing.T, c client.Client, agent, name string) {
 		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name+".json"), b, 0o644))
+	}
+}
+
+// isolationTOML: printenv prints its environment; beta names a key of its
+// own; marker leaves a file behind when it runs.
+const isolationTOML = `
+[[agents]]
+name = "printenv"
+command = "env"
+env = { OWN_KEY = "${ALPHA_KEY}" }
+
+[[agents]]
+name = "beta"
+command = "true"
+env = { KEY = "${BETA_KEY}" }
+
+[[agents]]
+name = "marker"
+command = "sh"
+args = ["-c", "echo ran; touch \"$MARK\""]
+[[agents.env_template]]
+field = "mark"
+env = "MARK"
+`
+
+func TestTriggerIsolation(t *testing.T) {
+	secrets := map[string]string{
+		"BAE_LAUNCHER_API_TOKEN": "launcher-token-secret",
+		"BAE_DATABASE_URL":       "postgres://bae:db-secret@db/bae",
+		"BETA_KEY":               "beta-key-secret",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("ALPHA_KEY", "alpha-key-value")
+	ts := testenv.Temporal(t)
+	e := startAPI(t, ts.GetDefaultClient(), isolationTOML, func(o *Options) {
+		o.Token = "launcher-token-secret"
+		o.Lookup = os.LookupEnv
+	})
+	const token = "launcher-token-secret"
+
+	t.Run("a child sees its own env, not the launcher's token, database URL or another agent's key", func(t *testing.T) {
+		resp := post(t, e.url+"/agents/printenv/trigger", `{}`, token)
+		defer resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		raw, _ := io.ReadAll(resp.Body)
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			k, v, _ := strings.Cut(strings.TrimPrefix(l, "[printenv] "), "=")
+			got[k] = v
+		}
+		for k, v := range secrets {
+			assert.NotContains(t, got, k)
+			assert.NotContains(t, string(raw), v, "%s's value reached the child", k)
+		}
+		assert.Equal(t, "alpha-key-value", got["OWN_KEY"])
+		assert.Equal(t, os.Getenv("PATH"), got["PATH"])
+	})
+
+	t.Run("a browser's cross-site trigger is refused before anything runs", func(t *testing.T) {
+		dir := t.TempDir()
+		host := strings.TrimPrefix(e.url, "http://")
+		try := func(body string, header map[string]string) (*http.Response, string) {
+			mark := filepath.Join(dir, newHandle())
+			req, err := http.NewRequest(http.MethodPost, e.url+"/agents/marker/trigger", strings.NewReader(strings.ReplaceAll(body, "MARK", mark)))
+			require.NoError(t, err)
+			for k, v := range header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			return resp, mark
+		}
+		refused := []struct {
+			status int
+			slug   string
+			header map[string]string
+		}{
+			// A form or no-cors fetch from another site, token or not.
+			{403, "forbidden", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain"}},
+			{403, "forbidden", map[string]string{"Origin": "http://evil.example", "Content-Type": "application/json", "Authorization": "Bearer " + token}},
+			{403, "forbidden", map[string]string{"Origin": "null", "Content-Type": "application/x-www-form-urlencoded"}},
+			{403, "forbidden", map[string]string{"Origin": "http://127.0.0.1:1", "Content-Type": "text/plain"}},
+			{403, "forbidden", map[string]string{"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}},
+			{403, "forbidden", map[string]string{"Sec-Fetch-Site": "same-site", "Content-Type": "application/json"}},
+			// From baeapi's own origin, a browser must still say JSON.
+			{415, "unsupported_media_type", map[string]string{"Origin": "http://" + host, "Content-Type": "text/plain", "Authorization": "Bearer " + token}},
+		}
+		for _, c := range refused {
+			resp, mark := try(`{"mark":"MARK"}`, c.header)
+			p := problemOf(t, resp)
+			assert.Equal(t, c.status, resp.StatusCode, "%v", c.header)
+			assert.Equal(t, c.slug, p["type"], "%v", c.header)
+			assert.NoFileExists(t, mark, "the agent ran for %v", c.header)
+		}
+		served := []map[string]string{
+			// The web app: same origin, JSON.
+			{"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json; charset=utf-8"},
+			// Behind a reverse proxy that rewrote Host.
+			{"Origin": "https://agents.example.com", "X-Forwarded-Host": "agents.example.com", "Content-Type": "application/json"},
+			// Not a browser: BAE's rules, whatever the Content-Type (curl --data).
+			{"Content-Type": "application/x-www-form-urlencoded"},
+			{},
+		}
+		for _, h := range served {
+			h["Authorization"] = "Bearer " + token
+			resp, mark := try(`{"mark":"MARK"}`, h)
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode, "%v: %s", h, raw)
+			assert.Equal(t, "[marker] ran\n{\"exit_code\":0}\n", string(raw), "%v", h)
+			assert.FileExists(t, mark, "%v", h)
+		}
+	})
+}
+
+func TestListenAddr(t *testing.T) {
+	for _, c := range []struct {
+		env, file, token, want string
+		loopbackOnly           bool
+	}{
+		{"", "", "", "127.0.0.1:9090", true}, // no token: this machine only
+		{"", "", "t", "0.0.0.0:9090", false},
+		{"0.0.0.0:9090", "", "", "0.0.0.0:9090", false}, // asked for: served, with the warning
+		{"", "0.0.0.0:8000", "", "0.0.0.0:8000", false},
+		{"127.0.0.1:1", "0.0.0.0:8000", "t", "127.0.0.1:1", false},
+	} {
+		addr, lo := listenAddr(c.env, c.file, c.token)
+		assert.Equal(t, c.want, addr, "%+v", c)
+		assert.Equal(t, c.loopbackOnly, lo, "%+v", c)
 	}
 }
