@@ -193,12 +193,10 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 	return checkClientVersion(b.ClientVersion)
 }
 
-// maxClientVersionBytes bounds the free-form client_version.
-const maxClientVersionBytes = 1024
 
 func checkClientVersion(v *string) *Problem {
-	if v != nil && (len(*v) > maxClientVersionBytes || strings.ContainsRune(*v, 0)) {
-		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", maxClientVersionBytes))
+	if v != nil && (len(*v) > wire.MaxClientVersionBytes || strings.ContainsRune(*v, 0)) {
+		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", wire.MaxClientVersionBytes))
 	}
 	return nil
 }
