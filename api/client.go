@@ -193,7 +193,6 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 	return checkClientVersion(b.ClientVersion)
 }
 
-
 func checkClientVersion(v *string) *Problem {
 	if v != nil && (len(*v) > wire.MaxClientVersionBytes || strings.ContainsRune(*v, 0)) {
 		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", wire.MaxClientVersionBytes))
