@@ -437,7 +437,7 @@ func writeEventsPage(w http.ResponseWriter, r *http.Request, d *Deps, sessionID 
 	if p != nil {
 		return p
 	}
-	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit)
+	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit, wire.MaxEventsPageBytes)
 	if err != nil {
 		return internalError(d.Log, err)
 	}
