@@ -198,6 +198,9 @@ func TestClientKeyPrefixNamesOneKey(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrNotFound)
 	}
 	assert.EqualValues(t, 0, h.verifies.Load(), "an ambiguous prefix costs no Argon2id")
+	sharedIDs, err := b.SharedPrefixKeys(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{ck.ID, "key_planteda", "key_plantedb"}, sharedIDs)
 
 	// Revoking the others makes the remaining key work again, for one
 	// verification.
@@ -207,6 +210,9 @@ func TestClientKeyPrefixNamesOneKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ck.ID, got.ID)
 	assert.EqualValues(t, 1, h.verifies.Load())
+	sharedIDs, err = b.SharedPrefixKeys(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, sharedIDs)
 	// New keys keep clear of every live prefix, marked ones included.
 	for range 20 {
 		k, _, err := a.NewClientKey(ctx, "more", p.ID)

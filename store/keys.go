@@ -220,6 +220,24 @@ func matchKey(list []Key, h string, cached verifiedKey, isCached bool) (Key, []K
 	return Key{}, verify, false
 }
 
+// SharedPrefixKeys returns the live client keys that share their prefix
+// with another live Argon2id client key (rows stored before migration
+// 0014): Authenticate refuses them.
+func (s *Store) SharedPrefixKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id FROM keys k WHERE shared_prefix AND role = 'client' AND deleted_at IS NULL
+		AND EXISTS (SELECT 1 FROM keys o WHERE o.id <> k.id AND o.role = 'client' AND o.deleted_at IS NULL
+		            AND o.prefix = k.prefix AND o.key_hash LIKE '$argon2id$%')
+		ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list shared key prefixes: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list shared key prefixes: %w", err)
+	}
+	return ids, nil
+}
+
 // oneHash drops candidates carrying a hash already listed (the same admin
 // hash file loaded twice is one key to verify).
 func oneHash(list []Key) []Key {
