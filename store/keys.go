@@ -180,10 +180,12 @@ func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, err
 		// The cached row is gone, revoked or rehashed.
 		s.verified.drop(d)
 	}
-	// A request verifies at most one Argon2id hash: several live keys under
-	// one prefix (stored before prefixes were kept unique, see migration
-	// 0014) would each cost one, so none of them is verified.
-	if verify = oneHash(verify); len(verify) != 1 {
+	// A request verifies at most maxPrefixCandidates Argon2id hashes. A live
+	// client prefix now names one key, but keys stored before that rule may
+	// share one (see migration 0014), and an admin key being rotated shares
+	// BAE's eight-character prefix with its successor; those keep working.
+	// More candidates than that can only have been planted: none is verified.
+	if verify = oneHash(verify); len(verify) > maxPrefixCandidates {
 		return Key{}, ErrNotFound
 	}
 	for _, k := range verify {
@@ -220,9 +222,14 @@ func matchKey(list []Key, h string, cached verifiedKey, isCached bool) (Key, []K
 	return Key{}, verify, false
 }
 
+// maxPrefixCandidates bounds the Argon2id hashes one request verifies
+// (each costs up to keyhash's bounded memory and time).
+const maxPrefixCandidates = 4
+
 // SharedPrefixKeys returns the live client keys that share their prefix
 // with another live Argon2id client key (rows stored before migration
-// 0014): Authenticate refuses them.
+// 0014): each costs a request under that prefix one more verification, and
+// Authenticate refuses them all when more than maxPrefixCandidates do.
 func (s *Store) SharedPrefixKeys(ctx context.Context) ([]string, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT id FROM keys k WHERE shared_prefix AND role = 'client' AND deleted_at IS NULL
 		AND EXISTS (SELECT 1 FROM keys o WHERE o.id <> k.id AND o.role = 'client' AND o.deleted_at IS NULL

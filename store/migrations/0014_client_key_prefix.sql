@@ -6,9 +6,9 @@
 -- index holds the rule for every row written from now on.
 --
 -- Rows stored earlier that already share a prefix are marked instead of
--- refused, so the upgrade cannot fail on them. A request verifies none of
--- an ambiguous prefix's keys (it cannot tell which one is meant); the
--- server logs their ids, and revoking all but one makes that one work again.
+-- refused, so the upgrade cannot fail on them and their keys keep working:
+-- a request verifies up to four candidates of one prefix (none when more
+-- share it, which only planted rows do); the server logs their ids.
 ALTER TABLE keys ADD COLUMN shared_prefix boolean NOT NULL DEFAULT false;
 
 UPDATE keys k SET shared_prefix = true
