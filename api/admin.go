@@ -110,21 +110,17 @@ type profileBody struct {
 	Context            json.RawMessage `json:"context"`
 }
 
-// Bounds on admin-supplied fields, checked before anything is stored: an
-// index row has a size limit and PostgreSQL text cannot hold NUL, and
-// either would otherwise surface as a 500.
-const (
-	maxAdminNameBytes = 256  // names and ids
-	maxListItemBytes  = 512  // one list entry (an image reference is the longest)
-	maxListItems      = 1000 // entries per list
-)
+// Admin-supplied fields are bounded (wire.MaxNameBytes and the list
+// bounds) before anything is stored: an index row has a size limit and
+// PostgreSQL text cannot hold NUL, and either would otherwise surface as a
+// 500.
 
 // adminString checks a required name-like field.
 func adminString(field string, v *string) (string, *Problem) {
 	if v == nil || strings.TrimSpace(*v) == "" {
 		return "", badRequest(field + " must be a non-blank string")
 	}
-	if p := boundedText(field, *v, maxAdminNameBytes); p != nil {
+	if p := boundedText(field, *v, wire.MaxNameBytes); p != nil {
 		return "", p
 	}
 	return *v, nil
@@ -148,8 +144,8 @@ func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest(field + " must be an array of strings")
 	}
-	if len(items) > maxListItems {
-		return nil, badRequest(fmt.Sprintf("%s may hold at most %d entries", field, maxListItems))
+	if len(items) > wire.MaxListItems {
+		return nil, badRequest(fmt.Sprintf("%s may hold at most %d entries", field, wire.MaxListItems))
 	}
 	out := make([]string, 0, len(items))
 	for _, it := range items {
@@ -160,7 +156,7 @@ func stringList(field string, raw json.RawMessage) ([]string, *Problem) {
 		if strings.TrimSpace(s) == "" {
 			return nil, badRequest(field + " must not contain blank entries")
 		}
-		if p := boundedText(field+" entries", s, maxListItemBytes); p != nil {
+		if p := boundedText(field+" entries", s, wire.MaxListItemBytes); p != nil {
 			return nil, p
 		}
 		out = append(out, s)

@@ -193,12 +193,9 @@ func validateDecl(b openBody, profile store.Profile) *Problem {
 	return checkClientVersion(b.ClientVersion)
 }
 
-// maxClientVersionBytes bounds the free-form client_version.
-const maxClientVersionBytes = 1024
-
 func checkClientVersion(v *string) *Problem {
-	if v != nil && (len(*v) > maxClientVersionBytes || strings.ContainsRune(*v, 0)) {
-		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", maxClientVersionBytes))
+	if v != nil && (len(*v) > wire.MaxClientVersionBytes || strings.ContainsRune(*v, 0)) {
+		return badRequest(fmt.Sprintf("client_version must be at most %d bytes with no NUL characters", wire.MaxClientVersionBytes))
 	}
 	return nil
 }
@@ -440,7 +437,7 @@ func writeEventsPage(w http.ResponseWriter, r *http.Request, d *Deps, sessionID 
 	if p != nil {
 		return p
 	}
-	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit)
+	items, next, err := d.Store.EncodedEventsPage(r.Context(), sessionID, after, limit, wire.MaxEventsPageBytes)
 	if err != nil {
 		return internalError(d.Log, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
@@ -56,7 +57,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			var next *string
 			err := waitForStore(ctx, func(ctx context.Context) error {
 				var err error
-				evs, next, err = c.Store.EncodedEventsPage(ctx, call.sess.ID, cursor, 200)
+				evs, next, err = c.Store.EncodedEventsPage(ctx, call.sess.ID, cursor, wire.MaxLimit, wire.MaxEventsPageBytes)
 				return err
 			})
 			if err != nil {

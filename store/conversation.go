@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -540,19 +542,55 @@ func (e EncodedEvent) Size() int {
 }
 
 // EncodedEventsPage is ListEvents, encoded: up to limit events after a
-// sequence and the cursor of the next page (nil at the end).
-func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after int64, limit int) ([]EncodedEvent, *string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit+1)
+// sequence, stopping before maxBytes of encoded events (always at least
+// one), and the cursor of the next page (nil at the end). Payloads past
+// the byte bound by their stored size are not even read.
+func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after int64, limit, maxBytes int) ([]EncodedEvent, *string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+strings.Replace(eventCols, " payload,", ` CASE WHEN fits THEN payload ELSE '{}'::json END,`, 1)+`, fits
+		FROM (SELECT *, row_number() OVER w = 1 OR sum(octet_length(payload::text)) OVER w <= $4 AS fits
+		      FROM session_events WHERE session_id = $1 AND seq > $2
+		      WINDOW w AS (ORDER BY seq) ORDER BY seq LIMIT $3) e
+		ORDER BY seq`, sessionID, after, limit+1, maxBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read events: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
-	if err != nil {
+	var list []Event
+	more := false
+	for rows.Next() {
+		var fits bool
+		e, err := scanEventAnd(rows, &fits)
+		if err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("read events: %w", err)
+		}
+		if !fits || len(list) == limit {
+			more = true
+			break
+		}
+		list = append(list, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read events: %w", err)
 	}
-	page := pageOf(list, limit, func(e Event) int64 { return e.Seq })
-	out, err := s.encode(ctx, sessionID, page.Items)
-	return out, page.NextCursor, err
+	out, err := s.encode(ctx, sessionID, list)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A provider.request's conversation is not in its stored payload:
+	// bound the encoded page too.
+	total := 0
+	for i, e := range out {
+		if total += e.Size(); i > 0 && total > maxBytes {
+			out, more = out[:i], true
+			break
+		}
+	}
+	if !more {
+		return out, nil, nil
+	}
+	c := strconv.FormatInt(out[len(out)-1].Seq, 10)
+	return out, &c, nil
 }
 
 // encode renders events as EncodedEvents, reading the conversation only

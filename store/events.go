@@ -120,11 +120,14 @@ func appendString(dst []byte, s string) []byte {
 
 const eventCols = `seq, id, session_id, coalesce(client_key_id, ''), coalesce(turn_id, ''), coalesce(idem_key, ''), event_type, payload, created_at, messages_upto`
 
-func scanEvent(row pgx.Row) (Event, error) {
+func scanEvent(row pgx.Row) (Event, error) { return scanEventAnd(row) }
+
+// scanEventAnd scans eventCols followed by extra columns.
+func scanEventAnd(row pgx.Row, extra ...any) (Event, error) {
 	var e Event
 	var payload []byte
 	var at *int64
-	err := row.Scan(&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at)
+	err := row.Scan(append([]any{&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at}, extra...)...)
 	e.Payload = payload
 	if at != nil {
 		e.byRef, e.messagesAt = true, *at

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,66 @@ func cutSession(p string) (string, string, bool) {
 		}
 	}
 	return p, "", false
+}
+
+// A page of a session's events stops before a byte bound as well as at its
+// count (an event bigger than the bound still makes a page by itself), and
+// the cursor carries on from there: a reader paging as usual sees every
+// event once, in order, and never a page much bigger than the bound.
+func TestEventsPageIsBoundedByBytes(t *testing.T) {
+	st := open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, _ := newSession(t, st)
+	for i, n := range []int{300, 300, 300, 5000, 300, 10, 10, 10} {
+		_, err := st.AppendEvents(ctx, sess.ID, store.NewEvent{Payload: events.SessionClosePayload{Reason: fmt.Sprintf("%d-%s", i, strings.Repeat("x", n))}})
+		require.NoError(t, err)
+	}
+	head, err := st.LastEventSeq(ctx, sess.ID)
+	require.NoError(t, err)
+
+	const bound = 1000
+	var seen []int64
+	var sizes [][]int
+	cursor := int64(0)
+	for range head + 1 {
+		evs, next, err := st.EncodedEventsPage(ctx, sess.ID, cursor, 200, bound)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs, "a page holds at least one event")
+		total, page := 0, []int{}
+		for _, e := range evs {
+			total += e.Size()
+			page = append(page, e.Size())
+			seen = append(seen, e.Seq)
+		}
+		sizes = append(sizes, page)
+		if len(evs) > 1 {
+			assert.LessOrEqual(t, total, bound, "page %v", page)
+		}
+		if next == nil {
+			break
+		}
+		assert.Equal(t, fmt.Sprint(evs[len(evs)-1].Seq), *next)
+		cursor = evs[len(evs)-1].Seq
+	}
+	want := make([]int64, head)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	assert.Equal(t, want, seen, "every event once, in order")
+	assert.Greater(t, len(sizes), 3, "the bound cut pages: %v", sizes)
+	big := slices.IndexFunc(sizes, func(p []int) bool { return slices.Max(p) > bound })
+	require.GreaterOrEqual(t, big, 0)
+	assert.Len(t, sizes[big], 1, "the big event comes alone")
+
+	// The count still bounds a page, and a generous byte bound leaves the
+	// pages as they were.
+	evs, next, err := st.EncodedEventsPage(ctx, sess.ID, 0, 3, 1<<20)
+	require.NoError(t, err)
+	assert.Len(t, evs, 3)
+	require.NotNil(t, next)
+	evs, next, err = st.EncodedEventsPage(ctx, sess.ID, 0, 200, 1<<20)
+	require.NoError(t, err)
+	assert.Len(t, evs, int(head))
+	assert.Nil(t, next)
 }

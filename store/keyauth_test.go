@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -155,4 +156,83 @@ func TestSHA256KeysNeedNoArgon2id(t *testing.T) {
 	_, err = st.AuthenticateSession(ctx, sk, sess.ID)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, h.verifies.Load())
+}
+
+// Rows planted under the prefix of a key (a hostile import did it before
+// prefixes were kept unique) made one request with that prefix verify
+// every row. A live prefix now names one Argon2id client key: the index
+// refuses a second, and an upgrade marks rows that already share one
+// instead of failing. Those keep working (a BAE deployment of a few
+// hundred keys likely holds a pair), for at most four verifications a
+// request; a prefix shared by more costs none and verifies none.
+func TestClientKeyPrefixNamesOneKey(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := replica(t, url, keyhash.Argon2id{Params: keyhash.TestParams}, 0)
+	p, err := a.CreateProfile(ctx, store.ProfileInput{Name: "p", PrimaryProvider: "x"})
+	require.NoError(t, err)
+	ck, secret, err := a.NewClientKey(ctx, "k", p.ID)
+	require.NoError(t, err)
+	plant := func(i int) error {
+		h, err := keyhash.Argon2id{Params: keyhash.TestParams}.Hash(secret[:8] + "planted" + string(rune('a'+i)))
+		require.NoError(t, err)
+		_, err = a.Pool.Exec(ctx, `INSERT INTO keys (id, role, name, prefix, key_hash, profile_id) VALUES ($1, 'client', 'planted', $2, $3, $4)`,
+			"key_planted"+string(rune('a'+i)), ck.Prefix, h, p.ID)
+		return err
+	}
+	require.ErrorContains(t, plant(0), "keys_client_prefix", "a second live key under one prefix is refused")
+
+	// A deployment from before the rule, holding two keys under one prefix.
+	_, err = a.Pool.Exec(ctx, `DROP INDEX keys_client_prefix; ALTER TABLE keys DROP COLUMN shared_prefix;
+		DELETE FROM schema_migrations WHERE version = 14`)
+	require.NoError(t, err)
+	require.NoError(t, plant(0))
+	require.NoError(t, a.Migrate(ctx), "the upgrade does not fail on rows that share a prefix")
+	var shared int
+	require.NoError(t, a.Pool.QueryRow(ctx, `SELECT count(*) FROM keys WHERE shared_prefix`).Scan(&shared))
+	assert.Equal(t, 2, shared)
+
+	h := &countingHasher{Hasher: keyhash.Argon2id{Params: keyhash.TestParams}}
+	b := replica(t, url, h, 0)
+	for _, s := range []string{secret, secret[:8] + "planteda"} {
+		_, err = b.Authenticate(ctx, store.RoleClient, s)
+		require.NoError(t, err, "keys that shared a prefix before the upgrade keep working")
+	}
+	assert.LessOrEqual(t, h.verifies.Load(), int64(4))
+	sharedIDs, err := b.SharedPrefixKeys(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{ck.ID, "key_planteda"}, sharedIDs)
+
+	// Rows planted past four under the prefix cost no Argon2id at all.
+	_, err = a.Pool.Exec(ctx, `DROP INDEX keys_client_prefix; ALTER TABLE keys DROP COLUMN shared_prefix;
+		DELETE FROM schema_migrations WHERE version = 14`)
+	require.NoError(t, err)
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, plant(i))
+	}
+	require.NoError(t, a.Migrate(ctx))
+	h2 := &countingHasher{Hasher: keyhash.Argon2id{Params: keyhash.TestParams}}
+	c := replica(t, url, h2, 0)
+	for _, s := range []string{secret, secret[:8] + "plantedb", secret[:8] + strings.Repeat("0", len(secret)-8)} {
+		_, err = c.Authenticate(ctx, store.RoleClient, s)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	}
+	assert.EqualValues(t, 0, h2.verifies.Load(), "a prefix shared by five keys costs no Argon2id")
+
+	// Revoking the others makes the remaining key cost one verification.
+	_, err = a.Pool.Exec(ctx, `UPDATE keys SET deleted_at = now() WHERE name = 'planted'`)
+	require.NoError(t, err)
+	got, err := c.Authenticate(ctx, store.RoleClient, secret)
+	require.NoError(t, err)
+	assert.Equal(t, ck.ID, got.ID)
+	assert.EqualValues(t, 1, h2.verifies.Load())
+	sharedIDs, err = c.SharedPrefixKeys(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, sharedIDs)
+	// New keys keep clear of every live prefix, marked ones included.
+	for range 20 {
+		k, _, err := a.NewClientKey(ctx, "more", p.ID)
+		require.NoError(t, err)
+		assert.NotEqual(t, ck.Prefix, k.Prefix)
+	}
 }

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,29 +55,65 @@ func nullable(s string) any {
 // NewClientKey mints a client key for a live profile. The plaintext is
 // returned once and never stored.
 func (s *Store) NewClientKey(ctx context.Context, name, profileID string) (Key, string, error) {
-	secret := ids.NewSecret(ids.ClientKeyPrefix)
-	hash, err := s.hashNewKey(secret)
-	if err != nil {
-		return Key{}, "", err
-	}
-	var k Key
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM profiles WHERE id = $1 AND deleted_at IS NULL FOR SHARE`, profileID).Scan(&ok); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return ErrNotFound
-			}
-			return fmt.Errorf("check profile: %w", err)
+	// An Argon2id key is found by its prefix, which names at most one live
+	// key: a secret whose prefix is taken is drawn again (a 1 in 65536
+	// chance per live key).
+	for range maxPrefixDraws {
+		secret := ids.NewSecret(ids.ClientKeyPrefix)
+		hash, err := s.hashNewKey(secret)
+		if err != nil {
+			return Key{}, "", err
 		}
-		var err error
-		k, err = insertKeyHash(ctx, tx, RoleClient, name, hash, ids.DisplayPrefix(secret, ids.ClientKeyPrefix), profileID, "", "")
-		return err
-	})
-	if err != nil {
-		return Key{}, "", err
+		var k Key
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT true FROM profiles WHERE id = $1 AND deleted_at IS NULL FOR SHARE`, profileID).Scan(&ok); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ErrNotFound
+				}
+				return fmt.Errorf("check profile: %w", err)
+			}
+			prefix := ids.DisplayPrefix(secret, ids.ClientKeyPrefix)
+			if keyhash.IsArgon2id(hash) {
+				if taken, err := clientPrefixTaken(ctx, tx, prefix); err != nil || taken {
+					return cmp.Or(err, errPrefixTaken)
+				}
+			}
+			var err error
+			k, err = insertKeyHash(ctx, tx, RoleClient, name, hash, prefix, profileID, "", "")
+			if isUniqueViolation(err) {
+				return errPrefixTaken
+			}
+			return err
+		})
+		if errors.Is(err, errPrefixTaken) {
+			continue
+		}
+		if err != nil {
+			return Key{}, "", err
+		}
+		s.remember(secret, k)
+		return k, secret, nil
 	}
-	s.remember(secret, k)
-	return k, secret, nil
+	return Key{}, "", fmt.Errorf("mint client key: no free key prefix in %d draws", maxPrefixDraws)
+}
+
+// maxPrefixDraws bounds NewClientKey's draws for a free prefix.
+const maxPrefixDraws = 16
+
+var errPrefixTaken = errors.New("key prefix taken")
+
+// clientPrefixTaken reports whether a live Argon2id client key holds
+// prefix (the unique index keys_client_prefix covers rows written since
+// migration 0014; this also sees older rows that share a prefix).
+func clientPrefixTaken(ctx context.Context, q dbtx, prefix string) (bool, error) {
+	var taken bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM keys WHERE role = 'client' AND deleted_at IS NULL
+		AND prefix = $1 AND key_hash LIKE '$argon2id$%')`, prefix).Scan(&taken)
+	if err != nil {
+		return false, fmt.Errorf("check key prefix: %w", err)
+	}
+	return taken, nil
 }
 
 func insertKeyHash(ctx context.Context, q dbtx, role, name, hash, prefix, profileID, sessionID, clientKeyID string) (Key, error) {
@@ -142,6 +180,14 @@ func (s *Store) Authenticate(ctx context.Context, role, secret string) (Key, err
 		// The cached row is gone, revoked or rehashed.
 		s.verified.drop(d)
 	}
+	// A request verifies at most maxPrefixCandidates Argon2id hashes. A live
+	// client prefix now names one key, but keys stored before that rule may
+	// share one (see migration 0014), and an admin key being rotated shares
+	// BAE's eight-character prefix with its successor; those keep working.
+	// More candidates than that can only have been planted: none is verified.
+	if verify = oneHash(verify); len(verify) > maxPrefixCandidates {
+		return Key{}, ErrNotFound
+	}
 	for _, k := range verify {
 		if ok, _ := s.hasher.VerifyPHC(k.Hash, secret); !ok {
 			continue
@@ -174,6 +220,41 @@ func matchKey(list []Key, h string, cached verifiedKey, isCached bool) (Key, []K
 		}
 	}
 	return Key{}, verify, false
+}
+
+// maxPrefixCandidates bounds the Argon2id hashes one request verifies
+// (each costs up to keyhash's bounded memory and time).
+const maxPrefixCandidates = 4
+
+// SharedPrefixKeys returns the live client keys that share their prefix
+// with another live Argon2id client key (rows stored before migration
+// 0014): each costs a request under that prefix one more verification, and
+// Authenticate refuses them all when more than maxPrefixCandidates do.
+func (s *Store) SharedPrefixKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id FROM keys k WHERE shared_prefix AND role = 'client' AND deleted_at IS NULL
+		AND EXISTS (SELECT 1 FROM keys o WHERE o.id <> k.id AND o.role = 'client' AND o.deleted_at IS NULL
+		            AND o.prefix = k.prefix AND o.key_hash LIKE '$argon2id$%')
+		ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list shared key prefixes: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list shared key prefixes: %w", err)
+	}
+	return ids, nil
+}
+
+// oneHash drops candidates carrying a hash already listed (the same admin
+// hash file loaded twice is one key to verify).
+func oneHash(list []Key) []Key {
+	out := list[:0:0]
+	for _, k := range list {
+		if !slices.ContainsFunc(out, func(o Key) bool { return o.Hash == k.Hash }) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // ActiveAdminKeys returns every active admin key row.

@@ -9,6 +9,16 @@ import (
 // Admin API bodies, the one definition the server writes and the console
 // and baectl read.
 
+// Bounds on admin-supplied fields (and on rows `baesrv import` carries
+// over, which must fit what the API would have stored).
+const (
+	MaxNameBytes     = 256  // names and ids
+	MaxListItemBytes = 512  // one list entry (an image reference is the longest)
+	MaxListItems     = 1000 // entries per list
+	// MaxClientVersionBytes bounds the free-form client_version.
+	MaxClientVersionBytes = 1024
+)
+
 // Profile is a profile as the admin API shows it.
 type Profile struct {
 	ID                 string   `json:"id"`

@@ -10,6 +10,10 @@ import (
 const (
 	DefaultLimit = 50
 	MaxLimit     = 200
+	// MaxEventsPageBytes bounds one page of a session's events by size as
+	// well: a page stops before it (always holding at least one event) and
+	// the cursor carries on from there.
+	MaxEventsPageBytes = 8 << 20
 )
 
 // ParsePage reads ?cursor=&limit=. An empty cursor starts at the beginning;

@@ -14,8 +14,8 @@ import (
 )
 
 // importCommand is `baesrv import`: it writes straight into the database
-// (BAE_DATABASE_URL), one transaction per session, so it belongs to the
-// server binary, not to baectl, which only speaks the admin API.
+// (BAE_DATABASE_URL), in one transaction, so it belongs to the server
+// binary, not to baectl, which only speaks the admin API.
 func importCommand(stdout, stderr io.Writer, f *cliFlags) *cobra.Command {
 	var from string
 	var dryRun, asJSON bool
@@ -27,8 +27,11 @@ and brings its profiles, client keys (their hashes as they are, so the keys
 keep working) and sessions with their session keys and full event logs into
 the database at BAE_DATABASE_URL. Sessions that were open arrive closed,
 with a session.close event (reason "imported") at the end of their log.
-The whole source is checked before anything is written; a re-run imports
-nothing new. See docs/operations.md, "Moving from BAE".`,
+The whole source is checked before anything is written (a row over the
+live limits, a key hash with costs above BAE's, a key or session naming a
+profile the file does not hold, an id the target already holds: the file
+is refused, naming the row), then written in one transaction: all of it,
+or nothing. See docs/operations.md, "Moving from BAE".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(from) == "" {
@@ -56,7 +59,7 @@ func runImport(cmd *cobra.Command, stdout, stderr io.Writer, f *cliFlags, from s
 	defer st.Close()
 	log := newLogger(stderr)
 	rep, err := baeimport.Run(ctx, st, baeimport.Options{
-		Path: from, DryRun: dryRun, ProgressEvery: 200,
+		Path: from, DryRun: dryRun, ProgressEvery: 200, MaxPayloadBytes: srv.MaxBodyBytes,
 		Progress: func(p baeimport.Progress) {
 			log.Info("importing sessions", "done", p.Sessions, "of", p.TotalSessions, "events", p.Events)
 		},
@@ -73,20 +76,34 @@ func runImport(cmd *cobra.Command, stdout, stderr io.Writer, f *cliFlags, from s
 	if dryRun {
 		verb = "would import"
 	}
-	c, a := rep.Imported, rep.AlreadyPresent
+	c := rep.Imported
 	fmt.Fprintf(stdout, "BAE database %s (schema version %d)\n", from, rep.SchemaVersion)
-	fmt.Fprintf(stdout, "%-13s %8s %14s\n", "", verb, "already present")
+	fmt.Fprintf(stdout, "%-13s %12s\n", "", verb)
 	for _, row := range []struct {
 		name string
-		n, p int
+		n    int
 	}{
-		{"profiles", c.Profiles, a.Profiles},
-		{"client keys", c.ClientKeys, a.ClientKeys},
-		{"sessions", c.Sessions, a.Sessions},
-		{"session keys", c.SessionKeys, a.SessionKeys},
-		{"events", c.Events, a.Events},
+		{"profiles", c.Profiles},
+		{"client keys", c.ClientKeys},
+		{"sessions", c.Sessions},
+		{"session keys", c.SessionKeys},
+		{"events", c.Events},
 	} {
-		fmt.Fprintf(stdout, "%-13s %8d %14d\n", row.name, row.n, row.p)
+		fmt.Fprintf(stdout, "%-13s %12d\n", row.name, row.n)
+	}
+	for _, p := range rep.KeysByProfile {
+		state := ""
+		if p.Deleted {
+			state = " (deleted)"
+		}
+		fmt.Fprintf(stdout, "profile %s %q%s: %d client key(s)\n", p.ProfileID, p.ProfileName, state, len(p.Keys))
+		for _, k := range p.Keys {
+			revoked := ""
+			if k.Revoked {
+				revoked = " (revoked)"
+			}
+			fmt.Fprintf(stdout, "  %s  %s…  %q%s\n", k.ID, k.Prefix, k.Name, revoked)
+		}
 	}
 	if c.OpenSessions > 0 {
 		fmt.Fprintf(stdout, "%d session(s) open in BAE %s closed, each with a session.close (reason \"imported\") event\n", c.OpenSessions, map[bool]string{true: "would arrive", false: "arrived"}[dryRun])

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
@@ -267,4 +269,48 @@ func TestLogFilterStrings(t *testing.T) {
 	assert.Contains(t, out, `msg="BAE_LOG directives ignored: they name no part of this server" ignored="tower=warn,hyper=trace"`)
 	assert.Contains(t, out, "i-line")
 	assert.NotContains(t, out, "d-line")
+}
+
+// The report lists the file's client keys under their profiles, and the
+// cap on imported payloads is the server's BAE_MAX_BODY_BYTES.
+func TestImportCommandReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bae.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	h, err := keyhash.Argon2id{Params: keyhash.TestParams}.Hash("bae_" + strings.Repeat("a", 48))
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)`,
+		`INSERT INTO schema_version VALUES (8, '2026-07-06T18:26:01.000Z')`,
+		`CREATE TABLE profiles (id TEXT PRIMARY KEY, name TEXT, provider_config TEXT, fallback_configs TEXT, mcp_servers TEXT,
+			allowed_tools TEXT, created_at TEXT, updated_at TEXT, deleted_at TEXT, available_sandboxes TEXT)`,
+		`CREATE TABLE keys (id TEXT PRIMARY KEY, name TEXT, key_hash TEXT, key_prefix TEXT, role TEXT, profile_id TEXT, client_id TEXT,
+			created_at TEXT, last_used_at TEXT, deleted_at TEXT)`,
+		`CREATE TABLE sessions (id TEXT PRIMARY KEY, client_key_id TEXT, profile_id TEXT, state TEXT, client_version TEXT, client_tools TEXT,
+			created_at TEXT, closed_at TEXT, sandbox_tools TEXT, subagent_tools TEXT)`,
+		`CREATE TABLE session_events (id TEXT PRIMARY KEY, session_id TEXT, client_key_id TEXT, event_type TEXT, payload TEXT, created_at TEXT)`,
+		`INSERT INTO profiles (id, name, provider_config, created_at) VALUES ('prf_main', 'main', '"main"', '2026-07-06T18:26:01.000Z')`,
+		`INSERT INTO keys VALUES ('key_ci', 'ci', '` + h + `', 'bae_aaaa', 'client', 'prf_main', NULL, '2026-07-06T18:26:01.000Z', NULL, NULL)`,
+		`INSERT INTO keys VALUES ('key_gone', 'gone', '` + h + `', 'bae_aaaa', 'client', 'prf_main', NULL, '2026-07-06T18:26:01.000Z', NULL, '2026-07-06T18:27:01.000Z')`,
+		`INSERT INTO sessions (id, client_key_id, profile_id, state, created_at, closed_at) VALUES ('ses_1', 'key_ci', 'prf_main', 'closed', '2026-07-06T18:26:01.000Z', '2026-07-06T18:26:02.000Z')`,
+		`INSERT INTO session_events VALUES ('evt_1', 'ses_1', 'key_ci', 'session.close', '{"reason":"` + strings.Repeat("x", 2000) + `"}', '2026-07-06T18:26:02.000Z')`,
+	} {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+	t.Setenv("BAE_DATABASE_URL", testdb.New(t))
+
+	var stdout, stderr bytes.Buffer
+	code := execute(context.Background(), []string{"import", "--from", path, "--dry-run"}, &stdout, &stderr)
+	require.Equal(t, app.ExitOK, code, stderr.String())
+	assert.Contains(t, stdout.String(), "profile prf_main \"main\": 2 client key(s)\n  key_ci  bae_aaaa…  \"ci\"\n  key_gone  bae_aaaa…  \"gone\" (revoked)\n")
+
+	t.Setenv("BAE_MAX_BODY_BYTES", "1000")
+	stdout.Reset()
+	stderr.Reset()
+	code = execute(context.Background(), []string{"import", "--from", path}, &stdout, &stderr)
+	assert.Equal(t, app.ExitError, code)
+	assert.Contains(t, stderr.String(), "event evt_1 of session ses_1: payload is 2013 bytes, above the 1000 a live request may carry")
+	assert.Empty(t, stdout.String())
 }

@@ -115,6 +115,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err := adminkey.Bootstrap(ctx, st, opts.Admin, log); err != nil {
 		return err
 	}
+	// Keys that shared a prefix before prefixes were kept unique cost each
+	// request under that prefix one verification more (and are refused past
+	// four): say so where operators look.
+	if shared, err := st.SharedPrefixKeys(ctx); err != nil {
+		return err
+	} else if len(shared) > 0 {
+		log.Warn("client keys share a key prefix: each request under it verifies every one (refused past four); revoke all but one of each prefix and mint their holders new keys (see docs/operations.md, keys and secrets)", "key_ids", shared)
+	}
 
 	tc := opts.Temporal
 	if tc == nil {

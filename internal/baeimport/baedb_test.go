@@ -183,3 +183,17 @@ func (b *baeDB) turn(s *seededSession, clientKeyID string, n int) {
 	b.event(s, "", "server.message.send", map[string]any{"role": "assistant",
 		"content": []any{map[string]any{"type": "text", "text": strings.Repeat("answer ", n%7+1)}}}, true)
 }
+
+// rawKey stores a key row as given (a hand-made file's row), returning
+// its id.
+func (b *baeDB) rawKey(role, name, hash, prefix, profileID, clientID string) string {
+	b.t.Helper()
+	id := ids.New(ids.KeyIDPrefix)
+	var client any
+	if clientID != "" {
+		client = clientID
+	}
+	b.exec(`INSERT INTO keys (id, name, key_hash, key_prefix, role, profile_id, client_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, name, hash, prefix, role, profileID, client, b.stamp(false))
+	return id
+}

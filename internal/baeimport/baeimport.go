@@ -3,28 +3,34 @@
 // as they are, so the keys keep working), and sessions with their session
 // keys and full event logs.
 //
-// The source is read twice: a first pass checks everything (schema
-// version, integrity, every row and payload) and counts, so a bad database
-// fails before anything is written; the second pass writes profiles and
-// keys in one transaction, then each session in its own. Ids, hashes,
-// timestamps and event order are kept, and a row already present is
-// skipped, so a re-run imports nothing and an interrupted run can simply
-// be run again.
+// The file is untrusted input. A first pass checks everything (schema
+// version, integrity, every row and payload against the bounds a live
+// request must meet, key hash costs, and that every key and session names
+// a profile and keys of the same file) and everything against the target
+// (no id, live client-key prefix or live profile name it already holds),
+// so a bad file fails naming the row before anything is written. The
+// second pass writes everything in one transaction: all of it, or none.
+// Ids, hashes, timestamps and event order are kept.
 package baeimport
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver ("sqlite")
 
+	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/store"
@@ -50,6 +56,10 @@ type Options struct {
 	ProgressEvery int
 	// Now stamps the close of sessions that were open (default time.Now).
 	Now func() time.Time
+	// MaxPayloadBytes caps an event's payload and every other JSON
+	// document of a row at what one live request may carry: the server's
+	// BAE_MAX_BODY_BYTES (0 = config.DefaultMaxBodyBytes).
+	MaxPayloadBytes int64
 }
 
 // Progress is where the session pass is.
@@ -76,10 +86,28 @@ type Report struct {
 	DryRun        bool   `json:"dry_run"`
 	Source        Counts `json:"source"`
 	Imported      Counts `json:"imported"`
-	// AlreadyPresent rows were skipped: a previous import brought them.
-	AlreadyPresent Counts `json:"already_present"`
 	// AdminKeys are not imported: the target keeps its own admin key.
 	AdminKeys int `json:"admin_keys_skipped"`
+	// KeysByProfile lists every imported client key under its profile, so
+	// an operator sees which key opens sessions on which profile.
+	KeysByProfile []ProfileKeys `json:"client_keys_by_profile"`
+}
+
+// ProfileKeys are the imported client keys of one imported profile.
+type ProfileKeys struct {
+	ProfileID   string `json:"profile_id"`
+	ProfileName string `json:"profile_name"`
+	// Deleted profiles arrive deleted; their keys open nothing.
+	Deleted bool      `json:"profile_deleted"`
+	Keys    []KeyInfo `json:"keys"`
+}
+
+// KeyInfo names one imported client key.
+type KeyInfo struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Prefix  string `json:"prefix"`
+	Revoked bool   `json:"revoked"`
 }
 
 // SchemaError is a source whose schema this importer does not know.
@@ -99,7 +127,10 @@ func Run(ctx context.Context, st *store.Store, opts Options) (Report, error) {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = 100
 	}
-	src, err := open(ctx, opts.Path)
+	if opts.MaxPayloadBytes <= 0 {
+		opts.MaxPayloadBytes = config.DefaultMaxBodyBytes
+	}
+	src, err := open(ctx, opts.Path, opts.MaxPayloadBytes)
 	if err != nil {
 		return Report{}, err
 	}
@@ -121,33 +152,82 @@ func Run(ctx context.Context, st *store.Store, opts Options) (Report, error) {
 		return rep, err
 	}
 	rep.Source = Counts{Profiles: len(profiles), ClientKeys: len(clientKeys), Sessions: len(sessions)}
-	profileIDs, keyIDs, sessionIDs := map[string]bool{}, map[string]bool{}, make([]string, 0, len(sessions))
-	for _, p := range profiles {
-		profileIDs[p.ID] = true
+
+	// Every row's id is unique in the file and, below, new to the target;
+	// where names the row in messages.
+	where := map[string]string{}
+	claim := func(id, what string) error {
+		if prev, ok := where[id]; ok {
+			return fmt.Errorf("BAE database: %s has the id of %s", what, prev)
+		}
+		where[id] = what
+		return nil
 	}
+	profileByID := map[string]store.ImportedProfile{}
+	for _, p := range profiles {
+		if err := claim(p.ID, "profile "+p.ID); err != nil {
+			return rep, err
+		}
+		profileByID[p.ID] = p
+	}
+	// A key or session may only name a profile of this file: an id the
+	// target alone holds would plant a key on the target's profile.
+	clientKeyByID := map[string]store.ImportedKey{}
+	prefixes := map[string]string{}
 	for _, k := range clientKeys {
-		keyIDs[k.ID] = true
+		if err := claim(k.ID, "client key "+k.ID); err != nil {
+			return rep, err
+		}
+		if _, ok := profileByID[k.ProfileID]; !ok {
+			return rep, fmt.Errorf("BAE database: client key %s names profile %q, which is not in this database", k.ID, k.ProfileID)
+		}
+		clientKeyByID[k.ID] = k
+		// A live key is found by its prefix, which must name one key.
+		if k.DeletedAt == nil && keyhash.IsArgon2id(k.Hash) {
+			if other, ok := prefixes[k.Prefix]; ok {
+				return rep, fmt.Errorf("BAE database: client keys %s and %s are both live under the prefix %q, which must name one key here: revoke one of them in BAE first", other, k.ID, k.Prefix)
+			}
+			prefixes[k.Prefix] = k.ID
+		}
 	}
 	keysBySession := map[string][]store.ImportedKey{}
 	for _, k := range sessionKeys {
+		if err := claim(k.ID, "session key "+k.ID); err != nil {
+			return rep, err
+		}
 		keysBySession[k.SessionID] = append(keysBySession[k.SessionID], k)
 	}
+	if dup, err := src.repeatedEventID(ctx); err != nil || dup != "" {
+		return rep, cmp.Or(err, fmt.Errorf("BAE database: event %s appears more than once", quoted(dup)))
+	}
+	sessionIDs := make([]string, 0, len(sessions))
 	for i := range sessions {
 		s := &sessions[i]
-		if !profileIDs[s.ProfileID] {
-			return rep, fmt.Errorf("BAE database: session %s names profile %q, which is not in the database", s.ID, s.ProfileID)
+		if err := claim(s.ID, "session "+s.ID); err != nil {
+			return rep, err
 		}
-		if !keyIDs[s.ClientKeyID] {
-			return rep, fmt.Errorf("BAE database: session %s names client key %q, which is not in the database", s.ID, s.ClientKeyID)
+		if _, ok := profileByID[s.ProfileID]; !ok {
+			return rep, fmt.Errorf("BAE database: session %s names profile %q, which is not in this database", s.ID, s.ProfileID)
+		}
+		if _, ok := clientKeyByID[s.ClientKeyID]; !ok {
+			return rep, fmt.Errorf("BAE database: session %s names client key %q, which is not in this database", s.ID, s.ClientKeyID)
+		}
+		for _, c := range s.Clients {
+			if _, ok := clientKeyByID[c.ClientKeyID]; !ok {
+				return rep, fmt.Errorf("BAE database: session %s declares tools for client key %q, which is not in this database", s.ID, c.ClientKeyID)
+			}
 		}
 		s.Keys = keysBySession[s.ID]
 		delete(keysBySession, s.ID)
 		for _, k := range s.Keys {
-			if !keyIDs[k.ClientKeyID] {
-				return rep, fmt.Errorf("BAE database: session key %s names client key %q, which is not in the database", k.ID, k.ClientKeyID)
+			if _, ok := clientKeyByID[k.ClientKeyID]; !ok {
+				return rep, fmt.Errorf("BAE database: session key %s names client key %q, which is not in this database", k.ID, k.ClientKeyID)
+			}
+			if k.ProfileID != "" && k.ProfileID != s.ProfileID {
+				return rep, fmt.Errorf("BAE database: session key %s names profile %q, not its session's %q", k.ID, k.ProfileID, s.ProfileID)
 			}
 		}
-		n, err := src.checkEvents(ctx, s.ID)
+		n, err := src.checkEvents(ctx, st, s.ID)
 		if err != nil {
 			return rep, err
 		}
@@ -159,105 +239,102 @@ func Run(ctx context.Context, st *store.Store, opts Options) (Report, error) {
 		sessionIDs = append(sessionIDs, s.ID)
 	}
 	for sid, ks := range keysBySession {
-		return rep, fmt.Errorf("BAE database: session key %s belongs to session %q, which is not in the database", ks[0].ID, sid)
+		return rep, fmt.Errorf("BAE database: session key %s belongs to session %q, which is not in this database", ks[0].ID, sid)
 	}
 
-	// What the target already holds: a previous import.
-	var allKeyIDs []string
-	for _, k := range clientKeys {
-		allKeyIDs = append(allKeyIDs, k.ID)
+	// Nothing of the file may already be in the target: not its ids (a
+	// previous import, or rows the target made itself), not a live key's
+	// prefix, not a live profile's name.
+	var keyIDs []string
+	for _, k := range slices.Concat(clientKeys, sessionKeys) {
+		keyIDs = append(keyIDs, k.ID)
 	}
-	present, err := st.ImportPresence(ctx, keysOf(profileIDs), allKeyIDs, sessionIDs)
+	present, err := st.ImportPresence(ctx, keysOf(profileByID), keyIDs, sessionIDs, nil)
 	if err != nil {
 		return rep, err
+	}
+	if len(present) > 0 {
+		slices.SortFunc(present, func(a, b string) int { return cmp.Compare(where[a], where[b]) })
+		return rep, fmt.Errorf("BAE database: %s: the target already holds that id (%d row(s) of this database do; was it imported before?)", where[present[0]], len(present))
+	}
+	livePrefixes, err := st.LiveClientKeyPrefixes(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for prefix, id := range prefixes {
+		if other, ok := livePrefixes[prefix]; ok {
+			return rep, fmt.Errorf("BAE database: client key %s: its prefix %q is held by the target's live key %s, and a prefix must name one key: revoke one of them, then import again", id, prefix, other)
+		}
 	}
 	names, err := st.LiveProfileNames(ctx)
 	if err != nil {
 		return rep, err
 	}
 	for _, p := range profiles {
-		if p.DeletedAt != nil || present[p.ID] {
+		if p.DeletedAt != nil {
 			continue
 		}
-		if id, ok := names[p.Name]; ok && id != p.ID {
+		if id, ok := names[p.Name]; ok {
 			return rep, fmt.Errorf("profile name %q is taken in the target by %s (BAE's is %s): rename or delete one of them, then import again", p.Name, id, p.ID)
 		}
 	}
-	for _, p := range profiles {
-		if present[p.ID] {
-			rep.AlreadyPresent.Profiles++
-		}
-	}
-	for _, k := range clientKeys {
-		if present[k.ID] {
-			rep.AlreadyPresent.ClientKeys++
-		}
-	}
-	for _, s := range sessions {
-		if present[s.ID] {
-			rep.AlreadyPresent.Sessions++
-		}
-	}
+	rep.KeysByProfile = keysByProfile(profiles, clientKeys)
 	if opts.DryRun {
-		rep.Imported = Counts{
-			Profiles:   rep.Source.Profiles - rep.AlreadyPresent.Profiles,
-			ClientKeys: rep.Source.ClientKeys - rep.AlreadyPresent.ClientKeys,
-		}
-		for _, s := range sessions {
-			if !present[s.ID] {
-				addSession(&rep.Imported, s, src.eventCount[s.ID])
-			} else {
-				rep.AlreadyPresent.SessionKeys += len(s.Keys)
-				rep.AlreadyPresent.Events += src.eventCount[s.ID]
-			}
-		}
+		rep.Imported = rep.Source
 		return rep, nil
 	}
 
-	// Pass 2: write.
-	np, nk, err := st.ImportProfilesAndKeys(ctx, profiles, clientKeys)
-	if err != nil {
-		return rep, err
-	}
-	rep.Imported.Profiles, rep.Imported.ClientKeys = np, nk
+	// Pass 2: write everything in one transaction.
 	done, evs := 0, 0
 	report := func() {
 		if opts.Progress != nil {
 			opts.Progress(Progress{Sessions: done, TotalSessions: len(sessions), Events: evs})
 		}
 	}
-	for _, s := range sessions {
-		if err := ctx.Err(); err != nil {
-			return rep, err
+	var imported Counts
+	err = st.Import(ctx, func(tx *store.ImportTx) error {
+		if err := tx.ProfilesAndKeys(ctx, profiles, clientKeys); err != nil {
+			return err
 		}
-		if present[s.ID] {
-			rep.AlreadyPresent.SessionKeys += len(s.Keys)
-			rep.AlreadyPresent.Events += src.eventCount[s.ID]
-		} else {
+		imported = Counts{Profiles: len(profiles), ClientKeys: len(clientKeys)}
+		for _, s := range sessions {
 			full, err := src.fullSession(ctx, s, opts.Now().UTC())
 			if err != nil {
-				return rep, err
+				return err
 			}
-			fresh, err := st.ImportSession(ctx, full)
-			if err != nil {
-				return rep, err
+			if err := tx.Session(ctx, full); err != nil {
+				return err
 			}
-			if fresh {
-				addSession(&rep.Imported, s, len(full.Events)-closeNotes(s))
-				evs += len(full.Events)
-			} else {
-				rep.AlreadyPresent.Sessions++
-				rep.AlreadyPresent.SessionKeys += len(s.Keys)
-				rep.AlreadyPresent.Events += src.eventCount[s.ID]
+			addSession(&imported, s, len(full.Events)-closeNotes(s))
+			evs += len(full.Events)
+			done++
+			if done%opts.ProgressEvery == 0 {
+				report()
 			}
 		}
-		done++
-		if done%opts.ProgressEvery == 0 {
-			report()
-		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("%w (nothing was imported)", err)
 	}
+	rep.Imported = imported
 	report()
 	return rep, nil
+}
+
+// keysByProfile groups client keys under their profiles, in file order.
+func keysByProfile(profiles []store.ImportedProfile, keys []store.ImportedKey) []ProfileKeys {
+	out := make([]ProfileKeys, 0, len(profiles))
+	at := map[string]int{}
+	for _, p := range profiles {
+		at[p.ID] = len(out)
+		out = append(out, ProfileKeys{ProfileID: p.ID, ProfileName: p.Name, Deleted: p.DeletedAt != nil, Keys: []KeyInfo{}})
+	}
+	for _, k := range keys {
+		pk := &out[at[k.ProfileID]]
+		pk.Keys = append(pk.Keys, KeyInfo{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Revoked: k.DeletedAt != nil})
+	}
+	return out
 }
 
 func addSession(c *Counts, s store.ImportedSession, events int) {
@@ -277,7 +354,7 @@ func closeNotes(s store.ImportedSession) int {
 	return 0
 }
 
-func keysOf(m map[string]bool) []string {
+func keysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -290,9 +367,10 @@ type source struct {
 	db         *sql.DB
 	version    int
 	eventCount map[string]int
+	maxPayload int64
 }
 
-func open(ctx context.Context, path string) (*source, error) {
+func open(ctx context.Context, path string, maxPayload int64) (*source, error) {
 	if path == "" {
 		return nil, errors.New("no BAE database given")
 	}
@@ -308,7 +386,7 @@ func open(ctx context.Context, path string) (*source, error) {
 		return nil, fmt.Errorf("BAE database %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	src := &source{db: db, eventCount: map[string]int{}}
+	src := &source{db: db, eventCount: map[string]int{}, maxPayload: maxPayload}
 	fail := func(err error) (*source, error) {
 		db.Close()
 		return nil, err
@@ -357,13 +435,19 @@ func (s *source) profiles(ctx context.Context) ([]store.ImportedProfile, error) 
 			return nil, fmt.Errorf("BAE database: read profiles: %w", err)
 		}
 		p := store.ImportedProfile{ID: id, Name: name.String}
-		where := fmt.Sprintf("profile %s", id)
+		where := fmt.Sprintf("profile %s", quoted(id))
+		if err := checkID(id); err != nil {
+			return nil, fmt.Errorf("BAE database: %s: %w", where, err)
+		}
 		if p.Name == "" {
 			return nil, fmt.Errorf("BAE database: %s has no name", where)
 		}
+		if err := checkText(p.Name, wire.MaxNameBytes); err != nil {
+			return nil, fmt.Errorf("BAE database: %s: name %w", where, err)
+		}
 		var prim string
-		if err := json.Unmarshal([]byte(primary.String), &prim); err != nil || prim == "" {
-			return nil, fmt.Errorf("BAE database: %s: provider_config is not a provider name: %q", where, primary.String)
+		if err := json.Unmarshal([]byte(primary.String), &prim); err != nil || prim == "" || checkText(prim, wire.MaxNameBytes) != nil {
+			return nil, fmt.Errorf("BAE database: %s: provider_config is not a provider name: %.300q", where, primary.String)
 		}
 		p.PrimaryProvider = prim
 		for _, f := range []struct {
@@ -371,7 +455,7 @@ func (s *source) profiles(ctx context.Context) ([]store.ImportedProfile, error) 
 			in  sql.NullString
 			out *json.RawMessage
 		}{{"fallback_configs", fallbacks, &p.FallbackProviders}, {"mcp_servers", mcp, &p.MCPServers}, {"allowed_tools", tools, &p.AllowedTools}, {"available_sandboxes", sb, &p.AvailableSandboxes}} {
-			if *f.out, err = jsonArrayOrNull(f.in); err != nil {
+			if *f.out, err = stringList(f.in); err != nil {
 				return nil, fmt.Errorf("BAE database: %s: %s: %w", where, f.col, err)
 			}
 		}
@@ -407,19 +491,33 @@ func (s *source) keys(ctx context.Context) (client, session []store.ImportedKey,
 		if err := rows.Scan(&id, &name, &hash, &prefix, &role, &profile, &clientID, &created, &used, &deleted); err != nil {
 			return nil, nil, 0, fmt.Errorf("BAE database: read keys: %w", err)
 		}
-		where := fmt.Sprintf("key %s", id)
+		where := fmt.Sprintf("%s key %s", role.String, quoted(id))
 		if role.String == store.RoleAdmin {
 			admins++
 			continue
 		}
 		if role.String != store.RoleClient && role.String != store.RoleSession {
-			return nil, nil, 0, fmt.Errorf("BAE database: %s has unknown role %q", where, role.String)
+			return nil, nil, 0, fmt.Errorf("BAE database: key %s has unknown role %.100q", quoted(id), role.String)
 		}
-		if !keyhash.Valid(hash.String) {
+		if err := checkID(id); err != nil {
+			return nil, nil, 0, fmt.Errorf("BAE database: %s: %w", where, err)
+		}
+		// The stored costs are what a request presenting this prefix
+		// would pay: refused here, they are never run.
+		if !keyhash.IsArgon2id(hash.String) {
 			return nil, nil, 0, fmt.Errorf("BAE database: %s: key_hash is not an Argon2id PHC string", where)
+		}
+		if err := keyhash.Check(hash.String); err != nil {
+			return nil, nil, 0, fmt.Errorf("BAE database: %s: key_hash: %w", where, err)
 		}
 		if prefix.String == "" {
 			return nil, nil, 0, fmt.Errorf("BAE database: %s has no key_prefix", where)
+		}
+		if err := checkText(prefix.String, wire.MaxNameBytes); err != nil {
+			return nil, nil, 0, fmt.Errorf("BAE database: %s: key_prefix %w", where, err)
+		}
+		if err := checkText(name.String, wire.MaxNameBytes); err != nil {
+			return nil, nil, 0, fmt.Errorf("BAE database: %s: name %w", where, err)
 		}
 		k := store.ImportedKey{ID: id, Role: role.String, Name: name.String, Prefix: prefix.String, Hash: hash.String, ProfileID: profile.String}
 		if k.CreatedAt, err = parseTime(created, where+" created_at"); err != nil {
@@ -438,7 +536,7 @@ func (s *source) keys(ctx context.Context) (client, session []store.ImportedKey,
 		// BAE keeps a session key's session id in its name.
 		k.SessionID, k.ClientKeyID = name.String, clientID.String
 		if k.SessionID == "" || k.ClientKeyID == "" {
-			return nil, nil, 0, fmt.Errorf("BAE database: session %s names no session or client key", where)
+			return nil, nil, 0, fmt.Errorf("BAE database: %s names no session or client key", where)
 		}
 		session = append(session, k)
 	}
@@ -468,16 +566,22 @@ func (s *source) sessions(ctx context.Context) ([]store.ImportedSession, error) 
 		if err := rows.Scan(&id, &clientKey, &profile, &state, &version, &tools, &sbTools, &subTools, &created, &closed); err != nil {
 			return nil, fmt.Errorf("BAE database: read sessions: %w", err)
 		}
-		where := fmt.Sprintf("session %s", id)
+		where := fmt.Sprintf("session %s", quoted(id))
+		if err := checkID(id); err != nil {
+			return nil, fmt.Errorf("BAE database: %s: %w", where, err)
+		}
 		sess := store.ImportedSession{ID: id, ClientKeyID: clientKey.String, ProfileID: profile.String, State: state.String}
 		if version.Valid {
 			v := version.String
+			if len(v) > wire.MaxClientVersionBytes || strings.ContainsRune(v, 0) {
+				return nil, fmt.Errorf("BAE database: %s: client_version must be at most %d bytes with no NUL characters", where, wire.MaxClientVersionBytes)
+			}
 			sess.ClientVersion = &v
 		}
 		switch sess.State {
 		case store.StateOpen, store.StateClosed, store.StateError:
 		default:
-			return nil, fmt.Errorf("BAE database: %s has unknown state %q", where, sess.State)
+			return nil, fmt.Errorf("BAE database: %s has unknown state %.100q", where, sess.State)
 		}
 		if sess.CreatedAt, err = parseTime(created, where+" created_at"); err != nil {
 			return nil, err
@@ -487,6 +591,7 @@ func (s *source) sessions(ctx context.Context) ([]store.ImportedSession, error) 
 		}
 		clients := map[string]*store.ImportedClient{}
 		var order []string
+		decls := map[string][][]wire.ToolDecl{}
 		for _, col := range []struct {
 			name string
 			in   sql.NullString
@@ -496,11 +601,21 @@ func (s *source) sessions(ctx context.Context) ([]store.ImportedSession, error) 
 			{"sandbox_tools", sbTools, func(c *store.ImportedClient, r json.RawMessage) { c.SandboxTools = r }},
 			{"subagent_tools", subTools, func(c *store.ImportedClient, r json.RawMessage) { c.SubagentTools = r }},
 		} {
+			if int64(len(col.in.String)) > s.maxPayload {
+				return nil, fmt.Errorf("BAE database: %s: %s is %d bytes, above the %d a live request may carry", where, col.name, len(col.in.String), s.maxPayload)
+			}
 			byClient, err := perClient(col.in)
 			if err != nil {
 				return nil, fmt.Errorf("BAE database: %s: %s: %w", where, col.name, err)
 			}
 			for _, kv := range byClient {
+				var list []wire.ToolDecl
+				if len(kv.tools) > 0 {
+					if err := json.Unmarshal(kv.tools, &list); err != nil {
+						return nil, fmt.Errorf("BAE database: %s: %s: client %.300q: not a list of tool declarations", where, col.name, kv.client)
+					}
+				}
+				decls[kv.client] = append(decls[kv.client], list)
 				c, ok := clients[kv.client]
 				if !ok {
 					c = &store.ImportedClient{ClientKeyID: kv.client}
@@ -508,6 +623,12 @@ func (s *source) sessions(ctx context.Context) ([]store.ImportedSession, error) 
 					order = append(order, kv.client)
 				}
 				col.set(c, kv.tools)
+			}
+		}
+		// One client's declarations meet the live bounds together.
+		for _, id := range order {
+			if err := wire.CheckToolDecls(decls[id]...); err != nil {
+				return nil, fmt.Errorf("BAE database: %s: tools of client %.300q: %w", where, id, err)
 			}
 		}
 		if _, ok := clients[sess.ClientKeyID]; !ok {
@@ -557,15 +678,56 @@ func perClient(in sql.NullString) ([]clientTools, error) {
 	return out, nil
 }
 
-// checkEvents reads a session's log once, checking every row, and counts it.
-func (s *source) checkEvents(ctx context.Context, sessionID string) (int, error) {
+// repeatedEventID returns an event id the log holds twice, if any (BAE's
+// primary key forbids it; a hand-made file may not), letting SQLite sort
+// rather than holding every id in memory.
+func (s *source) repeatedEventID(ctx context.Context) (string, error) {
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM session_events GROUP BY id HAVING count(*) > 1 LIMIT 1`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("BAE database: read events: %w", err)
+	}
+	return id, nil
+}
+
+// checkEvents reads a session's log once, checking every row (and that
+// the target holds none of its event ids), and counts it.
+func (s *source) checkEvents(ctx context.Context, st *store.Store, sessionID string) (int, error) {
+	var batch []string
+	flush := func() error {
+		present, err := st.ImportPresence(ctx, nil, nil, nil, batch)
+		if err != nil {
+			return err
+		}
+		if len(present) > 0 {
+			return fmt.Errorf("BAE database: event %s of session %s: the target already holds that id (was this database imported before?)", present[0], sessionID)
+		}
+		batch = batch[:0]
+		return nil
+	}
 	n := 0
-	err := s.eachEvent(ctx, sessionID, func(store.ImportedEvent) { n++ })
+	err := s.eachEvent(ctx, sessionID, func(e store.ImportedEvent) {
+		n++
+		batch = append(batch, e.ID)
+	}, func() error {
+		if len(batch) >= 5000 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && len(batch) > 0 {
+		err = flush()
+	}
 	s.eventCount[sessionID] = n
 	return n, err
 }
 
-func (s *source) eachEvent(ctx context.Context, sessionID string, fn func(store.ImportedEvent)) error {
+// eachEvent calls fn with every checked event of a session's log, then
+// after (if given), whose error ends the read.
+func (s *source) eachEvent(ctx context.Context, sessionID string, fn func(store.ImportedEvent), after ...func() error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, client_key_id, event_type, payload, created_at FROM session_events
 		WHERE session_id = ? ORDER BY rowid`, sessionID)
 	if err != nil {
@@ -578,9 +740,17 @@ func (s *source) eachEvent(ctx context.Context, sessionID string, fn func(store.
 		if err := rows.Scan(&id, &client, &typ, &payload, &created); err != nil {
 			return fmt.Errorf("BAE database: read events of session %s: %w", sessionID, err)
 		}
-		where := fmt.Sprintf("event %s of session %s", id, sessionID)
+		where := fmt.Sprintf("event %s of session %s", quoted(id), sessionID)
+		if err := checkID(id); err != nil {
+			return fmt.Errorf("BAE database: %s: %w", where, err)
+		}
 		if !events.Type(typ).Known() {
-			return fmt.Errorf("BAE database: %s has unknown event_type %q", where, typ)
+			return fmt.Errorf("BAE database: %s has unknown event_type %.100q", where, typ)
+		}
+		// A live event's payload came in one request body: a bigger one
+		// would be served whole by every read of the log.
+		if int64(len(payload)) > s.maxPayload {
+			return fmt.Errorf("BAE database: %s: payload is %d bytes, above the %d a live request may carry (BAE_MAX_BODY_BYTES)", where, len(payload), s.maxPayload)
 		}
 		if !json.Valid([]byte(payload)) {
 			return fmt.Errorf("BAE database: %s: payload is not valid JSON", where)
@@ -590,6 +760,11 @@ func (s *source) eachEvent(ctx context.Context, sessionID string, fn func(store.
 			return err
 		}
 		fn(store.ImportedEvent{ID: id, ClientKeyID: client.String, Type: typ, Payload: json.RawMessage(payload), CreatedAt: at})
+		for _, a := range after {
+			if err := a(); err != nil {
+				return err
+			}
+		}
 	}
 	return rows.Err()
 }
@@ -613,6 +788,59 @@ func (s *source) fullSession(ctx context.Context, sess store.ImportedSession, no
 		sess.State, sess.ClosedAt = store.StateClosed, &now
 	}
 	return sess, nil
+}
+
+// stringList reads a profile's list column: null, or an array of at most
+// wire.MaxListItems strings, each as the admin API bounds it.
+func stringList(in sql.NullString) (json.RawMessage, error) {
+	raw, err := jsonArrayOrNull(in)
+	if err != nil || raw == nil {
+		return raw, err
+	}
+	var items []string
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, errors.New("not a JSON array of strings")
+	}
+	if len(items) > wire.MaxListItems {
+		return nil, fmt.Errorf("%d entries, above the %d a profile may hold", len(items), wire.MaxListItems)
+	}
+	for _, it := range items {
+		if err := checkText(it, wire.MaxListItemBytes); err != nil {
+			return nil, fmt.Errorf("entry %w", err)
+		}
+	}
+	return raw, nil
+}
+
+// checkID bounds a row id as the admin API bounds ids.
+func checkID(id string) error {
+	if id == "" {
+		return errors.New("empty id")
+	}
+	if err := checkText(id, wire.MaxNameBytes); err != nil {
+		return fmt.Errorf("id %w", err)
+	}
+	return nil
+}
+
+// checkText applies the admin API's bounds on a name-like field.
+func checkText(v string, limit int) error {
+	if len(v) > limit {
+		return fmt.Errorf("is %d bytes, above the %d a live request may store", len(v), limit)
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return errors.New("contains control characters")
+	}
+	return nil
+}
+
+// quoted shows an id from the file in a message: as it is when it looks
+// like one, quoted and cut short otherwise.
+func quoted(id string) string {
+	if len(id) <= wire.MaxNameBytes && strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) < 0 && id != "" {
+		return id
+	}
+	return fmt.Sprintf("%.80q", id)
 }
 
 func jsonArrayOrNull(in sql.NullString) (json.RawMessage, error) {

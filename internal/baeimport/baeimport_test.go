@@ -3,15 +3,17 @@ package baeimport_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/baeimport"
 	"github.com/bae-go/bae-go/internal/lib/keyhash"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
@@ -130,7 +132,6 @@ func TestImportBAEDatabase(t *testing.T) {
 	want := baeimport.Counts{Profiles: src.profiles, ClientKeys: src.clientKeyRows, Sessions: 4, SessionKeys: 5, Events: src.events, OpenSessions: src.openSessions}
 	assert.Equal(t, want, dry.Source)
 	assert.Equal(t, want, dry.Imported)
-	assert.Equal(t, baeimport.Counts{}, dry.AlreadyPresent)
 	assert.Equal(t, 1, dry.AdminKeys)
 	assert.Equal(t, 8, dry.SchemaVersion)
 	assert.Equal(t, before, tableCounts(t, st), "a dry run writes nothing")
@@ -140,7 +141,18 @@ func TestImportBAEDatabase(t *testing.T) {
 		Progress: func(p baeimport.Progress) { progress = append(progress, p) }})
 	require.NoError(t, err)
 	assert.Equal(t, want, rep.Imported)
-	assert.Equal(t, baeimport.Counts{}, rep.AlreadyPresent)
+	// The report lists every client key under its profile.
+	require.Len(t, rep.KeysByProfile, 2)
+	assert.Equal(t, "main", rep.KeysByProfile[0].ProfileName)
+	assert.False(t, rep.KeysByProfile[0].Deleted)
+	require.Len(t, rep.KeysByProfile[0].Keys, 3)
+	assert.Equal(t, []string{"release-cost", "ci", "gone"}, []string{rep.KeysByProfile[0].Keys[0].Name, rep.KeysByProfile[0].Keys[1].Name, rep.KeysByProfile[0].Keys[2].Name})
+	assert.Equal(t, src.clientKeys[0][:8], rep.KeysByProfile[0].Keys[0].Prefix)
+	assert.True(t, rep.KeysByProfile[0].Keys[2].Revoked)
+	assert.Equal(t, "old", rep.KeysByProfile[1].ProfileName)
+	assert.True(t, rep.KeysByProfile[1].Deleted)
+	assert.Empty(t, rep.KeysByProfile[1].Keys)
+	assert.Equal(t, dry.KeysByProfile, rep.KeysByProfile)
 	require.NotEmpty(t, progress)
 	assert.Equal(t, baeimport.Progress{Sessions: 4, TotalSessions: 4, Events: src.events + src.openSessions}, progress[len(progress)-1])
 	after := tableCounts(t, st)
@@ -206,18 +218,17 @@ func TestImportBAEDatabase(t *testing.T) {
 		}
 	}
 
-	// A re-run imports nothing and changes nothing.
-	again, err := baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
-	require.NoError(t, err)
-	assert.Equal(t, baeimport.Counts{}, again.Imported)
-	assert.Equal(t, baeimport.Counts{Profiles: src.profiles, ClientKeys: src.clientKeyRows, Sessions: 4, SessionKeys: 5, Events: src.events}, again.AlreadyPresent)
+	// A re-run is refused (the target holds the file's ids) and changes
+	// nothing.
+	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
+	assert.ErrorContains(t, err, "the target already holds that id")
 	now := tableCounts(t, st)
 	// The two sessions the key check opened are the only change since.
 	assert.Equal(t, after["profiles"], now["profiles"])
 	assert.Equal(t, after["sessions"]+2, now["sessions"])
-	dry, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path, DryRun: true})
-	require.NoError(t, err)
-	assert.Equal(t, baeimport.Counts{}, dry.Imported)
+	assert.Equal(t, after["session_events"]+2, now["session_events"])
+	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path, DryRun: true})
+	assert.ErrorContains(t, err, "the target already holds that id")
 }
 
 // checkLog compares a session's log read back with what BAE held.
@@ -305,43 +316,42 @@ func TestImportRefusesBadDatabases(t *testing.T) {
 	assert.Equal(t, empty, tableCounts(t, st), "a refused database leaves the target unchanged")
 }
 
-// A session that fails to store rolls back whole; the sessions before it
-// stay, and a re-run after the cause is fixed completes the import.
-func TestImportSessionIsAtomic(t *testing.T) {
+// The import is one transaction: a row that fails to store half-way (here
+// a session id another writer took after the checks) leaves nothing of
+// the file in the target, and a re-run after the cause is gone completes.
+func TestImportIsAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, testdb.New(t))
 	src := seed(t, false)
-	// The target already holds an event with the id of the shared
-	// session's last event: storing that session must fail.
-	clash := src.sessions[1]
-	lastID := clash.Events[len(clash.Events)-1].ID
 	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "other", PrimaryProvider: "main"})
 	require.NoError(t, err)
 	k, _, err := st.NewClientKey(ctx, "other", p.ID)
 	require.NoError(t, err)
-	sess, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{}, store.Caps{})
-	require.NoError(t, err)
-	_, err = st.Pool.Exec(ctx, `UPDATE session_events SET id = $1 WHERE session_id = $2`, lastID, sess.ID)
-	require.NoError(t, err)
+	before := tableCounts(t, st)
+	clash := src.sessions[2]
+	took := false
+	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path, ProgressEvery: 1, Progress: func(pr baeimport.Progress) {
+		if pr.Sessions == 1 && !took {
+			took = true
+			_, err := st.Pool.Exec(ctx, `INSERT INTO sessions (id, profile_id, client_key_id, state) VALUES ($1, $2, $3, 'closed')`, clash.ID, p.ID, k.ID)
+			require.NoError(t, err)
+		}
+	}})
+	require.ErrorContains(t, err, "import session "+clash.ID)
+	assert.ErrorContains(t, err, "nothing was imported")
+	require.True(t, took)
+	after := tableCounts(t, st)
+	after["sessions"]-- // the other writer's row
+	assert.Equal(t, before, after, "nothing of the file is stored")
+	_, err = st.GetSession(ctx, src.sessions[0].ID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "not even the sessions stored before the failure")
 
-	_, err = baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
-	require.ErrorContains(t, err, "import session "+clash.ID+" events")
-	_, err = st.GetSession(ctx, clash.ID)
-	assert.ErrorIs(t, err, store.ErrNotFound, "nothing of the failed session is stored")
-	var n int
-	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM keys WHERE session_id = $1`, clash.ID).Scan(&n))
-	assert.Zero(t, n)
-	first, err := st.GetSession(ctx, src.sessions[0].ID)
-	require.NoError(t, err, "the session before it is whole")
-	assert.Equal(t, int64(len(src.sessions[0].Events)), lastSeq(t, st, first.ID))
-
-	_, err = st.Pool.Exec(ctx, `UPDATE session_events SET id = 'evt_moved' WHERE id = $1 AND session_id = $2`, lastID, sess.ID)
+	_, err = st.Pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, clash.ID)
 	require.NoError(t, err)
 	rep, err := baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
 	require.NoError(t, err)
-	assert.Equal(t, 3, rep.Imported.Sessions)
-	assert.Equal(t, 1, rep.AlreadyPresent.Sessions)
-	assert.Equal(t, int64(len(clash.Events)+1), lastSeq(t, st, clash.ID))
+	assert.Equal(t, 4, rep.Imported.Sessions)
+	assert.Equal(t, int64(len(clash.Events)), lastSeq(t, st, clash.ID))
 }
 
 func lastSeq(t *testing.T, st *store.Store, sessionID string) int64 {
@@ -377,4 +387,126 @@ func TestImportRefusesTakenProfileName(t *testing.T) {
 	rep, err := baeimport.Run(ctx, st, baeimport.Options{Path: src.db.Path})
 	require.NoError(t, err)
 	assert.Equal(t, 4, rep.Imported.Sessions)
+}
+
+// Hostile files, each with one defect, are refused naming the row, and the
+// target is unchanged: costs that would take a replica down at the first
+// request, keys and sessions planted on the target's profile, rows above
+// the live limits, ids and key prefixes the target already holds.
+func TestImportRefusesHostileFiles(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, testdb.New(t))
+	target, err := st.CreateProfile(ctx, store.ProfileInput{Name: "target", PrimaryProvider: "main"})
+	require.NoError(t, err)
+	targetKey, _, err := st.NewClientKey(ctx, "target", target.ID)
+	require.NoError(t, err)
+	before := tableCounts(t, st)
+	salt, digest := "MDEyMzQ1Njc4OWFiY2RlZg", strings.Repeat("A", 43)
+	goodHash, err := keyhash.Argon2id{Params: keyhash.TestParams}.Hash("bae_" + strings.Repeat("c", 48))
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		build func(b *baeDB) (wantErr string)
+	}{
+		{"memory cost of 4 GiB", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			id := b.rawKey("client", "k", "$argon2id$v=19$m=4294967295,t=1,p=1$"+salt+"$"+digest, "bae_cccc", p, "")
+			return "client key " + id + ": key_hash: Argon2 memory cost m=4294967295 KiB is above the 65536 KiB this server verifies"
+		}},
+		{"time cost", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			id := b.rawKey("client", "k", "$argon2id$v=19$m=65536,t=100,p=1$"+salt+"$"+digest, "bae_cccc", p, "")
+			return "client key " + id + ": key_hash: Argon2 time cost t=100 is above the 4"
+		}},
+		{"session key cost", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(p, k, "closed")
+			id := b.rawKey("session", s.ID, "$argon2id$v=19$m=4096,t=1,p=64$"+salt+"$"+digest, "bae_ses_", p, k)
+			return "session key " + id + ": key_hash: Argon2 parallelism p=64 is above the 4"
+		}},
+		{"client key on the target's profile", func(b *baeDB) string {
+			id := b.rawKey("client", "planted", goodHash, "bae_cccc", target.ID, "")
+			return "client key " + id + ` names profile "` + target.ID + `", which is not in this database`
+		}},
+		{"session on the target's profile", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(target.ID, k, "closed")
+			return "session " + s.ID + ` names profile "` + target.ID + `", which is not in this database`
+		}},
+		{"profile id the target holds", func(b *baeDB) string {
+			b.exec(`INSERT INTO profiles (id, name, provider_config, created_at) VALUES (?, 'elsewhere', '"main"', ?)`, target.ID, b.stamp(false))
+			b.rawKey("client", "planted", goodHash, "bae_cccc", target.ID, "")
+			return "profile " + target.ID + ": the target already holds that id"
+		}},
+		{"key id the target holds", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			b.exec(`INSERT INTO keys (id, name, key_hash, key_prefix, role, profile_id, created_at) VALUES (?, 'k', ?, 'bae_cccc', 'client', ?, ?)`,
+				targetKey.ID, goodHash, p, b.stamp(false))
+			return "client key " + targetKey.ID + ": the target already holds that id"
+		}},
+		{"key prefix the target holds", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			id := b.rawKey("client", "k", goodHash, targetKey.Prefix, p, "")
+			return "client key " + id + `: its prefix "` + targetKey.Prefix + `" is held by the target's live key ` + targetKey.ID
+		}},
+		{"two live keys under one prefix", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k1 := b.rawKey("client", "k1", goodHash, "bae_cccc", p, "")
+			k2 := b.rawKey("client", "k2", goodHash, "bae_cccc", p, "")
+			return "client keys " + k1 + " and " + k2 + ` are both live under the prefix "bae_cccc"`
+		}},
+		{"event payload above the live cap", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(p, k, "closed")
+			b.event(s, k, "session.open", map[string]any{"tools": []string{}}, false)
+			b.event(s, k, "client.message.send", map[string]any{"role": "user", "content": strings.Repeat("x", 4<<20)}, false)
+			return "event " + s.Events[1].ID + " of session " + s.ID + ": payload is 4194332 bytes, above the 4194304 a live request may carry"
+		}},
+		{"client_version above the live cap", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(p, k, "closed")
+			b.exec(`UPDATE sessions SET client_version = ? WHERE id = ?`, strings.Repeat("1", 2000), s.ID)
+			return "session " + s.ID + ": client_version must be at most 1024 bytes"
+		}},
+		{"tool declarations above the live cap", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(p, k, "closed")
+			var tools []map[string]any
+			for i := range 129 {
+				tools = append(tools, map[string]any{"name": fmt.Sprintf("t%d", i)})
+			}
+			raw, _ := json.Marshal(map[string]any{k: tools})
+			b.exec(`UPDATE sessions SET client_tools = ? WHERE id = ?`, string(raw), s.ID)
+			return "session " + s.ID + ": tools of client \"" + k + "\": at most 128 tools may be declared"
+		}},
+		{"event id twice", func(b *baeDB) string {
+			p := b.profile("p", "main", false)
+			k := b.rawKey("client", "k", goodHash, "bae_cccc", p, "")
+			s := b.session(p, k, "closed")
+			b.event(s, k, "session.open", map[string]any{"tools": []string{}}, false)
+			b.exec(`ALTER TABLE session_events RENAME TO old_events`)
+			b.exec(`CREATE TABLE session_events (id TEXT, session_id TEXT, client_key_id TEXT, event_type TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL)`)
+			b.exec(`INSERT INTO session_events SELECT id, session_id, client_key_id, event_type, payload, created_at FROM old_events`)
+			b.exec(`INSERT INTO session_events SELECT id, session_id, client_key_id, event_type, payload, created_at FROM old_events`)
+			return "event " + s.Events[0].ID + " appears more than once"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBAEDB(t)
+			want := tc.build(b)
+			b.close()
+			for _, dry := range []bool{true, false} {
+				_, err := baeimport.Run(ctx, st, baeimport.Options{Path: b.Path, DryRun: dry})
+				require.Error(t, err, "dry run %v", dry)
+				assert.Contains(t, err.Error(), want, "dry run %v", dry)
+			}
+			assert.Equal(t, before, tableCounts(t, st), "the target is unchanged")
+		})
+	}
 }

@@ -2,9 +2,11 @@
 // checked: Argon2id PHC strings (what BAE stores, and our default) and the
 // older "sha256:<hex>" form, which stays readable.
 //
-// A PHC string carries its own salt and cost, so a hash written with any
-// parameters verifies here: keys carried over from a BAE database work
-// unchanged.
+// A PHC string carries its own salt and cost, so a hash written with other
+// parameters verifies here (keys carried over from a BAE database work
+// unchanged), within bounds: a stored string sets the memory and time a
+// request costs, so costs above what BAE or we ever write are refused when
+// the string is parsed and never run (see MaxMemoryKiB).
 package keyhash
 
 import (
@@ -46,6 +48,21 @@ var BAEParams = Params{MemoryKiB: 64 * 1024, Time: 3, Threads: 1, KeyLen: 32, Sa
 // TestParams are cheap costs for tests (the same BAE's debug builds use):
 // never for keys that protect anything.
 var TestParams = Params{MemoryKiB: 64, Time: 1, Threads: 1, KeyLen: 32, SaltLen: 16}
+
+// Bounds on every Argon2id parameter a stored PHC string may carry. The
+// highest costs are BAE's release costs (and ours) with one pass and three
+// lanes of headroom; the lowest accept BAE's debug-build costs. A stored
+// string sets what a request presenting a key of its prefix costs, so one
+// outside the bounds is refused by Valid and VerifyPHC before any hashing.
+const (
+	MaxMemoryKiB = 64 * 1024
+	MaxTime      = 4
+	MaxThreads   = 4
+	MinSaltLen   = 8
+	MaxSaltLen   = 64
+	MinDigestLen = 16
+	MaxDigestLen = 64
+)
 
 // Hasher writes the stored form of new keys and verifies presented keys
 // against stored PHC strings. Tests wrap one to count the slow calls.
@@ -100,21 +117,25 @@ func ForScheme(name string) (Hasher, error) {
 // IsArgon2id reports whether stored looks like an Argon2id PHC string.
 func IsArgon2id(stored string) bool { return strings.HasPrefix(stored, Argon2idPrefix) }
 
-// Valid accepts "sha256:<64 hex>" and well-formed Argon2id PHC strings.
-func Valid(stored string) bool {
+// Valid accepts "sha256:<64 hex>" and well-formed Argon2id PHC strings
+// within the cost bounds.
+func Valid(stored string) bool { return Check(stored) == nil }
+
+// Check says why stored is not a hash this server verifies (nil if it is).
+func Check(stored string) error {
 	if h, ok := strings.CutPrefix(stored, ids.HashScheme); ok {
 		if len(h) != 64 {
-			return false
+			return errors.New("not 64 hex digits after sha256:")
 		}
 		for _, c := range h {
 			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false
+				return errors.New("not 64 hex digits after sha256:")
 			}
 		}
-		return true
+		return nil
 	}
 	_, err := parse(stored)
-	return err == nil
+	return err
 }
 
 // Verify checks secret against either stored form, in constant time.
@@ -181,16 +202,37 @@ func parse(s string) (phc, error) {
 			return phc{}, fmt.Errorf("unknown Argon2 parameter %q", kv)
 		}
 	}
-	// argon2 requires m ≥ 8·p; refuse what it would panic on.
+	// argon2 requires m ≥ 8·p; refuse what it would panic on, and costs
+	// above the bounds, which a request would pay for.
 	if p.time == 0 || p.threads == 0 || p.memory < 8*uint32(p.threads) {
 		return phc{}, errors.New("bad Argon2 parameters")
 	}
+	if p.memory > MaxMemoryKiB {
+		return phc{}, fmt.Errorf("Argon2 memory cost m=%d KiB is above the %d KiB this server verifies", p.memory, MaxMemoryKiB)
+	}
+	if p.time > MaxTime {
+		return phc{}, fmt.Errorf("Argon2 time cost t=%d is above the %d this server verifies", p.time, MaxTime)
+	}
+	if p.threads > MaxThreads {
+		return phc{}, fmt.Errorf("Argon2 parallelism p=%d is above the %d this server verifies", p.threads, MaxThreads)
+	}
+	// Lengths are checked on the encoded form first: decoding a huge
+	// string would already cost memory.
+	if n := b64Len(parts[4]); n > MaxSaltLen {
+		return phc{}, fmt.Errorf("Argon2 salt of %d bytes is longer than the %d this server verifies", n, MaxSaltLen)
+	}
+	if n := b64Len(parts[5]); n > MaxDigestLen {
+		return phc{}, fmt.Errorf("Argon2 digest of %d bytes is longer than the %d this server verifies", n, MaxDigestLen)
+	}
 	var err error
-	if p.salt, err = base64.RawStdEncoding.DecodeString(parts[4]); err != nil || len(p.salt) < 8 {
+	if p.salt, err = base64.RawStdEncoding.DecodeString(parts[4]); err != nil || len(p.salt) < MinSaltLen {
 		return phc{}, errors.New("bad Argon2 salt")
 	}
-	if p.hash, err = base64.RawStdEncoding.DecodeString(parts[5]); err != nil || len(p.hash) < 16 {
+	if p.hash, err = base64.RawStdEncoding.DecodeString(parts[5]); err != nil || len(p.hash) < MinDigestLen {
 		return phc{}, errors.New("bad Argon2 digest")
 	}
 	return p, nil
 }
+
+// b64Len is how many bytes an unpadded base64 string of this length holds.
+func b64Len(s string) int { return len(s) * 3 / 4 }
