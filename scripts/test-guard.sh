@@ -39,11 +39,11 @@ fi
   echo "test-guard: FAIL: run $BAE_TEST_RUN left Docker objects behind (a test did not remove what it started):"
   if [ -n "$containers" ]; then
     docker ps -a --filter "$label" \
-      --format '  container {{.ID}}  {{.Status}}  image={{.Label "bae.test.image"}}  session={{.Label "bae.session"}}  created={{.CreatedAt}}'
+      --format '  container {{.ID}}  {{.Status}}  test={{.Label "bae.test.owner"}}  image={{.Label "bae.test.image"}}  session={{.Label "bae.session"}}  created={{.CreatedAt}}'
   fi
   if [ -n "$images" ]; then
     for id in $images; do
-      docker image inspect --format '  image {{.Id}}  tags={{.RepoTags}}  test_image={{index .Config.Labels "bae.test.image"}}  created={{.Created}}' "$id"
+      docker image inspect --format '  image {{.Id}}  tags={{.RepoTags}}  test={{index .Config.Labels "bae.test.owner"}}  test_image={{index .Config.Labels "bae.test.image"}}  created={{.Created}}' "$id"
     done
   fi
   echo "test-guard: removing them"

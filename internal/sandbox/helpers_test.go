@@ -70,7 +70,7 @@ func newEngineFixture(t *testing.T, opts ...DockerOption) *engineFixture {
 			t.Errorf("remove test image: %v", err)
 		}
 	})
-	require.NoError(t, BuildBusyboxImage(ctx, f.image))
+	require.NoError(t, BuildBusyboxImage(ctx, f.image, t.Name()))
 	d, err := NewDockerDriver(discardLogger(), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })

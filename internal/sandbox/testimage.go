@@ -29,6 +29,8 @@ import (
 const (
 	// LabelTestImage carries the test image's tag.
 	LabelTestImage = "bae.test.image"
+	// LabelTestOwner names what built the test image (a test's name).
+	LabelTestOwner = "bae.test.owner"
 	// LabelTestRun carries TestRunEnv, the id of the suite run (make test)
 	// that built the image; its guard fails the run if anything so labelled
 	// outlives it.
@@ -52,9 +54,11 @@ func busyboxApplets() []string {
 // BuildBusyboxImage (test support) imports a tiny image tagged tag from the
 // host's static busybox, without pulling anything: /bin/busybox with applet
 // symlinks, /tmp, and a minimal /etc/passwd and /etc/group. The image is
-// labelled LabelTestImage=tag and, when TestRunEnv is set, LabelTestRun.
-// RemoveTestImage removes it with every container started from it.
-func BuildBusyboxImage(ctx context.Context, tag string) error {
+// labelled LabelTestImage=tag, LabelTestOwner=owner (the test or tool that
+// builds it, so that a leftover names its culprit) and, when TestRunEnv is
+// set, LabelTestRun. RemoveTestImage removes it with every container
+// started from it.
+func BuildBusyboxImage(ctx context.Context, tag, owner string) error {
 	// Where busybox-static installs its binary.
 	bin, err := findStaticBusybox("/bin/busybox", "/usr/bin/busybox")
 	if err != nil {
@@ -72,7 +76,7 @@ func BuildBusyboxImage(ctx context.Context, tag string) error {
 	rc, err := cli.ImageImport(ctx,
 		imagetypes.ImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"},
 		tag,
-		imagetypes.ImportOptions{Changes: testImageChanges(tag, os.Getenv(TestRunEnv))},
+		imagetypes.ImportOptions{Changes: testImageChanges(tag, owner, os.Getenv(TestRunEnv))},
 	)
 	if err != nil {
 		return fmt.Errorf("import busybox image %s: %w", tag, err)
@@ -85,11 +89,12 @@ func BuildBusyboxImage(ctx context.Context, tag string) error {
 }
 
 // testImageChanges are the Dockerfile instructions applied on import.
-func testImageChanges(tag, run string) []string {
+func testImageChanges(tag, owner, run string) []string {
 	changes := []string{
 		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		`CMD ["/bin/sh"]`,
 		"LABEL " + LabelTestImage + "=" + strconv.Quote(tag),
+		"LABEL " + LabelTestOwner + "=" + strconv.Quote(owner),
 	}
 	if run != "" {
 		changes = append(changes, "LABEL "+LabelTestRun+"="+strconv.Quote(run))

@@ -122,7 +122,7 @@ func buildSandboxImage(ctx context.Context) (*sandboxes, error) {
 		return nil, fmt.Errorf("sandbox turns need a Docker engine: %w", err)
 	}
 	tag := "bae-crash:" + ids.New("")[:12]
-	if err := sandbox.BuildBusyboxImage(ctx, tag); err != nil {
+	if err := sandbox.BuildBusyboxImage(ctx, tag, "bench/crash"); err != nil {
 		return nil, err
 	}
 	return &sandboxes{image: tag}, nil

@@ -49,6 +49,6 @@ func Image(t testing.TB, name string) string {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, sandbox.BuildBusyboxImage(ctx, tag))
+	require.NoError(t, sandbox.BuildBusyboxImage(ctx, tag, t.Name()))
 	return tag
 }
