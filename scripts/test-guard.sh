@@ -39,7 +39,7 @@ fi
   echo "test-guard: FAIL: run $BAE_TEST_RUN left Docker objects behind (a test did not remove what it started):"
   if [ -n "$containers" ]; then
     docker ps -a --filter "$label" \
-      --format '  container {{.ID}}  {{.Status}}  test={{.Label "bae.test.owner"}}  image={{.Label "bae.test.image"}}  session={{.Label "bae.session"}}  created={{.CreatedAt}}'
+      --format 'container {{.ID}}  {{.Status}}  test={{.Label "bae.test.owner"}}  image={{.Label "bae.test.image"}}  session={{.Label "bae.session"}}  created={{.CreatedAt}}' | sed 's/^/  /'
   fi
   if [ -n "$images" ]; then
     for id in $images; do
