@@ -3,7 +3,7 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 BIN := bin
 
-.PHONY: all build dev test test-short test-topology topology topology-down vet check pg test-deps bench fuzz clean
+.PHONY: all build dev test test-suite test-short test-topology topology topology-down vet check pg test-deps bench fuzz clean
 
 all: build
 
@@ -25,9 +25,16 @@ dev: pg build
 ## Plain go test already runs each fuzz target's seed corpus; the short
 ## fuzz run after it mutates beyond the seeds (2s per target). The
 ## production topology's suite (test-topology) runs after the rest, under
-## the same no-skip rule.
+## the same no-skip rule. All of it runs inside scripts/test-guard.sh, which
+## gives the run an id (BAE_TEST_RUN) that labels every Docker image the
+## tests build and every container started from one, and fails the run if
+## any of them is still present at the end, listing them.
 test: pg test-deps check
 	$(GO) build -o $(BIN)/noskip ./scripts/noskip
+	./scripts/test-guard.sh $(MAKE) --no-print-directory test-suite
+
+# test-suite: what `make test` runs inside the container guard.
+test-suite:
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 25m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags topology -json ./tests/topology | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s

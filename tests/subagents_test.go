@@ -13,26 +13,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/sandboxtest"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
 )
 
-// busyboxImage builds a local image for t (no registry needed), or skips
-// when no Docker engine is reachable.
+// busyboxImage builds a local image of t's own (no registry needed),
+// removed at test end with every container started from it, or skips when
+// no Docker engine is reachable.
 func busyboxImage(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := sandbox.EngineAvailable(ctx); err != nil {
-		t.Skipf("docker engine not reachable: %v", err)
-	}
-	tag := "bae-test-busybox:" + ids.New("")[:12]
-	require.NoError(t, sandbox.BuildBusyboxImage(ctx, tag))
-	t.Cleanup(func() { _ = sandbox.RemoveImage(context.Background(), tag) })
-	return tag
+	return sandboxtest.Image(t, "bae-test-busybox")
 }
 
 func subagentDecl(image string) map[string]any {

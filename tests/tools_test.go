@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +25,7 @@ import (
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/sandboxtest"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
@@ -197,37 +196,14 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// requireEngine skips t when no Docker engine answers.
-func requireEngine(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := sandbox.EngineAvailable(ctx); err != nil {
-		t.Skipf("docker engine not reachable: %v", err)
-	}
-}
-
-// buildImages imports n busybox images with unique tags, removed at test end.
-// Call it before newEnv so the removal runs after the server stopped.
+// buildImages builds n busybox images of t's own (sandboxtest.Image: each
+// is removed at test end with every container started from it). Call it
+// before newEnv so the removal runs after the server stopped.
 func buildImages(t *testing.T, n int) []string {
 	t.Helper()
-	requireEngine(t)
-	var b [6]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	var tags []string
 	for i := range n {
-		tag := fmt.Sprintf("bae-tools-test-%d:%s", i, hex.EncodeToString(b[:]))
-		// Registered before building so a half-imported image goes too.
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			assert.NoError(t, sandbox.RemoveImage(ctx, tag))
-		})
-		require.NoError(t, sandbox.BuildBusyboxImage(ctx, tag))
-		tags = append(tags, tag)
+		tags = append(tags, sandboxtest.Image(t, fmt.Sprintf("bae-tools-test-%d", i)))
 	}
 	return tags
 }

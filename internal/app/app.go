@@ -208,7 +208,7 @@ func Run(ctx context.Context, opts Options) error {
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	go hub.Run(hubCtx)
-	go svc.reap(hubCtx, st, log)
+	go svc.sweepSandboxes(hubCtx, st, tel.Metrics, cfg.SandboxSweepInterval, log)
 	go sweepOrphans(hubCtx, st, eng, log)
 	go closeIdleSessions(hubCtx, st, eng, cfg.SessionIdleTTL, log)
 	select {

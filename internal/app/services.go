@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/bae-go/bae-go/internal/mcp"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/sessiontools"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -99,24 +101,61 @@ func newServices(ctx context.Context, st *store.Store, file *config.File, cfg co
 	return s, nil
 }
 
-// reap removes sandbox containers of sessions that ended while no server
-// was running.
-func (s *services) reap(ctx context.Context, st *store.Store, log *slog.Logger) {
-	n, err := sandbox.Reap(ctx, s.driver, s.deployment, func(ctx context.Context, sessionID string) (bool, error) {
+// sweepSandboxes removes, at start and then every interval (0: at start
+// only) until ctx ends, the sandbox containers of this deployment whose
+// session is not open. A session's sandbox is normally stopped when the
+// session closes, by whichever replica runs the close; the sweep catches
+// what that missed: containers of a replica killed before its session was
+// closed elsewhere, stops that failed, a start that raced a close, and
+// sessions a restored database no longer has. Containers of other
+// deployments on the same engine are never touched (sandbox.Reap).
+func (s *services) sweepSandboxes(ctx context.Context, st *store.Store, metrics *telemetry.Metrics, interval time.Duration, log *slog.Logger) {
+	for _, r := range sandbox.ReapReasons() {
+		metrics.SandboxesReaped(ctx, string(r), 0)
+	}
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		s.reap(ctx, st, metrics, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+	}
+}
+
+// reap runs one sweep of the engine.
+func (s *services) reap(ctx context.Context, st *store.Store, metrics *telemetry.Metrics, log *slog.Logger) {
+	reaped, err := sandbox.Reap(ctx, s.driver, s.deployment, func(ctx context.Context, sessionID string) (sandbox.SessionState, error) {
 		sess, err := st.GetSession(ctx, sessionID)
 		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
+			return sandbox.SessionUnknown, nil
 		}
 		if err != nil {
-			return false, err
+			return sandbox.SessionOpen, err
 		}
-		return sess.State == store.StateOpen, nil
+		if sess.State == store.StateOpen {
+			return sandbox.SessionOpen, nil
+		}
+		return sandbox.SessionEnded, nil
 	})
-	if err != nil {
-		log.Debug("sandbox reaper", "err", err)
+	for _, r := range reaped {
+		metrics.SandboxesReaped(ctx, string(r.Reason), 1)
+		log.Info("removed a sandbox container whose session is not open",
+			"container_id", r.ID, "image", r.Image, "session_id", r.Labels[sandbox.LabelSession], "reason", r.Reason)
 	}
-	if n > 0 {
-		log.Info("removed sandbox containers of ended sessions", "count", n)
+	if err != nil && ctx.Err() == nil {
+		// An engine that is down (or absent where nothing uses sandboxes)
+		// fails every sweep: not worth more than debug.
+		log.Debug("sandbox sweep", "err", err)
+	}
+	if len(reaped) > 0 {
+		log.Info("removed sandbox containers of ended sessions", "count", len(reaped))
 	}
 }
 

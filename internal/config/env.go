@@ -51,6 +51,9 @@ const (
 	DefaultMaxStreamsPerKey       = 64
 	// DefaultSessionIdleTTL closes a session nobody has used for a day.
 	DefaultSessionIdleTTL = 24 * time.Hour
+	// DefaultSandboxSweepInterval is how often a replica looks for sandbox
+	// containers of its deployment whose session is not open.
+	DefaultSandboxSweepInterval = 5 * time.Minute
 )
 
 // DefaultDevAddr is BAE_ADDR's default for `baesrv dev`, which is for one
@@ -121,6 +124,10 @@ type Server struct {
 	// SessionIdleTTL (BAE_SESSION_IDLE_TTL) closes a session with no
 	// event for that long; 0 keeps idle sessions open.
 	SessionIdleTTL time.Duration
+	// SandboxSweepInterval is BAE_SANDBOX_SWEEP_INTERVAL: how often, after
+	// the sweep at start, this replica removes the sandbox containers of
+	// its deployment whose session is not open; 0 sweeps at start only.
+	SandboxSweepInterval time.Duration
 	// Console is the operator console (BAE_CONSOLE_*); off by default.
 	Console Console
 	// Temporal is how serve reaches the Temporal frontend (TLS, API key,
@@ -235,6 +242,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		}
 	}
 	if s.SessionIdleTTL, err = parseTimeout("BAE_SESSION_IDLE_TTL", get("BAE_SESSION_IDLE_TTL", ""), DefaultSessionIdleTTL); err != nil {
+		return Server{}, err
+	}
+	if s.SandboxSweepInterval, err = parseTimeout("BAE_SANDBOX_SWEEP_INTERVAL", get("BAE_SANDBOX_SWEEP_INTERVAL", ""), DefaultSandboxSweepInterval); err != nil {
 		return Server{}, err
 	}
 	if s.MaxConcurrentOpens, err = parseCount("BAE_MAX_CONCURRENT_OPENS", get("BAE_MAX_CONCURRENT_OPENS", ""), 0, 1); err != nil {

@@ -171,6 +171,7 @@ func MetricNames() []string {
 		"bae.turns.pending", "bae.sandboxes.live", "bae.subagents.active",
 		"bae.drivers.registered", "bae.turns.completed", "bae.provider.requests",
 		"bae.provider.latency", "bae.tool.calls", "bae.tool.latency",
+		"bae.sandboxes.reaped",
 	}
 }
 

@@ -7,10 +7,10 @@
 //     at most once per exec id (ExecOnce, execrecord.go);
 //   - Provisioner, the in-memory, per-profile image status that feeds the
 //     session.sandbox.available event and GET /admin/v1/sandbox-status;
-//   - Reap, the startup sweep removing containers of sessions that closed
-//     while the server was down;
-//   - test support (BuildBusyboxImage, RemoveImage, EngineAvailable) for
-//     tests that need a real image on a machine that cannot pull one.
+//   - Reap, the sweep (at start and periodically) removing the containers
+//     of this deployment whose session is not open;
+//   - test support (BuildBusyboxImage, RemoveTestImage, EngineAvailable)
+//     for tests that need a real image on a machine that cannot pull one.
 package sandbox
 
 import (

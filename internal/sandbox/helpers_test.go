@@ -47,8 +47,9 @@ func requireEngine(t testing.TB) {
 	}
 }
 
-// engineFixture is a driver plus a freshly built busybox image, both cleaned
-// up (with every container the run started) when the test ends.
+// engineFixture is a driver plus a freshly built busybox image. When the
+// test ends the image goes, with every container started from it whatever
+// stopped or did not stop it (RemoveTestImage).
 type engineFixture struct {
 	driver *DockerDriver
 	image  string
@@ -65,31 +66,15 @@ func newEngineFixture(t *testing.T, opts ...DockerOption) *engineFixture {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := RemoveImage(ctx, f.image); err != nil {
+		if err := RemoveTestImage(ctx, f.image); err != nil {
 			t.Errorf("remove test image: %v", err)
 		}
 	})
-	require.NoError(t, BuildBusyboxImage(ctx, f.image))
+	require.NoError(t, BuildBusyboxImage(ctx, f.image, t.Name()))
 	d, err := NewDockerDriver(discardLogger(), opts...)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
 	f.driver = d
-	// Runs before the image removal (cleanups are LIFO): a backstop for
-	// containers a failing test did not stop itself.
-	t.Cleanup(func() {
-		defer d.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		left, err := d.List(ctx, labelTest+"="+run)
-		if err != nil {
-			t.Errorf("list leftover containers: %v", err)
-			return
-		}
-		for _, c := range left {
-			if err := d.Stop(ctx, c.ID); err != nil {
-				t.Errorf("remove leftover container %s: %v", c.ID, err)
-			}
-		}
-	})
 	return f
 }
 
@@ -118,21 +103,6 @@ func (f *engineFixture) startWith(t *testing.T, sessionID string, policy Policy)
 		}
 	})
 	return h
-}
-
-// scopedDriver restricts List to one test run's containers, so Reap in a
-// test can only ever see (and remove) that run's containers.
-type scopedDriver struct {
-	Driver
-	run string
-}
-
-func (s scopedDriver) List(ctx context.Context, labelKey string) ([]Container, error) {
-	all, err := s.Driver.List(ctx, labelKey)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(c Container) bool { return c.Labels[labelTest] != s.run }), nil
 }
 
 // fakeDriver is an in-memory Driver. EnsureImage fails for images in fail
@@ -212,12 +182,13 @@ func (f *fakeDriver) Stop(_ context.Context, id string) error {
 func (f *fakeDriver) List(_ context.Context, labelKey string) ([]Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if labelKey != ManagedFilter {
-		return nil, fmt.Errorf("fake driver: unexpected filter %q", labelKey)
+	key, value, withValue := strings.Cut(labelKey, "=")
+	if key == "" {
+		return nil, fmt.Errorf("fake driver: empty filter %q", labelKey)
 	}
 	var out []Container
 	for _, c := range f.containers {
-		if c.Labels[LabelManaged] == "true" {
+		if v, ok := c.Labels[key]; ok && (!withValue || v == value) {
 			out = append(out, c)
 		}
 	}

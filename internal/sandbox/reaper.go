@@ -6,46 +6,88 @@ import (
 	"fmt"
 )
 
-// Reap stops and removes every managed sandbox container (label
-// bae.managed=true) whose bae.session is not an open session according to
-// isOpen. It is meant for server start-up: sandbox handles live only in
-// memory, so containers of sessions closed while the server was down would
-// otherwise run forever.
+// SessionState is what the database says about the session a container is
+// labelled with, as Reap's caller reports it.
+type SessionState int
+
+const (
+	// SessionOpen: the session is open; its container is kept.
+	SessionOpen SessionState = iota
+	// SessionEnded: the session exists and is no longer open.
+	SessionEnded
+	// SessionUnknown: the database has no such session (it was deleted,
+	// or the database was restored from a backup older than the session).
+	SessionUnknown
+)
+
+// ReapReason says why Reap removed a container; the values are metric
+// attribute values and log fields.
+type ReapReason string
+
+const (
+	ReapSessionEnded   ReapReason = "session_ended"
+	ReapSessionUnknown ReapReason = "session_unknown"
+	ReapNoSession      ReapReason = "no_session"
+)
+
+// ReapReasons are every ReapReason.
+func ReapReasons() []ReapReason {
+	return []ReapReason{ReapSessionEnded, ReapSessionUnknown, ReapNoSession}
+}
+
+// Reaped is one container Reap removed.
+type Reaped struct {
+	Container
+	Reason ReapReason
+}
+
+// Reap stops and removes the managed sandbox containers (bae.managed=true)
+// of deployment whose bae.session is not an open session according to
+// state: its session ended, the database does not know it, or it has no
+// session label. Sandbox handles live in the database, not in the engine,
+// so a container whose session ended while no server could stop it (its
+// server was killed, or its stop failed) would otherwise run forever.
 //
-// A managed container without a session label belongs to no session and is
-// removed too. When isOpen fails for a session its container is kept (never
-// remove what might be in use); the failures are returned joined, together
-// with the number of containers removed.
-//
-// deployment scopes the sweep to containers labelled bae.deployment with
-// that value, so servers backed by different databases can share one
-// engine; "" sweeps every managed container.
-func Reap(ctx context.Context, d Driver, deployment string, isOpen func(ctx context.Context, sessionID string) (bool, error)) (removed int, err error) {
-	filter := ManagedFilter
-	if deployment != "" {
-		filter = LabelDeployment + "=" + deployment
+// Only containers labelled bae.deployment=deployment are looked at, so
+// servers backed by different databases can share one engine without ever
+// touching each other's containers; an empty deployment is refused. When
+// state fails for a session its container is kept (never remove what might
+// be in use). The failures are returned joined, with the containers removed.
+func Reap(ctx context.Context, d Driver, deployment string, state func(ctx context.Context, sessionID string) (SessionState, error)) ([]Reaped, error) {
+	if deployment == "" {
+		// Without it every deployment's containers would be swept.
+		return nil, errors.New("reap sandboxes: no deployment id")
 	}
-	containers, err := d.List(ctx, filter)
+	containers, err := d.List(ctx, LabelDeployment+"="+deployment)
 	if err != nil {
-		return 0, fmt.Errorf("reap sandboxes: %w", err)
+		return nil, fmt.Errorf("reap sandboxes: %w", err)
 	}
 	// Several containers may share a session; ask once per session.
-	open := make(map[string]bool)
+	known := make(map[string]SessionState)
+	var reaped []Reaped
 	var errs []error
 	for _, c := range containers {
-		sid := c.Labels[LabelSession]
-		if sid != "" {
-			keep, asked := open[sid]
+		if c.Labels[LabelManaged] != "true" || c.Labels[LabelDeployment] != deployment {
+			continue
+		}
+		reason := ReapNoSession
+		if sid := c.Labels[LabelSession]; sid != "" {
+			st, asked := known[sid]
 			if !asked {
 				var qerr error
-				keep, qerr = isOpen(ctx, sid)
+				st, qerr = state(ctx, sid)
 				if qerr != nil {
 					errs = append(errs, fmt.Errorf("reap sandbox %s: session %s: %w", c.ID, sid, qerr))
 					continue
 				}
-				open[sid] = keep
+				known[sid] = st
 			}
-			if keep {
+			switch st {
+			case SessionEnded:
+				reason = ReapSessionEnded
+			case SessionUnknown:
+				reason = ReapSessionUnknown
+			default:
 				continue
 			}
 		}
@@ -53,7 +95,7 @@ func Reap(ctx context.Context, d Driver, deployment string, isOpen func(ctx cont
 			errs = append(errs, fmt.Errorf("reap sandbox %s: %w", c.ID, serr))
 			continue
 		}
-		removed++
+		reaped = append(reaped, Reaped{Container: c, Reason: reason})
 	}
-	return removed, errors.Join(errs...)
+	return reaped, errors.Join(errs...)
 }

@@ -33,6 +33,7 @@ const (
 	MetricProviderLatency   = "bae.provider.latency"
 	MetricToolCalls         = "bae.tool.calls"
 	MetricToolLatency       = "bae.tool.latency"
+	MetricSandboxesReaped   = "bae.sandboxes.reaped"
 )
 
 // Metrics records the bae.* instruments at the turn, provider and tool
@@ -49,6 +50,7 @@ type Metrics struct {
 	providerLatency  metric.Float64Histogram
 	toolCalls        metric.Int64Counter
 	toolLatency      metric.Float64Histogram
+	sandboxesReaped  metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp; names in disabled get no-op
@@ -75,6 +77,10 @@ func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*
 	if m.toolLatency, err = m.meterFor(MetricToolLatency).Float64Histogram(MetricToolLatency,
 		metric.WithUnit("ms"), metric.WithDescription("Server-side tool execution latency, by dispatch.")); err != nil {
 		return nil, fmt.Errorf("instrument %s: %w", MetricToolLatency, err)
+	}
+	if m.sandboxesReaped, err = m.meterFor(MetricSandboxesReaped).Int64Counter(MetricSandboxesReaped,
+		metric.WithUnit("1"), metric.WithDescription("Sandbox containers of this deployment removed by this replica's sweep because their session was not open, by reason (session_ended, session_unknown, no_session).")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricSandboxesReaped, err)
 	}
 	return m, nil
 }
@@ -118,6 +124,16 @@ func (m *Metrics) ToolLatency(ctx context.Context, dispatch events.Dispatch, d t
 		return
 	}
 	m.toolLatency.Record(ctx, ms(d), metric.WithAttributes(attribute.String("dispatch", string(dispatch))))
+}
+
+// SandboxesReaped counts n sandbox containers the sweep removed for reason
+// (a sandbox.ReapReason). Adding 0 makes the series exist before the first
+// removal, so that "none yet" reads as 0 rather than as absent.
+func (m *Metrics) SandboxesReaped(ctx context.Context, reason string, n int64) {
+	if m == nil {
+		return
+	}
+	m.sandboxesReaped.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -2,8 +2,6 @@ package tools
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/sandbox"
+	"github.com/bae-go/bae-go/internal/testing/sandboxtest"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -214,39 +213,14 @@ func TestLocalSandboxCloseHook(t *testing.T) {
 }
 
 // busyboxTestImage builds a busybox image for t on the real engine (no
-// registry is needed, as in the server's Docker tests) and removes it, and
-// any container left from it, afterwards.
-func busyboxTestImage(t *testing.T, ctx context.Context) string {
+// registry is needed, as in the server's Docker tests); it goes at test
+// end with every container started from it (sandboxtest.Image).
+func busyboxTestImage(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("docker test")
 	}
-	if err := sandbox.EngineAvailable(ctx); err != nil {
-		t.Skipf("docker engine not reachable: %v", err)
-	}
-	var b [6]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	image := "bae-sdk-tools-test:" + hex.EncodeToString(b[:])
-	// Registered before building so a half-imported image goes too.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		assert.NoError(t, sandbox.RemoveImage(ctx, image))
-	})
-	require.NoError(t, sandbox.BuildBusyboxImage(ctx, image))
-	// Runs before the image removal (cleanups are LIFO): a backstop for a
-	// container that Stop failed to remove.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "ancestor="+image).Output()
-		assert.NoError(t, err)
-		for _, id := range strings.Fields(string(out)) {
-			assert.NoError(t, exec.CommandContext(ctx, "docker", "rm", "-f", id).Run())
-		}
-	})
-	return image
+	return sandboxtest.Image(t, "bae-sdk-tools-test")
 }
 
 // TestLocalSandboxRealDocker runs the local sandbox against the real
@@ -254,7 +228,7 @@ func busyboxTestImage(t *testing.T, ctx context.Context) string {
 func TestLocalSandboxRealDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	image := busyboxTestImage(t, ctx)
+	image := busyboxTestImage(t)
 
 	_, sctx, rec := fakeSession(t)
 	sb := NewLocalSandbox(image)
@@ -306,7 +280,7 @@ func inspectHostConfig(t *testing.T, ctx context.Context, id string) (hostConfig
 func TestLocalSandboxBoundsRealDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	image := busyboxTestImage(t, ctx)
+	image := busyboxTestImage(t)
 	_, sctx, _ := fakeSession(t)
 
 	sb := NewLocalSandbox(image)

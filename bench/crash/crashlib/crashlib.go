@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	st, err := startStack(ctx, o, respond(o.MaxProviderDelay, o.ToolDuration, aim), extraTOML)
 	if err != nil {
 		if sb != nil {
-			_ = sb.close(nil)
+			_ = sb.close()
 		}
 		return nil, err
 	}
@@ -187,11 +187,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var drivers []*driver
 	defer func() {
 		if sb != nil {
-			var ids []string
-			for _, d := range drivers {
-				ids = append(ids, d.sess.ID)
-			}
-			if err := sb.close(ids); err != nil {
+			if err := sb.close(); err != nil {
 				log.Warn("remove sandboxes", "err", err)
 			}
 		}

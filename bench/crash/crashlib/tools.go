@@ -3,7 +3,6 @@ package crashlib
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -123,7 +122,7 @@ func buildSandboxImage(ctx context.Context) (*sandboxes, error) {
 		return nil, fmt.Errorf("sandbox turns need a Docker engine: %w", err)
 	}
 	tag := "bae-crash:" + ids.New("")[:12]
-	if err := sandbox.BuildBusyboxImage(ctx, tag); err != nil {
+	if err := sandbox.BuildBusyboxImage(ctx, tag, "bench/crash"); err != nil {
 		return nil, err
 	}
 	return &sandboxes{image: tag}, nil
@@ -167,26 +166,10 @@ func (sb *sandboxes) counts(ctx context.Context, container string) (map[string]i
 	return m, nil
 }
 
-// removeSessions removes the containers of the given sessions, then the
-// image.
-func (sb *sandboxes) close(sessionIDs []string) error {
+// close removes the image and every container started from it: the
+// session containers baesrv started, whatever state they are in.
+func (sb *sandboxes) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var errs []error
-	for _, sid := range sessionIDs {
-		out, err := docker(ctx, "ps", "-aq", "--filter", "label="+sandbox.LabelSession+"="+sid)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, id := range strings.Fields(out) {
-			if _, err := docker(ctx, "rm", "-f", id); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := sandbox.RemoveImage(ctx, sb.image); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return sandbox.RemoveTestImage(ctx, sb.image)
 }
