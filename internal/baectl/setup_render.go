@@ -224,9 +224,9 @@ services:
   fakeprovider:
 %s    entrypoint: ["fakeprovider", "-addr", "0.0.0.0:9999"]
     # The image's own healthcheck probes baesrv's port; this one asks the
-    # fake provider (any HTTP answer, even its 404 for /, means it serves).
+    # fake provider.
     healthcheck:
-      test: ["CMD", "curl", "-s", "-o", "/dev/null", "http://127.0.0.1:9999/"]
+      test: ["CMD", "fakeprovider", "-healthcheck", "-addr", "0.0.0.0:9999"]
       interval: 10s
       timeout: 3s
 `, build)
