@@ -226,7 +226,7 @@ services:
     # The image's own healthcheck probes baesrv's port; this one asks the
     # fake provider.
     healthcheck:
-      test: ["CMD", "fakeprovider", "-healthcheck", "-addr", "0.0.0.0:9999"]
+      test: ["CMD", "fakeprovider", "-healthcheck", "-addr", "127.0.0.1:9999"]
       interval: 10s
       timeout: 3s
 `, build)
