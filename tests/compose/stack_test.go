@@ -48,19 +48,24 @@ func (s *stack) must(ctx context.Context, args ...string) string {
 }
 
 // hostGateway is the address containers reach the host on
-// (extra_hosts: host-gateway): the default bridge's gateway. The test's
-// listeners for them bind there, not on every interface.
+// (extra_hosts: host-gateway): the default bridge's own address on the
+// host. The test's listeners for them bind there, not on every interface.
 func hostGateway(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := run(t, ctx, "", nil, "docker", "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}")
-	for _, f := range strings.Fields(out) {
-		if ip := net.ParseIP(f); ip != nil && ip.To4() != nil {
-			return f
+	name := strings.TrimSpace(run(t, ctx, "", nil, "docker", "network", "inspect", "bridge",
+		"--format", `{{index .Options "com.docker.network.bridge.name"}}`))
+	ifc, err := net.InterfaceByName(name)
+	require.NoError(t, err, "the default bridge's interface %q", name)
+	addrs, err := ifc.Addrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String()
 		}
 	}
-	t.Fatalf("the bridge network has no IPv4 gateway: %q", out)
+	t.Fatalf("%s has no IPv4 address", name)
 	return ""
 }
 
@@ -84,6 +89,9 @@ services:
     build: !reset null
     image: %[2]s
     pull_policy: never
+    # The image's own check, asked every second instead of every ten.
+    healthcheck:
+      interval: 1s
     depends_on: !override
       temporal:
         condition: service_healthy
