@@ -5,8 +5,9 @@
 # GO_IMAGE and BASE_IMAGE name the two base images, for a registry mirror.
 # The runtime stage runs nothing from the network (no apt-get): it adds a
 # user, and takes the CA bundle from the build stage, so any image with a
-# POSIX shell can be its base. tests/compose builds this file with stand-in
-# images; docs/operations.md says which part it cannot build and why.
+# POSIX shell can be its base. tests/compose builds the runtime stage on a
+# stand-in base, with prebuilt binaries in place of the build stage;
+# docs/operations.md says why that stage is not built there.
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 
@@ -38,6 +39,6 @@ ENV BAE_DATA_DIR=/var/lib/bae \
 VOLUME /var/lib/bae
 EXPOSE 8080
 # baesrv probes its own /healthz: the image needs no curl.
-HEALTHCHECK --interval=10s --timeout=3s CMD ["baesrv", "healthcheck"]
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s CMD ["baesrv", "healthcheck"]
 ENTRYPOINT ["baesrv"]
 CMD ["serve"]

@@ -7,7 +7,8 @@
 #     and those tests then fail naming the missing package), and curl and jq,
 #     with which docs/walk_test.go runs the README's documented steps;
 #   - Docker Compose v2 (`docker compose`), which the `baectl setup` tests run
-#     as `docker compose config`. Debian ships only the old docker-compose
+#     as `docker compose config`, and tests/compose runs on the repository's
+#     compose files (config, and docker-compose.yml end to end). Debian ships only the old docker-compose
 #     1.x, so it is built from its Go module (github.com/docker/compose/v5,
 #     the current major version of the Compose v2 CLI) and installed as the
 #     Docker CLI plugin ~/.docker/cli-plugins/docker-compose. A cold build

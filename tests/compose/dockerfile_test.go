@@ -16,6 +16,9 @@ import (
 // and runs each image's program with --version; their health checks run
 // in TestDevStackEndToEnd, where there is a Temporal for them.
 func TestImagesBuildAndRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds images")
+	}
 	img := standins(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
@@ -81,17 +82,21 @@ services:
   temporal:
     image: %[1]s
     pull_policy: never
+    # The UI, and the frontend for the test's own look at the workflows.
     ports: !override
       - "127.0.0.1::8233"
+      - "127.0.0.1::7233"
     labels:
       %[5]s: %[6]s
   baesrv:
     build: !reset null
     image: %[2]s
     pull_policy: never
-    # The image's own check, asked every second instead of every ten.
+    # The image's own check, asked every second instead of every ten
+    # (failures while it starts do not count, as in the image).
     healthcheck:
       interval: 1s
+      start_period: 2m
     depends_on: !override
       temporal:
         condition: service_healthy
@@ -125,6 +130,9 @@ volumes:
 // re-creates the Temporal container while a turn's provider call is held,
 // and sees that turn and the next one complete.
 func TestDevStackEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds images and runs a compose stack")
+	}
 	img := standins(t)
 	root := repoRoot(t)
 	gw := hostGateway(t)
@@ -201,6 +209,10 @@ func TestDevStackEndToEnd(t *testing.T) {
 	api.Call(t, sid, sk, "session.registerDriver", nil)
 
 	assert.Equal(t, "echo: before the restart", answer(t, api.RPC(t, sid, sk, sendMessage("before the restart"))))
+	// The session's workflow (its id is the session's) as Temporal has it
+	// now: after the restart it must be the same run, not one baesrv
+	// started afresh because the dev server lost its database.
+	runBefore := workflowRun(t, ctx, s, sid)
 
 	// The next turn's provider call is held until Temporal has been
 	// re-created on its volume and reports healthy again.
@@ -224,14 +236,28 @@ func TestDevStackEndToEnd(t *testing.T) {
 		lines = append(lines, m)
 	}
 	assert.Equal(t, "echo: "+held, answer(t, lines), "the held turn completes after the restart")
-	assert.Equal(t, "echo: after the restart", answer(t, api.RPC(t, sid, sk, sendMessage("after the restart"))),
-		"the session's workflow survived the re-created container")
+	assert.Equal(t, "echo: after the restart", answer(t, api.RPC(t, sid, sk, sendMessage("after the restart"))))
+	assert.Equal(t, runBefore, workflowRun(t, ctx, s, sid),
+		"the session's workflow run survived the re-created container (the dev server's database is on its volume)")
 
 	t.Run("launcher images run against the stack's Temporal", func(t *testing.T) {
 		for _, image := range []string{img.api, img.webapp} {
 			launcherHealthy(t, ctx, s, image)
 		}
 	})
+}
+
+// workflowRun is the run id of workflow id on the stack's Temporal, dialled
+// on the frontend port the override publishes (the address changes when
+// the container is re-created).
+func workflowRun(t *testing.T, ctx context.Context, s *stack, id string) string {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: publishedAddr(t, s, ctx, "temporal", "7233"), Namespace: "default"})
+	require.NoError(t, err)
+	defer c.Close()
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err, "describe the session's workflow %s", id)
+	return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
 func sendMessage(text string) map[string]any {
@@ -303,7 +329,8 @@ func awaitReady(t *testing.T, ctx context.Context, base string) {
 
 // launcherHealthy runs a baeapi image on the stack's network, as a harness
 // built FROM it would run, and waits for the image's own HEALTHCHECK to
-// report healthy (checked every second instead of every ten).
+// report healthy (checked every second instead of every ten; failures
+// while it starts do not count, as in the image).
 func launcherHealthy(t *testing.T, ctx context.Context, s *stack, image string) {
 	t.Helper()
 	name := fmt.Sprintf("%s-%s", s.project, strings.NewReplacer("/", "-", ":", "-").Replace(image))
@@ -314,7 +341,7 @@ func launcherHealthy(t *testing.T, ctx context.Context, s *stack, image string) 
 	})
 	run(t, ctx, "", nil, "docker", "run", "-d", "--name", name, "--label", labelKey+"="+runID,
 		"--network", s.project+"_default", "-e", "BAE_TEMPORAL_ADDR=temporal:7233",
-		"--health-interval", "1s", "--health-start-period", "0s", image)
+		"--health-interval", "1s", "--health-start-period", "1m", image)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
