@@ -31,6 +31,12 @@ const labelKey = "bae-go.test"
 var runID = "compose-" + strings.ToLower(ids.New("")[:10])
 
 func TestMain(m *testing.M) {
+	// A run killed before its cleanup (a go test timeout) leaves its
+	// objects behind; they go at the next run, once old enough that no
+	// run in progress (here or in another checkout) can own them.
+	if err := sweepStale(staleAfter); err != nil {
+		fmt.Fprintln(os.Stderr, "compose tests: remove a killed run's leftovers:", err)
+	}
 	code := m.Run()
 	if err := sweep(); err != nil {
 		fmt.Fprintln(os.Stderr, "compose tests: cleanup:", err)
@@ -69,6 +75,63 @@ func sweep() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// staleAfter is well beyond a run's length (a few minutes; the package's
+// test timeout in make test is 25).
+const staleAfter = time.Hour
+
+// sweepStale removes labelled objects of any run created more than age
+// ago: containers by their creation time, then the networks, volumes and
+// images no container holds any more.
+func sweepStale(age time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cutoff := time.Now().Add(-age)
+	out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label="+labelKey, "--format", "{{.ID}}\t{{.CreatedAt}}").Output()
+	if err != nil {
+		return fmt.Errorf("docker ps: %w", err)
+	}
+	var old []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, created, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		// e.g. 2026-12-06 03:20:00 +0000 UTC
+		if at, err := time.Parse("2006-01-02 15:04:05 -0700 MST", created); err == nil && at.Before(cutoff) {
+			old = append(old, id)
+		}
+	}
+	if len(old) > 0 {
+		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, old...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("docker rm: %w: %s", err, out)
+		}
+	}
+	until := fmt.Sprintf("until=%dm", int(age.Minutes()))
+	for _, args := range [][]string{
+		{"network", "prune", "-f", "--filter", "label=" + labelKey, "--filter", until},
+		{"image", "prune", "-a", "-f", "--filter", "label=" + labelKey, "--filter", until},
+	} {
+		if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("docker %s: %w: %s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	// Volumes have no until filter: their creation time decides.
+	out, err = exec.CommandContext(ctx, "docker", "volume", "ls", "-q", "--filter", "label="+labelKey, "--filter", "dangling=true").Output()
+	if err != nil {
+		return fmt.Errorf("docker volume ls: %w", err)
+	}
+	for _, v := range strings.Fields(string(out)) {
+		created, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "--format", "{{.CreatedAt}}", v).Output()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if at, err := time.Parse(time.RFC3339, strings.TrimSpace(string(created))); err == nil && at.Before(cutoff) {
+			_ = exec.CommandContext(ctx, "docker", "volume", "rm", v).Run()
+		}
 	}
 	return nil
 }
