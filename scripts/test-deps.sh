@@ -2,21 +2,27 @@
 # Idempotently installs what the test suite needs beyond Go and PostgreSQL,
 # so that no test skips (`make test` fails on a skip):
 #   - a static busybox, from which Docker tests build their own image (no
-#     registry is needed), and chromium for the console's browser tests
-#     (Debian packages; where apt-get is unavailable this says what to install
-#     and those tests then fail naming the missing package), and curl and jq,
+#     registry is needed), the static libc tests/compose links its stand-in
+#     programs with, and chromium for the console's browser tests (Debian
+#     packages; where apt-get is unavailable this says what to install and
+#     those tests then fail naming the missing package), and curl and jq,
 #     with which docs/walk_test.go runs the README's documented steps;
-#   - Docker Compose v2 (`docker compose`), which the `baectl setup` tests run
-#     as `docker compose config`. Debian ships only the old docker-compose
-#     1.x, so it is built from its Go module (github.com/docker/compose/v5,
-#     the current major version of the Compose v2 CLI) and installed as the
-#     Docker CLI plugin ~/.docker/cli-plugins/docker-compose. A cold build
-#     takes about 4 minutes on 2 cores; a failed build fails this script.
+#   - Docker Compose v2 (`docker compose`), which the `baectl setup` tests
+#     run as `docker compose config`, and tests/compose runs on the
+#     repository's compose files (config, and docker-compose.yml end to
+#     end). Debian ships only the old docker-compose 1.x, so it is built
+#     from its Go module (github.com/docker/compose/v5, the current major
+#     version of the Compose v2 CLI) and installed as the Docker CLI plugin
+#     ~/.docker/cli-plugins/docker-compose. A cold build takes about 4
+#     minutes on 2 cores; a failed build fails this script.
 set -euo pipefail
 need=()
 if ! [ -x /bin/busybox ] && ! command -v busybox >/dev/null 2>&1; then need+=(busybox-static); fi
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then need+=(chromium); fi
 for c in curl jq; do command -v "$c" >/dev/null 2>&1 || need+=("$c"); done
+# tests/compose links its stand-in images' programs statically (no libc in
+# them) through the C linker: that needs the static libc.
+if command -v gcc >/dev/null 2>&1 && [ "$(gcc -print-file-name=libc.a)" = libc.a ]; then need+=(libc6-dev); fi
 if [ ${#need[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "test-deps: apt-get not found; install ${need[*]} yourself" >&2

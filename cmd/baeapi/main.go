@@ -16,6 +16,8 @@ import (
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/trigger"
+	"github.com/bae-go/bae-go/internal/lib/healthprobe"
+	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
 func main() {
@@ -35,7 +37,17 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 		RunE: func(*cobra.Command, []string) error {
 			return run(ctx, lookup, stdout, stderr)
 		},
+		Version: version.String(),
 	}
+	root.SetVersionTemplate("baeapi {{.Version}}\n")
+	root.AddCommand(&cobra.Command{
+		Use:   "healthcheck",
+		Short: "Exit 0 when the baeapi in this container answers /healthz, else 1 (the image's HEALTHCHECK)",
+		Args:  launcher.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return healthcheck(ctx, lookup)
+		},
+	})
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -45,6 +57,31 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 		fmt.Fprintln(stderr, "baeapi:", err)
 	}
 	return launcher.ExitCode(err)
+}
+
+// healthcheck probes the address run listens on: BAE_LAUNCHER_API_ADDR,
+// else the file's [server] addr, else trigger.DefaultAddr.
+func healthcheck(ctx context.Context, lookup func(string) (string, bool)) error {
+	set, err := trigger.SettingsFromEnv(lookup)
+	if err != nil {
+		return err
+	}
+	addr := set.Addr
+	if addr == "" {
+		f, _, err := trigger.Load(set.ConfigPath)
+		if err != nil {
+			return err
+		}
+		addr = f.Server.Addr
+	}
+	if addr == "" {
+		addr = trigger.DefaultAddr
+	}
+	url, err := healthprobe.URL(addr, "/healthz")
+	if err != nil {
+		return &launcher.UsageError{Msg: err.Error()}
+	}
+	return healthprobe.Check(ctx, url)
 }
 
 func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {

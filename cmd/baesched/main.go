@@ -21,6 +21,7 @@ import (
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/schedule"
+	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
 func main() {
@@ -48,7 +49,9 @@ func command(ctx context.Context, lookup func(string) (string, bool), stdout, st
 		RunE: func(*cobra.Command, []string) error {
 			return run(ctx, lookup, stdout, stderr)
 		},
+		Version: version.String(),
 	}
+	root.SetVersionTemplate("baesched {{.Version}}\n")
 	var agent string
 	var limit int
 	runs := &cobra.Command{

@@ -142,6 +142,7 @@ variables and bae-config.toml; docs/configuration.md lists them all.`,
 			},
 		},
 		importCommand(stdout, stderr, &f),
+		healthcheckCommand(),
 	)
 	// Flag errors name the flag; a usageError adds the usage after it.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })

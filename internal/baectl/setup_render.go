@@ -189,28 +189,78 @@ services:
       timeout: 3s
       retries: 20
 
-  temporal:
-    image: temporalio/auto-setup:1.29
+  # The Temporal server on the same PostgreSQL, as in the repository's
+  # docker-compose.production.yml: admin-tools applies the schema first and
+  # registers the namespace once the server serves.
+  temporal-schema:
+    image: temporalio/admin-tools:1.32.1
     depends_on:
       postgres:
         condition: service_healthy
+    environment:
+      SQL_PASSWORD: "${POSTGRES_PASSWORD}"
+    entrypoint: ["sh", "-euc"]
+    command:
+      - |
+        for pair in "temporal temporal" "temporal_visibility visibility"; do
+          set -- $$pair
+          sql="temporal-sql-tool --plugin postgres12 --ep postgres -p 5432 -u bae --db $$1"
+          $$sql create-database
+          $$sql setup-schema -v 0.0
+          $$sql update-schema --schema-name postgresql/v12/$$2
+        done
+    restart: "no"
+
+  temporal:
+    image: temporalio/server:1.32.1
+    depends_on:
+      temporal-schema:
+        condition: service_completed_successfully
     environment:
       DB: postgres12
       DB_PORT: "5432"
       POSTGRES_USER: bae
       POSTGRES_PWD: "${POSTGRES_PASSWORD}"
       POSTGRES_SEEDS: postgres
-      DEFAULT_NAMESPACE: default
+      BIND_ON_IP: 0.0.0.0
+      DYNAMIC_CONFIG_FILE_PATH: /etc/temporal/config/dynamicconfig/bae.yaml
+    configs:
+      - source: temporal-dynamic-config
+        target: /etc/temporal/config/dynamicconfig/bae.yaml
     healthcheck:
-      test: ["CMD-SHELL", "tctl --address temporal:7233 cluster health | grep -q SERVING || temporal operator cluster health --address temporal:7233"]
-      interval: 5s
-      timeout: 5s
-      retries: 40
+      test: ["CMD", "nc", "-z", "127.0.0.1", "7233"]
+      interval: 2s
+      timeout: 3s
+      retries: 100
+    restart: unless-stopped
+
+  temporal-namespace:
+    image: temporalio/admin-tools:1.32.1
+    depends_on:
+      temporal:
+        condition: service_healthy
+    environment:
+      TEMPORAL_ADDRESS: temporal:7233
+    entrypoint: ["sh", "-euc"]
+    command:
+      - |
+        tries=0
+        until temporal operator cluster health; do
+          tries=$$((tries + 1))
+          [ "$$tries" -lt 60 ] || { echo "temporal: not serving after 60 tries" >&2; exit 1; }
+          sleep 1
+        done
+        temporal operator namespace describe --namespace default >/dev/null 2>&1 ||
+          temporal operator namespace create --namespace default --retention 7d
+        temporal operator search-attribute create --namespace default \
+          --name BaeProfileId --type Keyword --name BaeSessionState --type Keyword
+    restart: "no"
 
   temporal-ui:
-    image: temporalio/ui:2.34.0
+    image: temporalio/ui:2.56.4
     depends_on:
-      - temporal
+      temporal:
+        condition: service_healthy
     environment:
       TEMPORAL_ADDRESS: temporal:7233
       TEMPORAL_CORS_ORIGINS: http://localhost:${BAE_TEMPORAL_UI_PORT:-%d}
@@ -224,9 +274,9 @@ services:
   fakeprovider:
 %s    entrypoint: ["fakeprovider", "-addr", "0.0.0.0:9999"]
     # The image's own healthcheck probes baesrv's port; this one asks the
-    # fake provider (any HTTP answer, even its 404 for /, means it serves).
+    # fake provider.
     healthcheck:
-      test: ["CMD", "curl", "-s", "-o", "/dev/null", "http://127.0.0.1:9999/"]
+      test: ["CMD", "fakeprovider", "-healthcheck", "-addr", "127.0.0.1:9999"]
       interval: 10s
       timeout: 3s
 `, build)
@@ -236,8 +286,8 @@ services:
 %s    depends_on:
       postgres:
         condition: service_healthy
-      temporal:
-        condition: service_healthy
+      temporal-namespace:
+        condition: service_completed_successfully
     environment:
       BAE_DATABASE_URL: "postgres://bae:${POSTGRES_PASSWORD}@postgres:5432/bae?sslmode=disable"
       BAE_TEMPORAL_ADDR: temporal:7233
@@ -266,6 +316,14 @@ services:
     ports:
       - "%s${BAE_CLIENT_PORT:-%d}:8080"
     restart: unless-stopped
+
+configs:
+  # The server refuses to start without a dynamic config file.
+  temporal-dynamic-config:
+    content: |
+      limit.maxIDLength:
+        - value: 255
+          constraints: {}
 
 volumes:
   pgdata:

@@ -173,35 +173,46 @@ func TestSetupComposeConfig(t *testing.T) {
 		assert.Equal(t, "sk-from-shell", *m.Services["baesrv"].Environment["ANTHROPIC_API_KEY"])
 	})
 
-	t.Run("the repository's docker-compose.yml", func(t *testing.T) {
-		file := filepath.Join(repo, "docker-compose.yml")
-		out, err := composeConfig(t, file, false, composeEnv())
-		require.Error(t, err, "ANTHROPIC_API_KEY is required")
-		assert.Contains(t, out, "ANTHROPIC_API_KEY is not set")
+	// Both shapes: docker-compose.yml (the Temporal dev server, whose UI
+	// is its own) and docker-compose.production.yml (the server, and the
+	// UI image beside it). tests/compose checks the rest of them.
+	for _, name := range []string{"docker-compose.yml", "docker-compose.production.yml"} {
+		t.Run("the repository's "+name, func(t *testing.T) {
+			file := filepath.Join(repo, name)
+			out, err := composeConfig(t, file, false, composeEnv())
+			require.Error(t, err, "ANTHROPIC_API_KEY is required")
+			assert.Contains(t, out, "ANTHROPIC_API_KEY is not set")
 
-		out, err = composeConfig(t, file, true, composeEnv("ANTHROPIC_API_KEY=sk-test"))
-		require.NoError(t, err, out)
-		var m resolved
-		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
-		srv := m.Services["baesrv"]
-		require.Contains(t, srv.Environment, "OPENAI_API_KEY")
-		assert.Nil(t, srv.Environment["OPENAI_API_KEY"], "unset in the shell: no value (not passed), never an empty key")
-		require.NotNil(t, srv.Build)
-		assert.Equal(t, repo, srv.Build.Context)
-		for _, v := range srv.Volumes {
-			if v.Target == "/etc/bae/bae-config.toml" {
-				assert.FileExists(t, v.Source)
+			out, err = composeConfig(t, file, true, composeEnv("ANTHROPIC_API_KEY=sk-test"))
+			require.NoError(t, err, out)
+			var m resolved
+			require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+			srv := m.Services["baesrv"]
+			require.Contains(t, srv.Environment, "OPENAI_API_KEY")
+			assert.Nil(t, srv.Environment["OPENAI_API_KEY"], "unset in the shell: no value (not passed), never an empty key")
+			require.NotNil(t, srv.Build)
+			assert.Equal(t, repo, srv.Build.Context)
+			for _, v := range srv.Volumes {
+				if v.Target == "/etc/bae/bae-config.toml" {
+					assert.FileExists(t, v.Source)
+				}
 			}
-		}
-		checkTemporalUI(t, m, "8233")
+			if name == "docker-compose.yml" {
+				for _, p := range m.Services["temporal"].Ports {
+					assert.Equal(t, "127.0.0.1", p.HostIP, "the dev server's UI is on loopback only")
+				}
+				return
+			}
+			checkTemporalUI(t, m, "8233")
 
-		// Write actions come back only when asked for.
-		out, err = composeConfig(t, file, true, composeEnv("ANTHROPIC_API_KEY=sk-test", "TEMPORAL_DISABLE_WRITE_ACTIONS=false"))
-		require.NoError(t, err, out)
-		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
-		require.NotNil(t, m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
-		assert.Equal(t, "false", *m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
-	})
+			// Write actions come back only when asked for.
+			out, err = composeConfig(t, file, true, composeEnv("ANTHROPIC_API_KEY=sk-test", "TEMPORAL_DISABLE_WRITE_ACTIONS=false"))
+			require.NoError(t, err, out)
+			require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+			require.NotNil(t, m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+			assert.Equal(t, "false", *m.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+		})
+	}
 }
 
 // checkTemporalUI: the Temporal Web UI has no login, so it is published on

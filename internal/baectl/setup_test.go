@@ -218,33 +218,44 @@ func TestSetupUsageErrors(t *testing.T) {
 	}
 }
 
-// TestRepositoryComposeFile parses the repository's own docker-compose.yml:
-// a provider key must be required (${VAR:?…}) or passed through only when
-// set, never defaulted to an empty string.
+// TestRepositoryComposeFile parses the repository's two compose files: a
+// provider key must be required (${VAR:?…}) or passed through only when
+// set, never defaulted to an empty string; the Temporal UI stays on
+// loopback.
 func TestRepositoryComposeFile(t *testing.T) {
 	repo := findRepo()
 	require.NotEmpty(t, repo)
-	var doc struct {
-		Services map[string]struct {
-			Environment map[string]*string `yaml:"environment"`
-			Ports       []string           `yaml:"ports"`
-		} `yaml:"services"`
+	for _, name := range []string{"docker-compose.yml", "docker-compose.production.yml"} {
+		var doc struct {
+			Services map[string]struct {
+				Environment map[string]*string `yaml:"environment"`
+				Ports       []string           `yaml:"ports"`
+			} `yaml:"services"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(readFile(t, filepath.Join(repo, name))), &doc), name)
+		// The Temporal Web UI has no login: loopback only, and write
+		// actions off where the UI has the switch (the UI image; the dev
+		// server's own UI has none).
+		uiService := "temporal-ui"
+		if name == "docker-compose.yml" {
+			uiService = "temporal"
+		}
+		ui := doc.Services[uiService]
+		require.NotEmpty(t, ui.Ports, name)
+		for _, p := range ui.Ports {
+			assert.True(t, strings.HasPrefix(p, "127.0.0.1:"), "%s: %s", name, p)
+		}
+		if uiService == "temporal-ui" {
+			require.NotNil(t, ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"], name)
+			assert.Equal(t, "${TEMPORAL_DISABLE_WRITE_ACTIONS:-true}", *ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"], name)
+		}
+		env := doc.Services["baesrv"].Environment
+		require.Contains(t, env, "ANTHROPIC_API_KEY", name)
+		require.NotNil(t, env["ANTHROPIC_API_KEY"], name)
+		assert.True(t, strings.HasPrefix(*env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY:?"), *env["ANTHROPIC_API_KEY"])
+		require.Contains(t, env, "OPENAI_API_KEY", name)
+		assert.Nil(t, env["OPENAI_API_KEY"], "%s: no value: passed through from the shell only when set", name)
 	}
-	require.NoError(t, yaml.Unmarshal([]byte(readFile(t, filepath.Join(repo, "docker-compose.yml"))), &doc))
-	// The Temporal Web UI has no login: loopback only, write actions off.
-	ui := doc.Services["temporal-ui"]
-	require.NotEmpty(t, ui.Ports)
-	for _, p := range ui.Ports {
-		assert.True(t, strings.HasPrefix(p, "127.0.0.1:"), p)
-	}
-	require.NotNil(t, ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
-	assert.Equal(t, "${TEMPORAL_DISABLE_WRITE_ACTIONS:-true}", *ui.Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"])
-	env := doc.Services["baesrv"].Environment
-	require.Contains(t, env, "ANTHROPIC_API_KEY")
-	require.NotNil(t, env["ANTHROPIC_API_KEY"])
-	assert.True(t, strings.HasPrefix(*env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY:?"), *env["ANTHROPIC_API_KEY"])
-	require.Contains(t, env, "OPENAI_API_KEY")
-	assert.Nil(t, env["OPENAI_API_KEY"], "no value: passed through from the shell only when set")
 }
 
 // TestSetupMCPPresets: BAE's presets (filesystem, fetch, github) asked

@@ -24,7 +24,14 @@ type Proxy struct {
 
 // Start listens on 127.0.0.1 (a free port) and forwards to target.
 func Start(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartOn("127.0.0.1:0", target)
+}
+
+// StartOn listens on addr and forwards to target: a test reaches a
+// loopback-only service from a container through a listener on the
+// container network's gateway address.
+func StartOn(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
