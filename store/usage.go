@@ -164,11 +164,7 @@ func scanBudgetStates(rows pgx.Rows) ([]BudgetState, error) {
 // owned by clientKeyID is under (the session's, the key's and the
 // session's profile's), with what each has spent.
 func (r reads) BudgetsFor(ctx context.Context, sessionID, clientKeyID string) ([]BudgetState, error) {
-	rows, err := r.q.Query(ctx, `WITH sel AS (
-		SELECT * FROM budgets WHERE (scope = 'session' AND subject = $1) OR (scope = 'key' AND subject = $2)
-		UNION ALL
-		SELECT bu.* FROM budgets bu JOIN sessions s ON s.id = $1 WHERE bu.scope = 'profile' AND bu.subject = s.profile_id
-	)`+budgetStateSQL+` ORDER BY b.scope, b.subject`, sessionID, clientKeyID)
+	rows, err := r.q.Query(ctx, budgetsForSQL, sessionID, clientKeyID)
 	if err != nil {
 		return nil, fmt.Errorf("read budgets: %w", err)
 	}
@@ -178,6 +174,12 @@ func (r reads) BudgetsFor(ctx context.Context, sessionID, clientKeyID string) ([
 	}
 	return out, nil
 }
+
+const budgetsForSQL = `WITH sel AS (
+	SELECT * FROM budgets WHERE (scope = 'session' AND subject = $1) OR (scope = 'key' AND subject = $2)
+	UNION ALL
+	SELECT bu.* FROM budgets bu JOIN sessions s ON s.id = $1 WHERE bu.scope = 'profile' AND bu.subject = s.profile_id
+)` + budgetStateSQL + ` ORDER BY b.scope, b.subject`
 
 // SpentBudget is the first exhausted budget among states, nil when none is.
 func SpentBudget(states []BudgetState) *BudgetState {
@@ -476,4 +478,72 @@ func (s *Store) SessionUsage(ctx context.Context, sessionID string) (UsageSums, 
 		return u, fmt.Errorf("read session usage: %w", err)
 	}
 	return u, nil
+}
+
+// BudgetsBeforeCall is what a provider attempt reads before it calls: the
+// budgets it is under (BudgetsFor), and whether a response to it is already
+// stored (an earlier run called; the attempt answers from that whatever
+// the budgets say). One round trip.
+func (t *Tx) BudgetsBeforeCall(ctx context.Context, sessionID, clientKeyID, respIdem string) (stored bool, states []BudgetState, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND idem_key = $2)`, sessionID, respIdem)
+	b.Queue(budgetsForSQL, sessionID, clientKeyID)
+	br := t.db.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("read budgets: %w", cerr)
+		}
+	}()
+	if err := br.QueryRow().Scan(&stored); err != nil {
+		return false, nil, fmt.Errorf("look up stored response: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return false, nil, fmt.Errorf("read budgets: %w", err)
+	}
+	if states, err = scanBudgetStates(rows); err != nil {
+		return false, nil, fmt.Errorf("read budgets: %w", err)
+	}
+	return stored, states, nil
+}
+
+// Describe says which budget this is, what it allows and when it resets,
+// for the failure of a turn it stopped and the refusal of a message.
+func (b BudgetState) Describe() string {
+	what := map[string]string{BudgetKey: "client key", BudgetProfile: "profile", BudgetSession: "session"}[b.Scope]
+	per := map[string]string{PeriodDay: " a day", PeriodWeek: " a week", PeriodMonth: " a month"}[b.Period]
+	s := fmt.Sprintf("the %s budget of %s (%s%s) is spent: %s used", what, b.Subject, b.amount(b.Limit), per, b.amount(b.Spent))
+	if b.ResetsAt != nil {
+		return s + "; it resets at " + FormatTime(*b.ResetsAt)
+	}
+	return s + "; it does not reset by itself (an admin may raise or reset it)"
+}
+
+func (b BudgetState) amount(v int64) string {
+	if b.Unit == UnitUSD {
+		return fmt.Sprintf("USD %s", strconv.FormatFloat(float64(v)/1e9, 'f', -1, 64))
+	}
+	return fmt.Sprintf("%d tokens", v)
+}
+
+// BudgetSubjectExists reports whether a budget's subject exists: a client
+// key, a live profile, or a session (revoked keys and closed sessions
+// included, so their budgets can still be read and removed).
+func (s *Store) BudgetSubjectExists(ctx context.Context, scope, subject string) (bool, error) {
+	var sql string
+	switch scope {
+	case BudgetKey:
+		sql = `SELECT EXISTS (SELECT 1 FROM keys WHERE id = $1 AND role = 'client')`
+	case BudgetProfile:
+		sql = `SELECT EXISTS (SELECT 1 FROM profiles WHERE id = $1 AND deleted_at IS NULL)`
+	case BudgetSession:
+		sql = `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`
+	default:
+		return false, fmt.Errorf("unknown budget scope %q", scope)
+	}
+	var ok bool
+	if err := s.Pool.QueryRow(ctx, sql, subject).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look up budget subject: %w", err)
+	}
+	return ok, nil
 }

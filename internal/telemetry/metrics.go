@@ -33,6 +33,8 @@ const (
 	MetricProviderLatency   = "bae.provider.latency"
 	MetricToolCalls         = "bae.tool.calls"
 	MetricToolLatency       = "bae.tool.latency"
+	MetricProviderTokens    = "bae.provider.tokens"
+	MetricProviderCost      = "bae.provider.cost"
 )
 
 // Metrics records the bae.* instruments at the turn, provider and tool
@@ -49,6 +51,8 @@ type Metrics struct {
 	providerLatency  metric.Float64Histogram
 	toolCalls        metric.Int64Counter
 	toolLatency      metric.Float64Histogram
+	providerTokens   metric.Int64Counter
+	providerCost     metric.Float64Counter
 }
 
 // NewMetrics creates the instruments on mp; names in disabled get no-op
@@ -76,6 +80,14 @@ func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*
 		metric.WithUnit("ms"), metric.WithDescription("Server-side tool execution latency, by dispatch.")); err != nil {
 		return nil, fmt.Errorf("instrument %s: %w", MetricToolLatency, err)
 	}
+	if m.providerTokens, err = m.meterFor(MetricProviderTokens).Int64Counter(MetricProviderTokens,
+		metric.WithUnit("1"), metric.WithDescription("Tokens provider calls used, by provider entry and type (input, output, cache_read, cache_write).")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricProviderTokens, err)
+	}
+	if m.providerCost, err = m.meterFor(MetricProviderCost).Float64Counter(MetricProviderCost,
+		metric.WithUnit("USD"), metric.WithDescription("What provider calls cost at their entry's price table, by provider entry.")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricProviderCost, err)
+	}
 	return m, nil
 }
 
@@ -102,6 +114,26 @@ func (m *Metrics) ProviderRequest(ctx context.Context, provider, outcome string,
 	p := attribute.String("provider", provider)
 	m.providerRequests.Add(ctx, 1, metric.WithAttributes(p, attribute.String("outcome", outcome)))
 	m.providerLatency.Record(ctx, ms(d), metric.WithAttributes(p))
+}
+
+// ProviderUsage counts one answered call's tokens and cost (in
+// nano-dollars) under its provider entry's registry name, a closed set.
+func (m *Metrics) ProviderUsage(ctx context.Context, entry string, input, output, cacheRead, cacheWrite, costNanoUSD int64) {
+	if m == nil {
+		return
+	}
+	p := attribute.String("provider", entry)
+	for _, t := range []struct {
+		kind string
+		n    int64
+	}{{"input", input}, {"output", output}, {"cache_read", cacheRead}, {"cache_write", cacheWrite}} {
+		if t.n > 0 {
+			m.providerTokens.Add(ctx, t.n, metric.WithAttributes(p, attribute.String("type", t.kind)))
+		}
+	}
+	if costNanoUSD > 0 {
+		m.providerCost.Add(ctx, float64(costNanoUSD)/1e9, metric.WithAttributes(p))
+	}
 }
 
 // ToolCall counts one dispatched tool_use block.
