@@ -12,7 +12,7 @@ import (
 
 type pageTemplate struct{ t *template.Template }
 
-var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config"}
+var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config", "usage"}
 
 var funcs = template.FuncMap{
 	"short": func(id string) string {
