@@ -85,7 +85,7 @@ func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*
 		return nil, fmt.Errorf("instrument %s: %w", MetricProviderTokens, err)
 	}
 	if m.providerCost, err = m.meterFor(MetricProviderCost).Float64Counter(MetricProviderCost,
-		metric.WithUnit("USD"), metric.WithDescription("What provider calls cost at their entry's price table, by provider entry.")); err != nil {
+		metric.WithUnit("{USD}"), metric.WithDescription("What provider calls cost, in USD, at their entry's price table, by provider entry.")); err != nil {
 		return nil, fmt.Errorf("instrument %s: %w", MetricProviderCost, err)
 	}
 	return m, nil
@@ -123,17 +123,14 @@ func (m *Metrics) ProviderUsage(ctx context.Context, entry string, input, output
 		return
 	}
 	p := attribute.String("provider", entry)
+	// Zeros too, so every series exists from the entry's first call.
 	for _, t := range []struct {
 		kind string
 		n    int64
 	}{{"input", input}, {"output", output}, {"cache_read", cacheRead}, {"cache_write", cacheWrite}} {
-		if t.n > 0 {
-			m.providerTokens.Add(ctx, t.n, metric.WithAttributes(p, attribute.String("type", t.kind)))
-		}
+		m.providerTokens.Add(ctx, t.n, metric.WithAttributes(p, attribute.String("type", t.kind)))
 	}
-	if costNanoUSD > 0 {
-		m.providerCost.Add(ctx, float64(costNanoUSD)/1e9, metric.WithAttributes(p))
-	}
+	m.providerCost.Add(ctx, float64(costNanoUSD)/1e9, metric.WithAttributes(p))
 }
 
 // ToolCall counts one dispatched tool_use block.
