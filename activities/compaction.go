@@ -289,6 +289,9 @@ func (a *Activities) storeSummary(ctx context.Context, in workflows.CompactConte
 					TokensBefore: before, TokensAfter: after, Budget: budget, Summary: stored.Text, Summarizer: usage,
 				},
 			})
+			if err == nil && usage != nil {
+				tx.RecordUsage(a.summarizerUsage(in, id, *usage))
+			}
 			return err
 		})
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -18,6 +19,19 @@ func (a *Activities) usageCall(in workflows.CallProviderInput, respIdem, kind st
 		SessionID: in.SessionID, IdemKey: respIdem, ClientKeyID: in.ClientKeyID,
 		Provider: in.Provider, Model: entry.Model,
 		Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite,
+		CostNanoUSD: entry.Price.Cost(u),
+	}
+}
+
+// summarizerUsage is a summarizer call's usage, counted with its
+// session.compaction event under the compaction's id. The event reports
+// the input as one figure (cached input included), counted as input.
+func (a *Activities) summarizerUsage(in workflows.CompactContextInput, id string, su events.SummarizerUsage) store.UsageCall {
+	entry, _ := a.Config.Provider(su.Provider)
+	u := provider.Usage{Input: int64(su.InputTokens), Output: int64(su.OutputTokens)}
+	return store.UsageCall{
+		SessionID: in.SessionID, IdemKey: id, ClientKeyID: in.ClientKeyID,
+		Provider: su.Provider, Model: su.Model, Input: u.Input, Output: u.Output,
 		CostNanoUSD: entry.Price.Cost(u),
 	}
 }

@@ -309,3 +309,37 @@ func TestUsageExactThroughSIGKILL(t *testing.T) {
 	assert.Equal(t, calls, n)
 	assert.Equal(t, want, got)
 }
+
+// TestUsageCountsTheSummarizer: a session compacted with summaries counts
+// its summarizer's calls too: its usage is its provider.response usage
+// plus its session.compaction events' summarizer usage, exactly.
+func TestUsageCountsTheSummarizer(t *testing.T) {
+	e, _, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	d := e.openOn(pid, nil)
+	d.register()
+	summaries := 0
+	for i := 0; summaries == 0 && i < 60; i++ {
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"], "%v", term["error"])
+		summaries = 0
+		for _, ev := range d.allEvents() {
+			if ev["event_type"] == "session.compaction" && payload(ev)["summarizer"] != nil {
+				summaries++
+			}
+		}
+	}
+	require.Positive(t, summaries, "the session was summarized")
+	evs := d.allEvents()
+	calls, want := loggedUsage(t, evs)
+	for _, ev := range evs {
+		if s, ok := payload(ev)["summarizer"].(map[string]any); ok && ev["event_type"] == "session.compaction" {
+			calls++
+			want = want.Add(provider.Usage{Input: int64(s["input_tokens"].(float64)), Output: int64(s["output_tokens"].(float64))})
+		}
+	}
+	view := e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions/"+d.sid+"/usage", nil)
+	require.Equal(t, http.StatusOK, view.Status, string(view.Raw))
+	n, got := sums(t, view.Body["totals"])
+	assert.Equal(t, calls, n)
+	assert.Equal(t, want, got)
+}
