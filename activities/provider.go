@@ -94,13 +94,8 @@ type attemptPrep struct {
 // provider.request, in tx, after the events before (a beginning turn's).
 func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
 	if in.Budgets {
-		spent, err := a.spentBudget(ctx, tx, in)
-		if err != nil || spent != nil {
-			if err == nil && len(before) > 0 {
-				_, err = tx.AppendEvents(ctx, in.SessionID, before...)
-			}
-			return attemptPrep{budget: spent}, err
-		}
+		// Read in the attempt's own round trip, below.
+		tx.ReadBudgetsWithAttempt(in.ClientKeyID)
 	}
 	if in.Compact {
 		return a.prepareView(ctx, tx, in, before)
@@ -127,9 +122,14 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		return p, err
 	}
 	evs := before
+	if inputs.Stored == nil {
+		p.budget = spentBudget(tx)
+	}
 	switch {
 	case inputs.Stored != nil:
 		p.stored = inputs.Stored
+	case p.budget != nil:
+		// No call: no provider.request either.
 	case configured:
 		if p.ts, err = toolsFrom(inputs); err != nil {
 			return p, err

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/bae-go/bae-go/events"
@@ -36,19 +35,16 @@ func (a *Activities) summarizerUsage(in workflows.CompactContextInput, id string
 	}
 }
 
-// spentBudget reads, in the attempt's transaction, the budgets its call is
-// under, and names the first one spent. PostgreSQL is the source of truth
-// for every replica, so a budget overshoots by at most the calls already
-// on their way when it was spent. An attempt whose response is stored
-// already called: it answers from that, never stopped.
-func (a *Activities) spentBudget(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput) (*workflows.BudgetSpent, error) {
-	stored, states, err := tx.BudgetsBeforeCall(ctx, in.SessionID, in.ClientKeyID, idem(in.TurnID, attemptStep(in)+"/resp"))
-	if err != nil || stored {
-		return nil, err
-	}
-	b := store.SpentBudget(states)
+// spentBudget names the first spent budget among those the attempt's
+// read found (store.Tx.ReadBudgetsWithAttempt), nil when none is or none
+// were read. PostgreSQL is the source of truth for every replica, so a
+// budget overshoots by at most the calls already on their way when it was
+// spent. An attempt whose response is stored already called: its caller
+// answers from that, never asks.
+func spentBudget(tx *store.Tx) *workflows.BudgetSpent {
+	b := store.SpentBudget(tx.AttemptBudgets())
 	if b == nil {
-		return nil, nil
+		return nil
 	}
-	return &workflows.BudgetSpent{Scope: b.Scope, Subject: b.Subject, Detail: b.Describe()}, nil
+	return &workflows.BudgetSpent{Scope: b.Scope, Subject: b.Subject, Detail: b.Describe()}
 }

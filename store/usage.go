@@ -480,31 +480,36 @@ func (s *Store) SessionUsage(ctx context.Context, sessionID string) (UsageSums, 
 	return u, nil
 }
 
-// BudgetsBeforeCall is what a provider attempt reads before it calls: the
-// budgets it is under (BudgetsFor), and whether a response to it is already
-// stored (an earlier run called; the attempt answers from that whatever
-// the budgets say). One round trip.
-func (t *Tx) BudgetsBeforeCall(ctx context.Context, sessionID, clientKeyID, respIdem string) (stored bool, states []BudgetState, err error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND idem_key = $2)`, sessionID, respIdem)
-	b.Queue(budgetsForSQL, sessionID, clientKeyID)
-	br := t.db.SendBatch(ctx, b)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("read budgets: %w", cerr)
-		}
-	}()
-	if err := br.QueryRow().Scan(&stored); err != nil {
-		return false, nil, fmt.Errorf("look up stored response: %w", err)
+// ReadBudgetsWithAttempt asks the attempt read that follows in t
+// (Attempt, AttemptStreaming or AttemptContext) to read too, in its one
+// round trip, the budgets a call of clientKeyID's turn is under
+// (BudgetsFor); AttemptBudgets returns them.
+func (t *Tx) ReadBudgetsWithAttempt(clientKeyID string) { t.budgetKey = &clientKeyID }
+
+// AttemptBudgets are the budgets the attempt read found (nil when it was
+// not asked to read them).
+func (t *Tx) AttemptBudgets() []BudgetState { return t.budgets }
+
+// queueAttemptBudgets and readAttemptBudgets add the budgets to an
+// attempt read's batch when ReadBudgetsWithAttempt asked for them.
+func (t *Tx) queueAttemptBudgets(b *pgx.Batch, sessionID string) {
+	if t.budgetKey != nil {
+		b.Queue(budgetsForSQL, sessionID, *t.budgetKey)
+	}
+}
+
+func (t *Tx) readAttemptBudgets(br pgx.BatchResults) error {
+	if t.budgetKey == nil {
+		return nil
 	}
 	rows, err := br.Query()
+	if err == nil {
+		t.budgets, err = scanBudgetStates(rows)
+	}
 	if err != nil {
-		return false, nil, fmt.Errorf("read budgets: %w", err)
+		return fmt.Errorf("read budgets: %w", err)
 	}
-	if states, err = scanBudgetStates(rows); err != nil {
-		return false, nil, fmt.Errorf("read budgets: %w", err)
-	}
-	return stored, states, nil
+	return nil
 }
 
 // Describe says which budget this is, what it allows and when it resets,
