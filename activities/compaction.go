@@ -32,9 +32,14 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 	}
 	entry, configured := a.Config.Provider(in.Provider)
 	evs := before
+	if inputs.Stored == nil {
+		p.budget = spentBudget(tx)
+	}
 	switch {
 	case inputs.Stored != nil:
 		p.stored = inputs.Stored
+	case p.budget != nil:
+		// No call: neither compacted nor requested.
 	case configured:
 		if p.ts, err = toolsFrom(inputs); err != nil {
 			return p, err
@@ -289,6 +294,9 @@ func (a *Activities) storeSummary(ctx context.Context, in workflows.CompactConte
 					TokensBefore: before, TokensAfter: after, Budget: budget, Summary: stored.Text, Summarizer: usage,
 				},
 			})
+			if err == nil && usage != nil {
+				tx.RecordUsage(a.summarizerUsage(in, id, *usage))
+			}
 			return err
 		})
 	})

@@ -122,6 +122,7 @@ func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) e
 		payload.MaxIterations = &n
 	case events.ReasonTurnFailed:
 		payload.Step = &in.Step
+		payload.Detail = in.Detail
 	}
 	return a.Store.Tx(ctx, func(tx *store.Tx) error {
 		if _, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{

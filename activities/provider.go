@@ -86,11 +86,17 @@ type attemptPrep struct {
 	// run numbers the call's deltas when its transaction did (nil: the
 	// call numbers them itself, see startDeltaRun).
 	run *store.StreamRunNo
+	// budget: a spent budget stops the attempt before its call.
+	budget *workflows.BudgetSpent
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
 // provider.request, in tx, after the events before (a beginning turn's).
 func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
+	if in.Budgets {
+		// Read in the attempt's own round trip, below.
+		tx.ReadBudgetsWithAttempt(in.ClientKeyID)
+	}
 	if in.Compact {
 		return a.prepareView(ctx, tx, in, before)
 	}
@@ -116,9 +122,14 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		return p, err
 	}
 	evs := before
+	if inputs.Stored == nil {
+		p.budget = spentBudget(tx)
+	}
 	switch {
 	case inputs.Stored != nil:
 		p.stored = inputs.Stored
+	case p.budget != nil:
+		// No call: no provider.request either.
 	case configured:
 		if p.ts, err = toolsFrom(inputs); err != nil {
 			return p, err
@@ -147,6 +158,10 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	}
 	if prep.need != nil {
 		return workflows.CallProviderResult{NeedsCompaction: prep.need}, nil
+	}
+	if prep.budget != nil {
+		a.logger(ctx, in.TurnID).Info("provider attempt stopped by a spent budget", "budget", prep.budget.Scope+":"+prep.budget.Subject)
+		return workflows.CallProviderResult{BudgetSpent: prep.budget}, nil
 	}
 	step := attemptStep(in)
 	entry, configured := a.Config.Provider(in.Provider)
@@ -371,6 +386,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	if status == 0 {
 		status = 200
 	}
+	call := a.usageCall(in, idem(in.TurnID, step+"/resp"), kindName, resp.Raw)
 	// The answer is kept while the database is away: it is stored when the
 	// database is back, never fetched again from the provider.
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
@@ -390,6 +406,9 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 			if err != nil {
 				return err
 			}
+			// Counted with the response it is read from, under the
+			// response's key: once, whatever retries the attempt.
+			tx.RecordUsage(call)
 			res.LastSeq = lastSeq(stored)
 			return nil
 		})
@@ -399,6 +418,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	}
 	// Counted once, after the commit: a retry finds the stored response and
 	// returns through storedAttempt instead.
+	a.Metrics.ProviderUsage(ctx, call.Provider, call.Input, call.Output, call.CacheRead, call.CacheWrite, call.CostNanoUSD)
 	for _, c := range res.ToolCalls {
 		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bae-go/bae-go/internal/sessiontools"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -34,6 +35,23 @@ func turnRejection(res workflows.TurnResult) *RPCError {
 		}
 	}
 	return NewRPCError(-32603, "Internal error: turn rejected (%s)", res.Rejection)
+}
+
+// budgetRefusal is the client's error for a sendMessage refused up front
+// because a budget its turn would spend is spent: the -32000
+// "quota_exceeded: …" shape the caps on sandboxes and streams already use.
+func budgetRefusal(b store.BudgetState) *RPCError {
+	return NewRPCError(-32000, "quota_exceeded: %s", b.Describe())
+}
+
+// turnFailure is the client's error for a turn that failed at a step
+// (OutcomeFailed): a spent budget as budgetRefusal says it, any other step
+// as an internal error, the session open either way.
+func turnFailure(res workflows.TurnResult) *RPCError {
+	if res.FailedStep == workflows.StepBudget {
+		return NewRPCError(-32000, "quota_exceeded: %s", res.Detail)
+	}
+	return NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep)
 }
 
 // toolRefusal is the client's error for a refused session tool call.

@@ -67,6 +67,18 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		call.fail(bad)
 		return
 	}
+	// Refused before anything is stored or interrupted. A budget spent
+	// after this check stops the turn before its first provider call.
+	budgets, err := c.Store.BudgetsFor(ctx, call.sess.ID, call.clientID)
+	if err != nil {
+		call.log.Error("read budgets", "err", err)
+		call.fail(NewRPCError(-32603, "Internal error"))
+		return
+	}
+	if b := store.SpentBudget(budgets); b != nil {
+		call.fail(budgetRefusal(*b))
+		return
+	}
 	if !c.whenBusy(ctx, call, policy) {
 		return
 	}
@@ -149,11 +161,12 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 			var p struct {
 				Reason events.Reason `json:"reason"`
 				Step   string        `json:"step"`
+				Detail string        `json:"detail"`
 			}
 			_ = json.Unmarshal(e.Payload, &p)
 			switch p.Reason {
 			case events.ReasonTurnFailed:
-				return workflows.TurnResult{Outcome: workflows.OutcomeFailed, FailedStep: p.Step, Reason: p.Reason}, nil
+				return workflows.TurnResult{Outcome: workflows.OutcomeFailed, FailedStep: p.Step, Reason: p.Reason, Detail: p.Detail}, nil
 			case events.ReasonAllProvidersFailed, events.ReasonLoopLimit:
 				return workflows.TurnResult{Outcome: workflows.OutcomeProvidersFailed, Reason: p.Reason}, nil
 			}
@@ -398,7 +411,7 @@ func (c *clientAPI) finishTurn(call *rpcCall, relay *turnRelay, res workflows.Tu
 		call.fail(turnRejection(res))
 		return
 	case workflows.OutcomeFailed:
-		call.fail(NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep))
+		call.fail(turnFailure(res))
 		return
 	}
 	turnEvs := relay.events

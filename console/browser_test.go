@@ -388,6 +388,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	assert.Contains(t, page, "••••••••")
 	b.screenshot("config")
 
+	// Usage: today's bar drawn, a session budget set through the form.
+	b.do(chromedp.Navigate(b.url+"/usage?days=7"), chromedp.WaitVisible(chromedp.CSS("#usage-chart")))
+	assert.Positive(t, run(b, chromedp.Evaluate[int](`document.querySelectorAll('#usage-chart rect').length`)), "today's tokens are drawn")
+	b.do(chromedp.SetValue(chromedp.CSS("#budget-scope"), "session"),
+		chromedp.SendKeys(chromedp.CSS("#budget-subject"), sid),
+		chromedp.SendKeys(chromedp.CSS("#budget-limit"), "1000000"),
+		chromedp.Click(chromedp.CSS("#budget-set")))
+	b.waitFor(`document.querySelector('#budgets-table tr[data-budget="session/` + sid + `"]') !== null`)
+	b.screenshot("usage")
+
 	// A phone-sized screen gets the same pages without sideways scrolling.
 	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
 		chromedp.Navigate(b.url+"/sessions/"+sid), chromedp.WaitVisible(chromedp.CSS("#transcript")))

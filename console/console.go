@@ -150,6 +150,9 @@ func (c *Console) routes() http.Handler {
 		r.Post("/keys", c.keyCreate)
 		r.Post("/keys/{id}/revoke", c.keyRevoke)
 		r.Get("/config", c.configPage)
+		r.Get("/usage", c.usagePage)
+		r.Post("/budgets", c.budgetSet)
+		r.Post("/budgets/change", c.budgetChange)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "Not found", "No page at "+r.URL.Path+".")

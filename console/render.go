@@ -6,13 +6,14 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type pageTemplate struct{ t *template.Template }
 
-var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config"}
+var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config", "usage"}
 
 var funcs = template.FuncMap{
 	"short": func(id string) string {
@@ -51,6 +52,8 @@ var funcs = template.FuncMap{
 		return out
 	},
 	"inc": func(i int) int { return i + 1 },
+	// num shows an amount (tokens, USD) without an exponent.
+	"num": func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) },
 	"at": func(s []string, i int) string {
 		if i < len(s) {
 			return s[i]

@@ -157,7 +157,12 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := c.viewOf(sess, evs)
 	v.CSRF = c.auth.csrfToken(loginFrom(r.Context()))
-	c.render(w, r, http.StatusOK, "session", map[string]any{"V": v, "ProfileName": profileName})
+	data := map[string]any{"V": v, "ProfileName": profileName}
+	var usage wire.SessionUsage
+	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/sessions/"+sess.ID+"/usage", nil, &usage); p == nil {
+		data["Usage"] = usage
+	}
+	c.render(w, r, http.StatusOK, "session", data)
 }
 
 // sessionStream is a Server-Sent Events stream of the session's new events:

@@ -412,12 +412,16 @@ func (t *Tx) attemptRead(ctx context.Context, sessionID, clientKeyID, respIdem s
 	defer e.mu.Unlock()
 	b := &pgx.Batch{}
 	queueAttemptInputs(b, sessionID, clientKeyID, respIdem)
+	t.queueAttemptBudgets(b, sessionID)
 	if extra != nil {
 		extra(b)
 	}
 	e.queue(b, sessionID)
 	br := tx.SendBatch(ctx, b)
 	in, err := readAttemptInputs(br)
+	if err == nil {
+		err = t.readAttemptBudgets(br)
+	}
 	if err == nil && read != nil {
 		err = read(br)
 	}

@@ -13,6 +13,10 @@ type Tx struct {
 	reads
 	db *trackedTx
 	s  *Store
+	// budgetKey asks the attempt read to read budgets too (budgets holds
+	// them after; see ReadBudgetsWithAttempt).
+	budgetKey *string
+	budgets   []BudgetState
 }
 
 // reads are the lookups that run alike on a pool connection (Store) or

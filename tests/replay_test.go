@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,24 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		require.Positive(t, lane.Refusals())
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "compaction")
+	})
+	t.Run("budgets", func(t *testing.T) {
+		// versionBudgets: attempts read the budgets first; a looping turn
+		// is stopped by the session's spent budget (FailTurn, step
+		// budget), and after the budget is raised the session goes on.
+		e := newEnv(t, envOpts{})
+		d := e.open()
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("", "unroutable_tool", nil), fakeprovider.Text("done"))
+		r := e.srv.Admin(t, http.MethodPut, "/admin/v1/budgets/session/"+d.sid, map[string]any{"unit": "tokens", "limit": 1})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		_, term := d.send("loop")
+		require.NotNil(t, term["error"])
+		r = e.srv.Admin(t, http.MethodPut, "/admin/v1/budgets/session/"+d.sid, map[string]any{"unit": "tokens", "limit": 1_000_000})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		_, term = d.send("go on")
+		require.Nil(t, term["error"], "%v", term["error"])
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "budgets")
 	})
 	t.Run("continue_as_new", func(t *testing.T) {
 		e := newEnv(t, envOpts{})

@@ -358,6 +358,8 @@ func TestTelemetryContract(t *testing.T) {
 			`bae_turns_completed_total{otel_scope_name="baesrv",otel_scope_version="",outcome="providers_failed"} 1`,
 			`bae_provider_requests_total{otel_scope_name="baesrv",otel_scope_version="",outcome="error",provider="anthropic"} 2`,
 			"bae_provider_latency_bucket", "bae_tool_calls_total", "bae_tool_latency_bucket",
+			`bae_provider_tokens_total{otel_scope_name="baesrv",otel_scope_version="",provider="primary",type="output"}`,
+			`bae_provider_cost_total{otel_scope_name="baesrv",otel_scope_version="",provider="primary"} 0`,
 			"bae_sessions_open", "bae_sessions_total", "bae_events_total", "bae_profiles_count", "bae_keys_count",
 			"bae_mcp_sessions_live", "bae_turns_pending", "bae_sandboxes_live", "bae_subagents_active", "bae_drivers_registered",
 			// The Temporal SDK's worker metrics (provider attempts are

@@ -106,6 +106,18 @@ type CallProviderInput struct {
 	// provider call at once; the attempt then fails with ErrAttemptStopped
 	// and the workflow waits for the Interrupt update (see runAttempt).
 	Stoppable bool `json:",omitempty"`
+	// Budgets (versionBudgets): the attempt reads the budgets its call is
+	// under first and, when one is spent, answers BudgetSpent instead of
+	// calling.
+	Budgets bool `json:",omitempty"`
+}
+
+// BudgetSpent names the budget that stopped an attempt before its call.
+type BudgetSpent struct {
+	Scope   string
+	Subject string
+	// Detail names the budget and when it resets (store.BudgetState.Describe).
+	Detail string
 }
 
 // CompactionNeed says why an attempt needs compacting before it can go on.
@@ -166,6 +178,9 @@ type CallProviderResult struct {
 	// calling, or after a too-long refusal, for the workflow to compact
 	// and retry it.
 	NeedsCompaction *CompactionNeed `json:",omitempty"`
+	// BudgetSpent (Budgets inputs only): a budget was spent, the attempt
+	// made no call and logged nothing.
+	BudgetSpent *BudgetSpent `json:",omitempty"`
 }
 
 // ToolCallInput dispatches one server-side tool call.
@@ -198,6 +213,9 @@ type FailTurnInput struct {
 	Attempts int
 	// Step is the activity that failed (ReasonTurnFailed).
 	Step string `json:",omitempty"`
+	// Detail explains the failure (StepBudget: which budget, and when it
+	// resets).
+	Detail string `json:",omitempty"`
 }
 
 // CleanupInput releases a session's server-side resources at its end.

@@ -43,6 +43,11 @@ const (
 const (
 	changeCompaction  = "context-compaction"
 	versionCompaction = 1
+
+	// versionBudgets: every provider attempt reads its budgets first, and
+	// a spent one fails the turn (StepBudget) with the session still open.
+	changeBudgets  = "budgets"
+	versionBudgets = 1
 )
 
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
@@ -264,6 +269,7 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResul
 	o.compaction = workflow.GetVersion(ctx, changeCompaction, workflow.DefaultVersion, versionCompaction) >= versionCompaction
 	o.interruptible = workflow.GetVersion(ctx, changeInterrupt, workflow.DefaultVersion, versionInterrupt) >= versionInterrupt
 	o.stoppable = o.interruptible && o.localProvider && workflow.GetVersion(ctx, changeStopCall, workflow.DefaultVersion, versionStopCall) >= versionStopCall
+	o.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, versionBudgets) >= versionBudgets
 	res, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

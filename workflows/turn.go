@@ -48,6 +48,8 @@ type turnOptions struct {
 	// an interrupt may stop the running provider call from outside the
 	// workflow (see runAttempt).
 	stoppable bool
+	// budgets (versionBudgets): attempts check the budgets before calling.
+	budgets bool
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -249,7 +251,11 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				if it == 0 && attempt == 0 && retry == 0 && first != nil {
 					res, err = first.res, first.err // made with the begin
 				} else {
-					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry})
+					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry, Budgets: o.budgets})
+				}
+				if err == nil && res.BudgetSpent != nil {
+					// No fallback spends another budget: the turn ends here.
+					return budgetFailure(ctx, o, ref, *res.BudgetSpent)
 				}
 				need := res.NeedsCompaction
 				if err != nil || need == nil || need.NoFit || retry >= MaxCompactRetries {
@@ -321,6 +327,20 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
 }
 
+// budgetFailure ends a turn that a spent budget stopped before a provider
+// call: logged as a failed turn, taken out of the conversation, the
+// session still open.
+func budgetFailure(ctx workflow.Context, o turnOptions, ref TurnRef, b BudgetSpent) (turnResult, error) {
+	in := FailTurnInput{TurnRef: ref, Reason: events.ReasonTurnFailed, Step: StepBudget, Detail: b.Detail}
+	if err := failTurnAct.runLocal(dbCtx(ctx, o), in); err != nil {
+		return turnResult{}, err
+	}
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: StepBudget, Reason: events.ReasonTurnFailed, Detail: b.Detail}}, nil
+}
+
+// StepBudget is the failed step of a turn a spent budget stopped.
+const StepBudget = "budget"
+
 // StepContextWindow is the failed step of a turn whose conversation fits no
 // provider's context window however it is compacted.
 const StepContextWindow = "context_window"
@@ -341,7 +361,7 @@ func startTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTur
 		b, err := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, nil, err
 	}
-	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in, Compact: o.compaction})
+	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in, Compact: o.compaction, Budgets: o.budgets})
 	if _, failed := attemptFailure(err); failed {
 		b, berr := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, &firstAttempt{err: err}, berr

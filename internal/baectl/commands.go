@@ -54,7 +54,7 @@ type (
 
 // commands is the full command tree.
 func commands() []command {
-	return []command{
+	return append([]command{
 		{path: "create profile", args: []string{"name", "primary_provider"}, setup: createProfileCmd,
 			summary: "Create a profile. primary_provider is the name of a [[providers.entries]] entry in bae-config.toml."},
 		{path: "list profiles", setup: listProfilesCmd,
@@ -96,7 +96,7 @@ func commands() []command {
 				"It asks a few questions; Enter takes each default, and the defaults give a deployment that runs\n" +
 				"offline (the fake provider). Every question has a flag, and --yes asks nothing. It writes\n" +
 				"bae-config.toml, .env (mode 0600) and docker-compose.yml (compose) or bae-dev.sh (dev) into --dir."},
-	}
+	}, usageCommands()...)
 }
 
 // profileFlags are the body fields shared by create and update.

@@ -101,6 +101,8 @@ type ProviderEntry struct {
 	// ContextWindow is the model's window in tokens: as written, else the
 	// model family's default (compaction.ContextWindow).
 	ContextWindow int
+	// Price turns the entry's usage into cost (nil: no price, cost 0).
+	Price *Price
 }
 
 // Budget is how many input tokens a request to this entry may carry: the
@@ -172,6 +174,7 @@ func MetricNames() []string {
 		"bae.drivers.registered", "bae.turns.completed", "bae.provider.requests",
 		"bae.provider.latency", "bae.tool.calls", "bae.tool.latency",
 		"bae.sandboxes.reaped",
+		"bae.provider.tokens", "bae.provider.cost",
 	}
 }
 
@@ -241,6 +244,7 @@ type rawProvider struct {
 	Stream    *bool   `toml:"stream"`
 	// ContextWindow is the model's context window in tokens.
 	ContextWindow *int64 `toml:"context_window"`
+	Price         *Price `toml:"price"`
 }
 
 type rawTelemetry struct {
@@ -418,11 +422,14 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if seen[e.Name] {
 			return ProvidersSection{}, invalidf("duplicate provider name %q in [providers.entries]", e.Name)
 		}
+		if err := checkPrice(e.Name, e.Price); err != nil {
+			return ProvidersSection{}, err
+		}
 		seen[e.Name] = true
 		out.Entries = append(out.Entries, ProviderEntry{
 			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
 			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens), ContextWindow: int(window),
-			NoStream: e.Stream != nil && !*e.Stream,
+			NoStream: e.Stream != nil && !*e.Stream, Price: e.Price,
 		})
 	}
 	return out, nil

@@ -34,6 +34,8 @@ const (
 	MetricToolCalls         = "bae.tool.calls"
 	MetricToolLatency       = "bae.tool.latency"
 	MetricSandboxesReaped   = "bae.sandboxes.reaped"
+	MetricProviderTokens    = "bae.provider.tokens"
+	MetricProviderCost      = "bae.provider.cost"
 )
 
 // Metrics records the bae.* instruments at the turn, provider and tool
@@ -51,6 +53,8 @@ type Metrics struct {
 	toolCalls        metric.Int64Counter
 	toolLatency      metric.Float64Histogram
 	sandboxesReaped  metric.Int64Counter
+	providerTokens   metric.Int64Counter
+	providerCost     metric.Float64Counter
 }
 
 // NewMetrics creates the instruments on mp; names in disabled get no-op
@@ -82,6 +86,14 @@ func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*
 		metric.WithUnit("1"), metric.WithDescription("Sandbox containers of this deployment removed by this replica's sweep because their session was not open, by reason (session_ended, session_unknown, no_session).")); err != nil {
 		return nil, fmt.Errorf("instrument %s: %w", MetricSandboxesReaped, err)
 	}
+	if m.providerTokens, err = m.meterFor(MetricProviderTokens).Int64Counter(MetricProviderTokens,
+		metric.WithUnit("1"), metric.WithDescription("Tokens provider calls used, by provider entry and type (input, output, cache_read, cache_write).")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricProviderTokens, err)
+	}
+	if m.providerCost, err = m.meterFor(MetricProviderCost).Float64Counter(MetricProviderCost,
+		metric.WithUnit("{USD}"), metric.WithDescription("What provider calls cost, in USD, at their entry's price table, by provider entry.")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricProviderCost, err)
+	}
 	return m, nil
 }
 
@@ -108,6 +120,23 @@ func (m *Metrics) ProviderRequest(ctx context.Context, provider, outcome string,
 	p := attribute.String("provider", provider)
 	m.providerRequests.Add(ctx, 1, metric.WithAttributes(p, attribute.String("outcome", outcome)))
 	m.providerLatency.Record(ctx, ms(d), metric.WithAttributes(p))
+}
+
+// ProviderUsage counts one answered call's tokens and cost (in
+// nano-dollars) under its provider entry's registry name, a closed set.
+func (m *Metrics) ProviderUsage(ctx context.Context, entry string, input, output, cacheRead, cacheWrite, costNanoUSD int64) {
+	if m == nil {
+		return
+	}
+	p := attribute.String("provider", entry)
+	// Zeros too, so every series exists from the entry's first call.
+	for _, t := range []struct {
+		kind string
+		n    int64
+	}{{"input", input}, {"output", output}, {"cache_read", cacheRead}, {"cache_write", cacheWrite}} {
+		m.providerTokens.Add(ctx, t.n, metric.WithAttributes(p, attribute.String("type", t.kind)))
+	}
+	m.providerCost.Add(ctx, float64(costNanoUSD)/1e9, metric.WithAttributes(p))
 }
 
 // ToolCall counts one dispatched tool_use block.

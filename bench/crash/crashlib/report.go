@@ -229,7 +229,7 @@ func (r *Report) Print(w io.Writer) {
 }
 
 // tableClasses are the table's problem columns, in order.
-var tableClasses = []string{classUndelivered, classLost, classDuplicated, classSideEffect, classTurnFailed, classOther}
+var tableClasses = []string{classUndelivered, classLost, classDuplicated, classSideEffect, classTurnFailed, classUsage, classOther}
 
 // PrintTable writes, per kill point and per outage length, the calls in
 // flight during such an event (a call can count in several rows) and how

@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -25,6 +26,7 @@ const (
 	classSideEffect  = "side effect" // a sandbox command ran more (or less) than once
 	classTurnFailed  = "turn_failed" // the turn ended in session.error turn_failed
 	classOther       = "other"
+	classUsage       = "usage" // the usage recorded differs from what the log's responses report
 )
 
 // verify checks the run from the outside, after the last crash: the public
@@ -78,6 +80,11 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 			if e.Type == "provider.request" {
 				rep.ProviderLogged++
 			}
+		}
+		if msg, err := usageMismatch(ctx, conn, d.sess.ID, evs); err != nil {
+			return fmt.Errorf("read usage of session %d: %w", d.n, err)
+		} else if msg != "" {
+			v(classUsage, nil, "s%d: %s", d.n, msg)
 		}
 		var counters map[string]int
 		if sb != nil {
@@ -435,4 +442,48 @@ func nextEvent(evs []chaosEvent, t time.Time) string {
 func parseTime(s string) time.Time {
 	t, _ := time.Parse(store.TimeFormat, s)
 	return t
+}
+
+// usageMismatch compares the session's recorded usage (the usage_calls
+// ledger) with the usage its successful provider.response events and
+// session.compaction summaries report: every answered call counted once,
+// whatever crashed in between. It says what differs, "" when nothing.
+func usageMismatch(ctx context.Context, conn *pgx.Conn, sessionID string, evs []wireEvent) (string, error) {
+	var logged provider.Usage
+	var calls int64
+	for _, e := range evs {
+		var p struct {
+			OK         bool            `json:"ok"`
+			Provider   string          `json:"provider"`
+			Body       json.RawMessage `json:"body"`
+			Summarizer *struct {
+				Input  int64 `json:"input_tokens"`
+				Output int64 `json:"output_tokens"`
+			} `json:"summarizer"`
+		}
+		switch e.Type {
+		case "provider.response":
+			if json.Unmarshal(e.Payload, &p) == nil && p.OK {
+				calls++
+				logged = logged.Add(provider.UsageOf(p.Provider, p.Body))
+			}
+		case "session.compaction":
+			if json.Unmarshal(e.Payload, &p) == nil && p.Summarizer != nil {
+				calls++
+				logged = logged.Add(provider.Usage{Input: p.Summarizer.Input, Output: p.Summarizer.Output})
+			}
+		}
+	}
+	var rec provider.Usage
+	var n int64
+	err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+		coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0) FROM usage_calls WHERE session_id = $1`, sessionID).
+		Scan(&n, &rec.Input, &rec.Output, &rec.CacheRead, &rec.CacheWrite)
+	if err != nil {
+		return "", err
+	}
+	if n != calls || rec != logged {
+		return fmt.Sprintf("usage recorded for %d calls %+v, the log reports %d calls %+v", n, rec, calls, logged), nil
+	}
+	return "", nil
 }
