@@ -61,7 +61,7 @@ func toolRefusal(e *sessiontools.RefusedError) *RPCError {
 		return NewRPCError(-32000, "sandbox exec failed: %s", e.Detail)
 	case sessiontools.RefuseQuotaExceeded:
 		if e.Quota != nil {
-			return NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(e.Quota))
+			return quotaRPCError(e.Quota)
 		}
 	case sessiontools.RefuseClientKeyRevoked:
 		return NewRPCError(-32000, "unauthorized: the client key was revoked")
