@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
@@ -18,8 +20,9 @@ import (
 // of session B (turn ids reach every observer of B). Resuming deltas
 // "after" B's turn on A gets what an unknown turn gets (a reset marker),
 // not B's answer; session.interrupt and the admin route on A answer
-// turn_not_running and leave B's provider call running: B's turn ends with
-// its whole answer from its one provider call.
+// turn_not_running, publish no stop naming B's turn, and leave B's provider
+// call running: B's turn ends with its whole answer from its one provider
+// call.
 func TestTurnIDsDoNotCrossSessions(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	victim := e.open()
@@ -51,9 +54,15 @@ func TestTurnIDsDoNotCrossSessions(t *testing.T) {
 
 	// A fence: A's subscribe stream ends on an unsubscribe published after
 	// both interrupts, so by then this replica's listener has handled any
-	// stop message they sent.
+	// stop message they sent; the test's own listener sees every control
+	// message up to it.
 	fence := openRaw(t, ctx, e.srv, attacker.sid, attacker.sk, sub, nil)
 	require.Equal(t, http.StatusOK, fence.resp.StatusCode)
+	listener, err := pgx.Connect(ctx, e.srv.DatabaseURL)
+	require.NoError(t, err)
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, "LISTEN "+pgx.Identifier{live.ControlChannel}.Sanitize())
+	require.NoError(t, err)
 
 	msg := rpcError(t, attacker.call("session.interrupt", map[string]any{"turnId": bTurn}), -32000)
 	assert.Contains(t, msg, "turn_not_running")
@@ -66,6 +75,14 @@ func TestTurnIDsDoNotCrossSessions(t *testing.T) {
 		if l, _ := fence.next(20 * time.Second); l == nil {
 			break
 		}
+	}
+	for {
+		n, err := listener.WaitForNotification(ctx)
+		require.NoError(t, err)
+		if n.Payload == "unsubscribe:"+attacker.sid {
+			break
+		}
+		assert.NotContains(t, n.Payload, bTurn, "no control message names B's turn")
 	}
 
 	e.fake.Release()
