@@ -76,6 +76,18 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		return
 	}
 	defer ticket.leave()
+	if policy == wire.BusyInterrupt {
+		// A send the queue would refuse interrupts nothing.
+		var queued *store.QuotaError
+		if err := c.Store.QueueRoom(ctx, c.Caps, call.sess.ID, call.clientID); errors.As(err, &queued) {
+			call.fail(quotaRPCError(queued))
+			return
+		} else if err != nil {
+			call.log.Error("count queued turns", "err", err)
+			call.fail(NewRPCError(-32603, "Internal error"))
+			return
+		}
+	}
 	if !c.whenBusy(ctx, call, policy) {
 		return
 	}

@@ -60,9 +60,17 @@ func lockQueues(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID string) e
 	return nil
 }
 
+// QueueRoom is PutTurnInput's cap check without its locks, for a caller
+// about to act on the strength of a send (interrupt the running turn for
+// it): nil when the queues had room as it read them, *QuotaError when
+// not. PutTurnInput still decides.
+func (s *Store) QueueRoom(ctx context.Context, caps Caps, sessionID, clientKeyID string) error {
+	return checkQueueCaps(ctx, s.Pool, caps, sessionID, clientKeyID)
+}
+
 // checkQueueCaps refuses one more queued turn once the session, or the
 // client key over its open sessions, holds its cap of them.
-func checkQueueCaps(ctx context.Context, tx pgx.Tx, caps Caps, sessionID, clientKeyID string) error {
+func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKeyID string) error {
 	if n := caps.QueuedTurnsPerSession; n > 0 {
 		var held int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM turn_inputs

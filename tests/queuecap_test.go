@@ -66,6 +66,14 @@ func TestQueuedTurnsAreCapped(t *testing.T) {
 	hangUp()
 	assert.Equal(t, "quota_exceeded: this session already has 3 turns queued and not yet started, the most allowed; wait for one to start", refusal(b, one, oneKey))
 	assert.Equal(t, 4, stored(one), "the refused message was not stored")
+	// Refused before it would interrupt the running turn for its place.
+	busy := b.RPCStreamHeader(t, context.Background(), one, oneKey, sendBody("make room"), http.Header{"Bae-When-Busy": {"interrupt"}})
+	var last map[string]any
+	for m := range busy.Lines() {
+		last = m
+	}
+	assert.Contains(t, rpcError(t, last, -32000), "quota_exceeded: this session already has 3 turns queued")
+	assert.Equal(t, 4, stored(one))
 
 	// The key's cap counts its queued turns over its sessions.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -86,10 +94,16 @@ func TestQueuedTurnsAreCapped(t *testing.T) {
 	fake.Release()
 	sub := a.RPCStream(t, ctx, one, oneKey, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "session.subscribe", "params": map[string]any{"since_event_id": "evt_none"}})
 	defer sub.Close()
+	// The running turn and the three queued answer in turn: none was
+	// interrupted.
 	for replies := 0; replies < 4; {
-		ev := waitEvent(t, sub, "server.message.send")
-		require.NotNil(t, ev)
-		replies++
+		m := sub.Next(30 * time.Second)
+		require.NotNil(t, m, "waiting for the queued turns' replies")
+		ev := m["params"].(map[string]any)
+		require.NotEqual(t, "server.message.interrupted", ev["event_type"])
+		if ev["event_type"] == "server.message.send" {
+			replies++
+		}
 	}
 	term := testenv.Terminal(t, a.Call(t, one, oneKey, "session.sendMessage", map[string]any{"message": map[string]any{"role": "user", "content": "room again"}}))
 	require.Nil(t, term["error"], "%v", term["error"])
