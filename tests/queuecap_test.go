@@ -67,7 +67,11 @@ func TestQueuedTurnsAreCapped(t *testing.T) {
 	assert.Equal(t, "quota_exceeded: this session already has 3 turns queued and not yet started, the most allowed; wait for one to start", refusal(b, one, oneKey))
 	assert.Equal(t, 4, stored(one), "the refused message was not stored")
 	// Refused before it would interrupt the running turn for its place.
-	busy := b.RPCStreamHeader(t, context.Background(), one, oneKey, sendBody("make room"), http.Header{"Bae-When-Busy": {"interrupt"}})
+	// (Without that it would take the interrupted turn's place and wait
+	// behind the held turns: the deadline ends the wait.)
+	busyCtx, busyDone := context.WithTimeout(context.Background(), 30*time.Second)
+	defer busyDone()
+	busy := b.RPCStreamHeader(t, busyCtx, one, oneKey, sendBody("make room"), http.Header{"Bae-When-Busy": {"interrupt"}})
 	var last map[string]any
 	for m := range busy.Lines() {
 		last = m
