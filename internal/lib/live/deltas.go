@@ -116,7 +116,7 @@ type Deltas struct {
 	pool   *pgxpool.Pool
 	origin string
 
-	mu      sync.Mutex
+	mu   sync.Mutex
 	subs map[string]map[*DeltaSub]struct{}
 	// buffers are keyed by session and turn: a turn id is known to every
 	// observer of its session, and must not open another session's turn.
