@@ -84,13 +84,13 @@ type Activities struct {
 	calls callSlots
 }
 
-// StopProviderCalls stops the provider calls of turnID running in this
-// process at once (the fast path of an interrupt, see live.StopTurn) and
-// reports how many it stopped. Only attempts of workflows that expect it
+// StopProviderCalls stops the provider calls of sessionID's turnID
+// running in this process at once (the fast path of an interrupt, see
+// live.StopTurn) and reports how many it stopped. Only attempts of workflows that expect it
 // (CallProviderInput.Stoppable) can be stopped; a stop for a turn with no
 // call here does nothing.
 func (a *Activities) StopProviderCalls(sessionID, turnID string) int {
-	n := a.calls.stop(turnID)
+	n := a.calls.stop(sessionID, turnID)
 	if n > 0 {
 		a.Log.Debug("interrupt stopped provider call", "session_id", sessionID, "turn_id", turnID, "calls", n)
 	}

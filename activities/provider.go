@@ -45,7 +45,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 	var slot *callSlot
 	if in.Stoppable {
 		var release func()
-		slot, release = a.calls.open(in.TurnID)
+		slot, release = a.calls.open(in.SessionID, in.TurnID)
 		defer release()
 	}
 	if in.Begin != nil {

@@ -200,25 +200,32 @@ func stoppedCall(callCtx context.Context) bool {
 }
 
 // callSlots are the Stoppable provider attempts running in this process,
-// by turn id: a stop names its turn, so one that comes late never reaches
-// the session's next turn. The zero value is ready to use.
+// by session and turn: a stop names its turn, so one that comes late never
+// reaches the session's next turn, and its session, so a turn id learnt by
+// an observer of one session stops nothing when named with another. The
+// zero value is ready to use.
 type callSlots struct {
 	mu    sync.Mutex
-	turns map[string]map[*callSlot]struct{}
+	turns map[slotKey]map[*callSlot]struct{}
 }
 
-// open registers an attempt of turnID until the returned release.
-func (c *callSlots) open(turnID string) (*callSlot, func()) {
+// slotKey names a turn within its session.
+type slotKey struct{ sessionID, turnID string }
+
+// open registers an attempt of sessionID's turnID until the returned
+// release.
+func (c *callSlots) open(sessionID, turnID string) (*callSlot, func()) {
 	s := &callSlot{}
+	k := slotKey{sessionID, turnID}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.turns == nil {
-		c.turns = map[string]map[*callSlot]struct{}{}
+		c.turns = map[slotKey]map[*callSlot]struct{}{}
 	}
-	set := c.turns[turnID]
+	set := c.turns[k]
 	if set == nil {
 		set = map[*callSlot]struct{}{}
-		c.turns[turnID] = set
+		c.turns[k] = set
 	}
 	set[s] = struct{}{}
 	return s, func() {
@@ -226,16 +233,18 @@ func (c *callSlots) open(turnID string) (*callSlot, func()) {
 		defer c.mu.Unlock()
 		delete(set, s)
 		if len(set) == 0 {
-			delete(c.turns, turnID)
+			delete(c.turns, k)
 		}
 	}
 }
 
-// stop stops turnID's attempts running here and reports how many.
-func (c *callSlots) stop(turnID string) int {
+// stop stops the attempts of sessionID's turnID running here and reports
+// how many.
+func (c *callSlots) stop(sessionID, turnID string) int {
+	k := slotKey{sessionID, turnID}
 	c.mu.Lock()
-	slots := make([]*callSlot, 0, len(c.turns[turnID]))
-	for s := range c.turns[turnID] {
+	slots := make([]*callSlot, 0, len(c.turns[k]))
+	for s := range c.turns[k] {
 		slots = append(slots, s)
 	}
 	c.mu.Unlock()

@@ -62,7 +62,7 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		return nil
 	}
 	d.seenTurn, d.seenSeq = turnID, after
-	backlog, complete := c.Hub.Deltas().Backlog(turnID, after)
+	backlog, complete := c.Hub.Deltas().Backlog(d.call.sess.ID, turnID, after)
 	if !complete {
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
 	}

@@ -111,7 +111,10 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 // else the turn that called a provider last) is asked to stop it now. The
 // update still decides: a stop that reaches no running call, or names a
 // turn that already ended, changes nothing (see workflows.runAttempt).
-// Callers have checked the interrupter's authority.
+// Callers have checked the interrupter's authority over sessionID, not
+// over turnID: a turn id reaches every observer of its session, so one
+// that is not sessionID's sends no stop (the update then finds no such
+// turn running).
 func (d *Deps) stopCall(ctx context.Context, log *slog.Logger, sessionID, turnID string) {
 	if d.SlowInterrupt.Load() {
 		return
@@ -125,6 +128,15 @@ func (d *Deps) stopCall(ctx context.Context, log *slog.Logger, sessionID, turnID
 			return
 		}
 		turnID = id
+	} else {
+		ours, err := d.Store.TurnOfSession(ctx, sessionID, turnID)
+		if err != nil {
+			log.Warn("interrupt: check the turn's session", "session_id", sessionID, "turn_id", turnID, "err", err)
+			return
+		}
+		if !ours {
+			return
+		}
 	}
 	if err := live.Publish(ctx, d.Store.Pool, live.StopTurn(sessionID, turnID)); err != nil {
 		log.Warn("interrupt: send the stop message", "session_id", sessionID, "turn_id", turnID, "err", err)

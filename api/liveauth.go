@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -23,23 +22,23 @@ func (d *Deps) recheckInterval() time.Duration {
 	return DefaultRecheckInterval
 }
 
-// streamGuard re-checks, for a stream that outlives the request that
-// authorized it, that the session key and its client key are unrevoked,
-// the profile exists and the session is open.
+// streamGuard checks, for a request that waited or a stream about to
+// open, that the session key and its client key are unrevoked, the profile
+// exists and the session is open. Open streams are re-checked by their
+// session's shared checker (streamWatch).
 type streamGuard struct {
-	c      *clientAPI
-	call   *rpcCall
-	turnID string // set for a sendMessage relay
+	c    *clientAPI
+	call *rpcCall
 }
 
-func (c *clientAPI) guard(call *rpcCall, turnID string) *streamGuard {
-	return &streamGuard{c: c, call: call, turnID: turnID}
+func (c *clientAPI) guard(call *rpcCall) *streamGuard {
+	return &streamGuard{c: c, call: call}
 }
 
 // revoked is why a stream ends, as the JSON-RPC error that is its last line.
 func (g *streamGuard) revoked(ctx context.Context) *RPCError {
 	g.c.accessReads.Add(1)
-	a, err := g.c.Store.StreamAccess(ctx, g.call.keyID, g.turnID)
+	a, err := g.c.Store.StreamAccess(ctx, g.call.keyID, "")
 	if err != nil {
 		// A database blip is not a revocation; the next check decides.
 		if ctx.Err() == nil {
@@ -76,43 +75,6 @@ func (g *streamGuard) ended(ctx context.Context) bool {
 	}
 	g.call.endStream(e)
 	return true
-}
-
-// wake is what a stream's wait ended on.
-type wake int
-
-const (
-	// wakeNews: new events may exist, and the stream is still authorized.
-	wakeNews wake = iota
-	// wakeStop: the caller's stop channel fired.
-	wakeStop
-	// wakeOver: the request ended, or a re-check ended the stream.
-	wakeOver
-	// wakeDelta: live deltas are pending (only for a stream that asked).
-	wakeDelta
-)
-
-// wait blocks until the session has news for the stream: a wake-up, or a
-// re-check (announced, or the poll's) that finds the stream still
-// authorized. stop (nil for none) ends the wait with wakeStop; deltas (nil
-// for none) with wakeDelta.
-func (g *streamGuard) wait(ctx context.Context, w *live.Waiter, poll <-chan time.Time, stop, deltas <-chan struct{}) wake {
-	select {
-	case <-ctx.Done():
-		return wakeOver
-	case <-stop:
-		return wakeStop
-	case <-w.Wake():
-		return wakeNews
-	case <-deltas:
-		return wakeDelta
-	case <-poll:
-	case <-w.Recheck():
-	}
-	if g.ended(ctx) {
-		return wakeOver
-	}
-	return wakeNews
 }
 
 // endStream writes e as a stream's last line: the response to the request,

@@ -44,14 +44,28 @@ func quotaExceeded(e *store.QuotaError) *Problem {
 	return problem(http.StatusTooManyRequests, "quota_exceeded", quotaDetail(e))
 }
 
+// quotaRPCError is the JSON-RPC answer for a cap reached, the stream's
+// counterpart of quotaExceeded.
+func quotaRPCError(e *store.QuotaError) *RPCError {
+	return quotaRPC(quotaDetail(e))
+}
+
+// quotaRPC is the one JSON-RPC form of every quota_exceeded refusal: a
+// cap, a queue or a spent budget, named in detail.
+func quotaRPC(detail string) *RPCError {
+	return NewRPCError(-32000, "quota_exceeded: %s", detail)
+}
+
 // quotaDetail says which cap was reached, for REST and JSON-RPC alike.
 func quotaDetail(e *store.QuotaError) string {
-	what := "open sessions"
-	if e.Resource == store.ResourceSandboxes {
+	what, then := "open sessions", "close one first"
+	switch e.Resource {
+	case store.ResourceSandboxes:
 		what = "running remote sandboxes"
-	}
-	if e.Resource == store.ResourceStreams {
-		what = "live session.subscribe streams"
+	case store.ResourceStreams:
+		what = "live streams (session.subscribe and session.sendMessage)"
+	case store.ResourceQueuedTurns:
+		what, then = "turns queued and not yet started", "wait for one to start"
 	}
 	scope := "this client key"
 	switch e.Scope {
@@ -60,7 +74,7 @@ func quotaDetail(e *store.QuotaError) string {
 	case store.ScopeSession:
 		scope = "this session"
 	}
-	return fmt.Sprintf("%s already has %d %s, the most allowed; close one first", scope, e.Limit, what)
+	return fmt.Sprintf("%s already has %d %s, the most allowed; %s", scope, e.Limit, what, then)
 }
 
 func tooLarge(detail string) *Problem {

@@ -14,6 +14,7 @@ import (
 	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
@@ -78,13 +79,13 @@ func TestSubscribeStreamCaps(t *testing.T) {
 	e, _ := refused["error"].(map[string]any)
 	require.NotNil(t, e, "%v", refused)
 	assert.EqualValues(t, -32000, e["code"])
-	assert.Equal(t, "quota_exceeded: this session already has 2 live session.subscribe streams, the most allowed; close one first", e["message"])
+	assert.Equal(t, "quota_exceeded: this session already has 2 live streams (session.subscribe and session.sendMessage), the most allowed; close one first", e["message"])
 
 	subscribe(t, s, ctx, two, twoKey)
 	refused = testenv.Terminal(t, s.Call(t, two, twoKey, "session.subscribe", nil))
 	e, _ = refused["error"].(map[string]any)
 	require.NotNil(t, e, "%v", refused)
-	assert.Contains(t, e["message"], "quota_exceeded: this client key already has 3 live session.subscribe streams")
+	assert.Contains(t, e["message"], "quota_exceeded: this client key already has 3 live streams")
 
 	// session.unsubscribe ends the streams of a session; their places
 	// come back once they have ended.
@@ -196,4 +197,136 @@ func TestIdleSessionIsClosed(t *testing.T) {
 	r := s.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
 	assert.Equal(t, http.StatusConflict, r.Status, string(r.Raw))
 	assert.Equal(t, "session_closed", r.Body["type"])
+}
+
+// sendStream starts a session.sendMessage and waits for its stream to open
+// (the message is stored).
+func sendStream(t *testing.T, s *testenv.Server, ctx context.Context, sid, sk, text string) *testenv.Stream {
+	t.Helper()
+	st := s.RPCStream(t, ctx, sid, sk, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"role": "user", "content": text}}})
+	require.Equal(t, http.StatusOK, st.Status())
+	t.Cleanup(st.Close)
+	return st
+}
+
+// waitEventOf reads a stream until an event of type typ.
+func waitEventOf(t *testing.T, st *testenv.Stream, typ string) {
+	t.Helper()
+	for {
+		m := st.Next(30 * time.Second)
+		require.NotNil(t, m, "waiting for %s", typ)
+		if p, _ := m["params"].(map[string]any); p["event_type"] == typ {
+			return
+		}
+	}
+}
+
+func storedTurns(t *testing.T, s *testenv.Server, sid string) int {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var n int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM turn_inputs WHERE session_id = $1`, sid).Scan(&n))
+	return n
+}
+
+// TestSendMessageRelaysCountAgainstStreamCaps is the attack of issue 35's
+// finding 5 on the stream caps: one driver opening sendMessage streams
+// behind a running turn. Relays count with subscribe streams against
+// BAE_MAX_STREAMS_PER_SESSION and BAE_MAX_STREAMS_PER_KEY: the one past a
+// cap is refused with -32000 quota_exceeded and stores nothing.
+func TestSendMessageRelaysCountAgainstStreamCaps(t *testing.T) {
+	fake := fakeprovider.New(t)
+	s := testenv.Start(t, testenv.Options{ConfigTOML: testenv.PrimaryProviderTOML(fake.URL()), Env: map[string]string{
+		"BAE_MAX_STREAMS_PER_SESSION": "4", "BAE_MAX_STREAMS_PER_KEY": "6",
+		"BAE_MAX_QUEUED_TURNS_PER_SESSION": "0", "BAE_MAX_QUEUED_TURNS_PER_KEY": "0",
+	}})
+	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, key := s.Key(t, pid)
+	one, oneKey := s.Open(t, key, nil)
+	two, twoKey := s.Open(t, key, nil)
+	for _, sess := range [][2]string{{one, oneKey}, {two, twoKey}} {
+		reg := testenv.Terminal(t, s.Call(t, sess[0], sess[1], "session.registerDriver", nil))
+		require.Contains(t, reg, "result", "%v", reg)
+	}
+	// Each session's first turn holds its provider call; the rest queue.
+	fake.Enqueue(fakeprovider.Text("held").UntilReleased(), fakeprovider.Text("held").UntilReleased())
+	t.Cleanup(fake.Release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	subscribe(t, s, ctx, one, oneKey)
+	for i := range 3 {
+		sendStream(t, s, ctx, one, oneKey, fmt.Sprintf("relay %d", i))
+	}
+	refused := testenv.Terminal(t, s.Call(t, one, oneKey, "session.sendMessage", map[string]any{"message": map[string]any{"role": "user", "content": "one too many"}}))
+	e, _ := refused["error"].(map[string]any)
+	require.NotNil(t, e, "a fifth stream on the session: %v", refused)
+	assert.EqualValues(t, -32000, e["code"])
+	assert.Equal(t, "quota_exceeded: this session already has 4 live streams (session.subscribe and session.sendMessage), the most allowed; close one first", e["message"])
+	assert.Equal(t, 3, storedTurns(t, s, one), "the refused message was not stored")
+
+	sendStream(t, s, ctx, two, twoKey, "relay on two")
+	sendStream(t, s, ctx, two, twoKey, "another on two")
+	refused = testenv.Terminal(t, s.Call(t, two, twoKey, "session.sendMessage", map[string]any{"message": map[string]any{"role": "user", "content": "one too many"}}))
+	e, _ = refused["error"].(map[string]any)
+	require.NotNil(t, e, "a seventh stream of the key: %v", refused)
+	assert.Contains(t, e["message"], "quota_exceeded: this client key already has 6 live streams")
+	assert.Equal(t, 2, storedTurns(t, s, two))
+}
+
+// TestRelayRechecksArePerSession: the sendMessage relays of a session
+// share its one authorization checker with its subscribe streams: with the
+// fallback poll out of the way, every announced re-check costs one read
+// for the session however many relays it has.
+func TestRelayRechecksArePerSession(t *testing.T) {
+	var deps *api.Deps
+	fake := fakeprovider.New(t)
+	s := testenv.Start(t, testenv.Options{ConfigTOML: testenv.PrimaryProviderTOML(fake.URL()), Env: map[string]string{
+		"BAE_MAX_STREAMS_PER_SESSION": "0", "BAE_MAX_QUEUED_TURNS_PER_SESSION": "0",
+	}, Extend: func(p *app.Parts) error {
+		p.Deps.RecheckInterval = time.Hour
+		deps = p.Deps
+		return nil
+	}})
+	pid := s.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, key := s.Key(t, pid)
+	sid, sk := s.Open(t, key, nil)
+	reg := testenv.Terminal(t, s.Call(t, sid, sk, "session.registerDriver", nil))
+	require.Contains(t, reg, "result", "%v", reg)
+	db, err := pgx.Connect(context.Background(), s.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close(context.Background()) })
+
+	fake.Enqueue(fakeprovider.Text("held").UntilReleased())
+	t.Cleanup(fake.Release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const relays, announcements = 20, 5
+	streams := make([]*testenv.Stream, relays)
+	for i := range streams {
+		streams[i] = sendStream(t, s, ctx, sid, sk, fmt.Sprintf("relay %d", i))
+	}
+	waitEventOf(t, streams[0], "provider.request")
+
+	before := api.AccessReads(deps)
+	for i := range announcements {
+		_, err := db.Exec(context.Background(), `SELECT pg_notify($1, $2)`, live.ControlChannel, live.AuthChanged(fmt.Sprintf("key_elsewhere_%d", i)))
+		require.NoError(t, err)
+	}
+	// The turns then run one after the other: every relay ends with its
+	// result, and every read the announcements caused is counted.
+	fake.Release()
+	for i, st := range streams {
+		var last map[string]any
+		for m := range st.Lines() {
+			last = m
+		}
+		require.Contains(t, last, "result", "relay %d: %v", i, last)
+	}
+	reads := api.AccessReads(deps) - before
+	t.Logf("authorization reads for %d announcements with %d relays: %d", announcements, relays, reads)
+	assert.LessOrEqual(t, reads, int64(announcements), "one read per re-check for the session, not one per relay")
 }

@@ -41,7 +41,7 @@ func turnRejection(res workflows.TurnResult) *RPCError {
 // because a budget its turn would spend is spent: the -32000
 // "quota_exceeded: …" shape the caps on sandboxes and streams already use.
 func budgetRefusal(b store.BudgetState) *RPCError {
-	return NewRPCError(-32000, "quota_exceeded: %s", b.Describe())
+	return quotaRPC(b.Describe())
 }
 
 // turnFailure is the client's error for a turn that failed at a step
@@ -49,7 +49,7 @@ func budgetRefusal(b store.BudgetState) *RPCError {
 // as an internal error, the session open either way.
 func turnFailure(res workflows.TurnResult) *RPCError {
 	if res.FailedStep == workflows.StepBudget {
-		return NewRPCError(-32000, "quota_exceeded: %s", res.Detail)
+		return quotaRPC(res.Detail)
 	}
 	return NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep)
 }
@@ -79,7 +79,7 @@ func toolRefusal(e *sessiontools.RefusedError) *RPCError {
 		return NewRPCError(-32000, "sandbox exec failed: %s", e.Detail)
 	case sessiontools.RefuseQuotaExceeded:
 		if e.Quota != nil {
-			return NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(e.Quota))
+			return quotaRPCError(e.Quota)
 		}
 	case sessiontools.RefuseClientKeyRevoked:
 		return NewRPCError(-32000, "unauthorized: the client key was revoked")

@@ -281,7 +281,7 @@ func (c *clientAPI) registerDriver(call *rpcCall) {
 	if waited {
 		// The keys may have been revoked, or the profile deleted, while the
 		// registration waited.
-		if e := c.guard(call, "").revoked(ctx); e != nil {
+		if e := c.guard(call).revoked(ctx); e != nil {
 			call.fail(e)
 			return
 		}

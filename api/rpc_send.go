@@ -51,7 +51,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		ti, err := c.Store.TurnInputByKey(ctx, call.sess.ID, key)
 		switch {
 		case err == nil:
-			c.resendTurn(call, ti)
+			c.resendTurn(call, ti, nil)
 			return
 		case !errors.Is(err, store.ErrNotFound):
 			call.log.Error("look up idempotency key", "err", err)
@@ -67,7 +67,16 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		call.fail(bad)
 		return
 	}
-	// Refused before anything is stored or interrupted. A budget spent
+	// The relay counts against the stream caps, checked before anything
+	// is stored or interrupted.
+	turnID := ids.New(ids.TurnPrefix)
+	ticket, quota := c.streams.join(call, turnID)
+	if quota != nil {
+		call.fail(quotaRPCError(quota))
+		return
+	}
+	defer ticket.leave()
+	// A spent budget is refused before anything is stored or interrupted; one spent
 	// after this check stops the turn before its first provider call.
 	budgets, err := c.Store.BudgetsFor(ctx, call.sess.ID, call.clientID)
 	if err != nil {
@@ -79,34 +88,52 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		call.fail(budgetRefusal(*b))
 		return
 	}
+	if policy == wire.BusyInterrupt {
+		// A send the queue would refuse interrupts nothing.
+		var queued *store.QuotaError
+		if err := c.Store.QueueRoom(ctx, c.Caps, call.sess.ID, call.clientID); errors.As(err, &queued) {
+			call.fail(quotaRPCError(queued))
+			return
+		} else if err != nil {
+			call.log.Error("count queued turns", "err", err)
+			call.fail(NewRPCError(-32603, "Internal error"))
+			return
+		}
+	}
 	if !c.whenBusy(ctx, call, policy) {
 		return
 	}
 
-	turnID := ids.New(ids.TurnPrefix)
-	arrived, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key)
-	if err != nil {
+	arrived, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key, c.Caps)
+	var queued *store.QuotaError
+	switch {
+	case errors.As(err, &queued):
+		call.fail(quotaRPCError(queued))
+		return
+	case err != nil:
 		call.log.Error("store turn input", "turn_id", turnID, "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
 	if prior != nil {
 		// A concurrent request with the same key stored it first.
-		c.resendTurn(call, *prior)
+		ticket.relay(prior.TurnID)
+		c.resendTurn(call, *prior, ticket)
 		return
 	}
 	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
 		// It replaces the turn it interrupted: ahead of the queue.
 		Front: policy == wire.BusyInterrupt, Arrived: arrived.UnixMicro()}
-	c.relayTurn(call, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
+	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
 		return c.runTurn(ctx, sessionRef(call.sess), in)
 	})
 }
 
 // resendTurn answers a sendMessage whose Idempotency-Key names a stored
 // turn: nothing is stored; the turn's events are relayed from its start and
-// its result is the one the first call got (or would have got).
-func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
+// its result is the one the first call got (or would have got). ticket is
+// the relay's place in the stream caps, taken here when nil.
+func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput, ticket *streamTicket) {
 	stored, bad := wire.ParseSendMessage(call.params)
 	if bad != nil {
 		call.fail(bad)
@@ -120,9 +147,17 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput) {
 	if !begun && !c.requireOpen(call) {
 		return
 	}
+	if ticket == nil {
+		var quota *store.QuotaError
+		if ticket, quota = c.streams.join(call, ti.TurnID); quota != nil {
+			call.fail(quotaRPCError(quota))
+			return
+		}
+		defer ticket.leave()
+	}
 	ref := sessionRef(call.sess)
 	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span, Arrived: ti.Arrived.UnixMicro()}
-	c.relayTurn(call, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
+	c.relayTurn(call, ticket, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
 		if !begun {
 			// Queued, or its submission was lost with a server: the
 			// workflow drops a turn id it holds, so a live submission is
@@ -185,8 +220,9 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 // relayTurn opens the stream (the turn is stored), runs submit in the
 // background and relays the turn's events until it returns, then the
 // terminal response. count records the turn in the metrics (not for a
-// resend, whose first call counted it).
-func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit func(context.Context) (workflows.TurnResult, error)) {
+// resend, whose first call counted it). The relay's authorization is
+// re-checked by its session's shared checker (ticket).
+func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string, count bool, submit func(context.Context) (workflows.TurnResult, error)) {
 	ctx := call.r.Context()
 	deltas, opt, ok := c.openDeltas(call, turnID)
 	if !ok {
@@ -225,9 +261,6 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
-	guard := c.guard(call, turnID)
-	poll := time.NewTicker(c.recheckInterval())
-	defer poll.Stop()
 	if !count && opt.TurnID == turnID {
 		// A resend resuming its turn's deltas.
 		if deltas.resume(c, turnID, opt.After) != nil {
@@ -235,19 +268,31 @@ func (c *clientAPI) relayTurn(call *rpcCall, turnID string, count bool, submit f
 		}
 	}
 	for {
-		w := guard.wait(ctx, waiter, poll.C, finished, deltas.ready())
-		// Deltas first: a turn's deltas precede its events.
-		if deltas.drain() != nil {
+		select {
+		case <-ctx.Done():
 			return
-		}
-		switch w {
-		case wakeOver:
-			return
-		case wakeStop:
+		case <-finished:
+			// Deltas first: a turn's deltas precede its events.
+			if deltas.drain() != nil {
+				return
+			}
 			c.finishTurn(call, relay, turn.res, turn.err)
 			return
-		case wakeDelta:
+		case <-deltas.ready():
+			if deltas.drain() != nil {
+				return
+			}
 			continue
+		case <-ticket.checked():
+			// The session's shared checker re-read the authorization.
+			if e := ticket.verdict(); e != nil {
+				call.endStream(e)
+				return
+			}
+		case <-waiter.Wake():
+		}
+		if deltas.drain() != nil {
+			return
 		}
 		if err := relay.pump(ctx); err != nil {
 			return

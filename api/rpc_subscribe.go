@@ -23,9 +23,9 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		call.fail(NewRPCError(-32602, "Invalid params: since_event_id must be a string"))
 		return
 	}
-	ticket, quota := c.streams.join(call)
+	ticket, quota := c.streams.join(call, "")
 	if quota != nil {
-		call.fail(NewRPCError(-32000, "quota_exceeded: %s", quotaDetail(quota)))
+		call.fail(quotaRPCError(quota))
 		return
 	}
 	defer ticket.leave()
@@ -82,7 +82,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		cursor = head
 	}
 	// A session that already ended gets its backlog, then the reason.
-	if c.guard(call, "").ended(ctx) {
+	if c.guard(call).ended(ctx) {
 		return
 	}
 	// Open only now: a subscriber that sees its stream open gets every

@@ -8,12 +8,13 @@ import (
 	"github.com/bae-go/bae-go/store"
 )
 
-// streamWatch counts the live session.subscribe streams of this replica,
-// per session and per client key, and re-checks their authorization once
-// per session, not once per stream: each watched session has one checker,
-// woken by the hub's re-check announcements (a revocation, a session end)
-// and by a slow fallback poll. However many streams a session has, its
-// checks cost the database the same.
+// streamWatch counts the live streams of this replica (session.subscribe
+// streams and session.sendMessage relays), per session and per client key,
+// and re-checks their authorization once per session, not once per
+// stream: each watched session has one checker, woken by the hub's
+// re-check announcements (a revocation, a session end) and by a slow
+// fallback poll. However many streams a session has, its checks cost the
+// database the same.
 type streamWatch struct {
 	c *clientAPI
 
@@ -27,11 +28,16 @@ type sessionWatch struct {
 	id      string
 	streams int
 	keys    map[string]int // live streams per session key
+	turns   map[string]int // live relays per turn
 	// gen counts completed checks; changed closes when the next completes.
 	gen     uint64
 	changed chan struct{}
-	verdict map[string]*RPCError // by session key; nil entry: authorized
-	stop    context.CancelFunc
+	// access is the latest check's facts (nil before the first), for the
+	// session keys and relayed turns it asked about.
+	access     *store.SessionAccess
+	askedKeys  map[string]bool
+	askedTurns map[string]bool
+	stop       context.CancelFunc
 }
 
 func newStreamWatch(c *clientAPI) *streamWatch {
@@ -44,13 +50,15 @@ type streamTicket struct {
 	s        *sessionWatch
 	keyID    string // the session key
 	clientID string // the client key behind it
+	turnID   string // a sendMessage relay's turn ("" for a subscribe stream)
 	seen     uint64
 	once     sync.Once
 }
 
-// join admits a stream of call's session, or refuses it with the cap it
-// would exceed.
-func (w *streamWatch) join(call *rpcCall) (*streamTicket, *store.QuotaError) {
+// join admits a stream of call's session (a relay of turnID, or a
+// subscribe stream when turnID is ""), or refuses it with the cap it would
+// exceed.
+func (w *streamWatch) join(call *rpcCall, turnID string) (*streamTicket, *store.QuotaError) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.sessions[call.sess.ID]
@@ -61,7 +69,7 @@ func (w *streamWatch) join(call *rpcCall) (*streamTicket, *store.QuotaError) {
 		return nil, &store.QuotaError{Scope: store.ScopeClientKey, Resource: store.ResourceStreams, Limit: n}
 	}
 	if s == nil {
-		s = &sessionWatch{id: call.sess.ID, keys: map[string]int{}, changed: make(chan struct{}), verdict: map[string]*RPCError{}}
+		s = &sessionWatch{id: call.sess.ID, keys: map[string]int{}, turns: map[string]int{}, changed: make(chan struct{})}
 		// The hub's waiter is attached before join returns, so an
 		// announcement after the stream's own first check is not missed.
 		waiter := w.c.Hub.Watch(s.id)
@@ -72,8 +80,31 @@ func (w *streamWatch) join(call *rpcCall) (*streamTicket, *store.QuotaError) {
 	}
 	s.streams++
 	s.keys[call.keyID]++
+	if turnID != "" {
+		s.turns[turnID]++
+	}
 	w.perKey[call.clientID]++
-	return &streamTicket{w: w, s: s, keyID: call.keyID, clientID: call.clientID, seen: s.gen}, nil
+	return &streamTicket{w: w, s: s, keyID: call.keyID, clientID: call.clientID, turnID: turnID, seen: s.gen}, nil
+}
+
+// relay makes a relay's ticket the relay of turnID (a send that found
+// its message stored by a concurrent request relays that one's turn).
+func (t *streamTicket) relay(turnID string) {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	s := t.s
+	if t.turnID == turnID {
+		return
+	}
+	if t.turnID != "" {
+		if s.turns[t.turnID]--; s.turns[t.turnID] == 0 {
+			delete(s.turns, t.turnID)
+		}
+	}
+	t.turnID = turnID
+	if turnID != "" {
+		s.turns[turnID]++
+	}
 }
 
 // leave gives the stream's place back; the last stream of a session stops
@@ -87,6 +118,11 @@ func (t *streamTicket) leave() {
 		s.streams--
 		if s.keys[t.keyID]--; s.keys[t.keyID] == 0 {
 			delete(s.keys, t.keyID)
+		}
+		if t.turnID != "" {
+			if s.turns[t.turnID]--; s.turns[t.turnID] == 0 {
+				delete(s.turns, t.turnID)
+			}
 		}
 		if w.perKey[t.clientID]--; w.perKey[t.clientID] == 0 {
 			delete(w.perKey, t.clientID)
@@ -114,12 +150,21 @@ func (t *streamTicket) checked() <-chan struct{} {
 }
 
 // verdict is the latest check's answer for the stream: nil while it is
-// still authorized.
+// still authorized, or while no check has asked about it yet.
 func (t *streamTicket) verdict() *RPCError {
 	t.w.mu.Lock()
 	defer t.w.mu.Unlock()
 	t.seen = t.s.gen
-	return t.s.verdict[t.keyID]
+	a := t.s.access
+	if a == nil || !t.s.askedKeys[t.keyID] {
+		return nil
+	}
+	if t.turnID != "" && !t.s.askedTurns[t.turnID] && a.State != store.StateOpen {
+		// Whether the relay's own turn ended the session (it then still
+		// gets its result) is the next check's to say.
+		return nil
+	}
+	return accessVerdict(a.Found && a.LiveKeys[t.keyID], a.ProfileLive, a.State, t.turnID != "" && a.EndedTurns[t.turnID])
 }
 
 // run is a session's checker: one read of the session's access facts per
@@ -140,9 +185,13 @@ func (w *streamWatch) run(ctx context.Context, s *sessionWatch, recheck <-chan s
 		for k := range s.keys {
 			keys = append(keys, k)
 		}
+		turns := make([]string, 0, len(s.turns))
+		for id := range s.turns {
+			turns = append(turns, id)
+		}
 		w.mu.Unlock()
 		w.c.accessReads.Add(1)
-		a, err := w.c.Store.SessionAccess(ctx, s.id, keys)
+		a, err := w.c.Store.SessionAccess(ctx, s.id, keys, turns)
 		if err != nil {
 			// A database blip is not a revocation; the next check decides.
 			if ctx.Err() == nil {
@@ -150,12 +199,16 @@ func (w *streamWatch) run(ctx context.Context, s *sessionWatch, recheck <-chan s
 			}
 			continue
 		}
-		verdict := make(map[string]*RPCError, len(keys))
-		for _, k := range keys {
-			verdict[k] = accessVerdict(a.Found && a.LiveKeys[k], a.ProfileLive, a.State, false)
+		asked := func(ids []string) map[string]bool {
+			m := make(map[string]bool, len(ids))
+			for _, id := range ids {
+				m[id] = true
+			}
+			return m
 		}
+		askedKeys, askedTurns := asked(keys), asked(turns)
 		w.mu.Lock()
-		s.verdict = verdict
+		s.access, s.askedKeys, s.askedTurns = &a, askedKeys, askedTurns
 		s.gen++
 		close(s.changed)
 		s.changed = make(chan struct{})

@@ -258,7 +258,7 @@ func (c *Console) sessionStream(w http.ResponseWriter, r *http.Request) {
 	// The running turns' answers so far, from what this replica kept.
 	if sess.State == store.StateOpen {
 		for _, t := range runningTurns(evs) {
-			backlog, complete := c.o.Hub.Deltas().Backlog(t, 0)
+			backlog, complete := c.o.Hub.Deltas().Backlog(sess.ID, t, 0)
 			switch {
 			case complete && len(backlog) > 0:
 				writeSSE(w, "delta", "", deltaJSON(backlog))

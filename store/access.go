@@ -77,23 +77,28 @@ type SessionAccess struct {
 	// LiveKeys are those of the asked session keys that are unrevoked,
 	// bound to the session, and minted for a client key still unrevoked.
 	LiveKeys map[string]bool
+	// EndedTurns are those of the asked turns with a session.error event,
+	// once the session is no longer open (StreamAccess.EndedByTurn).
+	EndedTurns map[string]bool
 }
 
 // SessionAccess reads the access facts of sessionID for the session keys
-// sessionKeyIDs, in one query.
-func (s *Store) SessionAccess(ctx context.Context, sessionID string, sessionKeyIDs []string) (SessionAccess, error) {
+// sessionKeyIDs and the relayed turns turnIDs, in one query.
+func (s *Store) SessionAccess(ctx context.Context, sessionID string, sessionKeyIDs, turnIDs []string) (SessionAccess, error) {
 	var a SessionAccess
-	var live []string
+	var live, ended []string
 	err := s.Pool.QueryRow(ctx, `
 		SELECT s.state, p.id IS NOT NULL AND p.deleted_at IS NULL,
 		       coalesce((SELECT array_agg(sk.id) FROM keys sk
 		                 JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
-		                 WHERE sk.id = ANY($2) AND sk.role = 'session' AND sk.session_id = s.id AND sk.deleted_at IS NULL), '{}')
+		                 WHERE sk.id = ANY($2) AND sk.role = 'session' AND sk.session_id = s.id AND sk.deleted_at IS NULL), '{}'),
+		       coalesce((SELECT array_agg(DISTINCT e.turn_id) FROM session_events e
+		                 WHERE s.state <> 'open' AND e.session_id = s.id AND e.turn_id = ANY($3) AND e.event_type = 'session.error'), '{}')
 		FROM sessions s
 		LEFT JOIN profiles p ON p.id = s.profile_id
-		WHERE s.id = $1`, sessionID, sessionKeyIDs).Scan(&a.State, &a.ProfileLive, &live)
+		WHERE s.id = $1`, sessionID, sessionKeyIDs, turnIDs).Scan(&a.State, &a.ProfileLive, &live, &ended)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return SessionAccess{LiveKeys: map[string]bool{}}, nil
+		return SessionAccess{LiveKeys: map[string]bool{}, EndedTurns: map[string]bool{}}, nil
 	}
 	if err != nil {
 		return SessionAccess{}, fmt.Errorf("read session access: %w", err)
@@ -102,6 +107,10 @@ func (s *Store) SessionAccess(ctx context.Context, sessionID string, sessionKeyI
 	a.LiveKeys = make(map[string]bool, len(live))
 	for _, id := range live {
 		a.LiveKeys[id] = true
+	}
+	a.EndedTurns = make(map[string]bool, len(ended))
+	for _, id := range ended {
+		a.EndedTurns[id] = true
 	}
 	return a, nil
 }

@@ -16,13 +16,18 @@ import (
 // before its session could be stored.
 var ErrClientKeyRevoked = errors.New("client key revoked")
 
-// Caps bound what one client key, and one profile, may hold at once. Zero
-// is no bound.
+// Caps bound what one client key, one profile and one session may hold at
+// once. Zero is no bound.
 type Caps struct {
 	SessionsPerKey      int
 	SessionsPerProfile  int
 	SandboxesPerKey     int
 	SandboxesPerProfile int
+	// QueuedTurnsPerSession and QueuedTurnsPerKey bound the turns stored
+	// and not yet begun, of one session and of one client key over its
+	// open sessions.
+	QueuedTurnsPerSession int
+	QueuedTurnsPerKey     int
 }
 
 // Quota scopes and resources, as QuotaError names them.
@@ -34,6 +39,8 @@ const (
 	ResourceSessions  = "sessions"
 	ResourceSandboxes = "sandboxes"
 	ResourceStreams   = "streams"
+	// ResourceQueuedTurns: turns stored and not yet begun.
+	ResourceQueuedTurns = "queued turns"
 )
 
 // QuotaError is a refusal because a cap is reached: Scope already holds

@@ -14,9 +14,88 @@ import (
 // client's Idempotency-Key ("" for none), unique per session: when a message
 // is already stored under it, nothing is stored and that turn input is
 // returned instead (nil when this call stored the message). arrived is
-// when the database stored it (the queue's arrival order).
-func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, prior *TurnInput, err error) {
-	err = s.Pool.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+// when the database stored it (the queue's arrival order). A new message
+// is refused with *QuotaError when the session, or the client key over
+// its open sessions, already holds caps' queued turns (stored, not yet
+// begun): counted under a lock on each, so the caps hold across replicas
+// and concurrent sends.
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string, caps Caps) (arrived time.Time, prior *TurnInput, err error) {
+	if caps.QueuedTurnsPerSession <= 0 && caps.QueuedTurnsPerKey <= 0 {
+		return putTurnInput(ctx, s.Pool, sessionID, turnID, clientKeyID, message, idemKey)
+	}
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var err error
+		if err := lockQueues(ctx, tx, sessionID, clientKeyID); err != nil {
+			return err
+		}
+		if idemKey != "" {
+			// A resend stores nothing, so no cap refuses it.
+			ti, err := turnInputByKey(ctx, tx, sessionID, idemKey)
+			if err == nil {
+				prior = &ti
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		if err := checkQueueCaps(ctx, tx, caps, sessionID, clientKeyID); err != nil {
+			return err
+		}
+		arrived, prior, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
+		return err
+	})
+	return arrived, prior, err
+}
+
+// lockQueues takes the transaction's locks on the session's and the client
+// key's queues, key first (one order everywhere): two sends count their
+// queued turns one after the other. Advisory locks, so nothing else that
+// locks the key's or the session's row waits for them.
+func lockQueues(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bae.queue.key/' || $1, 0)),
+		pg_advisory_xact_lock(hashtextextended('bae.queue.session/' || $2, 0))`, clientKeyID, sessionID); err != nil {
+		return fmt.Errorf("lock the turn queues: %w", err)
+	}
+	return nil
+}
+
+// QueueRoom is PutTurnInput's cap check without its locks, for a caller
+// about to act on the strength of a send (interrupt the running turn for
+// it): nil when the queues had room as it read them, *QuotaError when
+// not. PutTurnInput still decides.
+func (s *Store) QueueRoom(ctx context.Context, caps Caps, sessionID, clientKeyID string) error {
+	return checkQueueCaps(ctx, s.Pool, caps, sessionID, clientKeyID)
+}
+
+// checkQueueCaps refuses one more queued turn once the session, or the
+// client key over its open sessions, holds its cap of them.
+func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKeyID string) error {
+	if n := caps.QueuedTurnsPerSession; n > 0 {
+		var held int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM turn_inputs
+			WHERE session_id = $1 AND begin_result IS NULL AND result IS NULL`, sessionID).Scan(&held); err != nil {
+			return fmt.Errorf("count the session's queued turns: %w", err)
+		}
+		if held >= n {
+			return &QuotaError{Scope: ScopeSession, Resource: ResourceQueuedTurns, Limit: n}
+		}
+	}
+	if n := caps.QueuedTurnsPerKey; n > 0 {
+		var held int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM turn_inputs t JOIN sessions s ON s.id = t.session_id
+			WHERE t.client_key_id = $1 AND t.begin_result IS NULL AND t.result IS NULL AND s.state = 'open'`, clientKeyID).Scan(&held); err != nil {
+			return fmt.Errorf("count the key's queued turns: %w", err)
+		}
+		if held >= n {
+			return &QuotaError{Scope: ScopeClientKey, Resource: ResourceQueuedTurns, Limit: n}
+		}
+	}
+	return nil
+}
+
+func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, prior *TurnInput, err error) {
+	err = db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
 		ON CONFLICT DO NOTHING RETURNING created_at`, turnID, sessionID, clientKeyID, string(message), idemKey).Scan(&arrived)
 	switch {
 	case err == nil:
@@ -27,7 +106,7 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 		return time.Time{}, nil, nil // this very turn id, stored before
 	}
 	// Another request stored a message under this key first.
-	ti, err := s.TurnInputByKey(ctx, sessionID, idemKey)
+	ti, err := turnInputByKey(ctx, db, sessionID, idemKey)
 	if errors.Is(err, ErrNotFound) {
 		return time.Time{}, nil, nil // the conflict was this very turn id, stored before
 	}
@@ -37,12 +116,27 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 	return ti.Arrived, &ti, nil
 }
 
+// TurnOfSession reports whether turnID is a turn of sessionID: turn ids
+// reach every observer of their session, so one named by a caller is
+// checked before anything acts on it.
+func (s *Store) TurnOfSession(ctx context.Context, sessionID, turnID string) (bool, error) {
+	var ok bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM turn_inputs WHERE turn_id = $1 AND session_id = $2)`, turnID, sessionID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check the turn's session: %w", err)
+	}
+	return ok, nil
+}
+
 // TurnInputByKey finds the message a session stored under an idempotency
 // key.
 func (s *Store) TurnInputByKey(ctx context.Context, sessionID, idemKey string) (TurnInput, error) {
+	return turnInputByKey(ctx, s.Pool, sessionID, idemKey)
+}
+
+func turnInputByKey(ctx context.Context, db dbtx, sessionID, idemKey string) (TurnInput, error) {
 	ti := TurnInput{SessionID: sessionID}
 	var msg, begin []byte
-	err := s.Pool.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
+	err := db.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
 		Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin, &ti.Arrived)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnInput{}, ErrNotFound

@@ -431,13 +431,23 @@ func TestDeltasHeaderValidated(t *testing.T) {
 // starts, so a session opened and driven on A has its provider calls on A.
 func startReplicaPair(t *testing.T, fakeURL, prefix string) (a, b *testenv.Server) {
 	t.Helper()
+	return startReplicaPairEnv(t, fakeURL, prefix, nil)
+}
+
+// startReplicaPairEnv is startReplicaPair with more server environment.
+func startReplicaPairEnv(t *testing.T, fakeURL, prefix string, env map[string]string) (a, b *testenv.Server) {
+	t.Helper()
 	ts := testenv.Temporal(t)
 	db, dir := testdb.New(t), t.TempDir()
 	opts := func(queue string) testenv.Options {
+		e := map[string]string{"BAE_TASK_QUEUE": queue}
+		for k, v := range env {
+			e[k] = v
+		}
 		return testenv.Options{
 			DatabaseURL: db, Temporal: ts.GetDefaultClient(), DataDir: dir,
 			ConfigTOML: testenv.PrimaryProviderTOML(fakeURL),
-			Env:        map[string]string{"BAE_TASK_QUEUE": queue},
+			Env:        e,
 		}
 	}
 	return testenv.Start(t, opts(prefix+"-a")), testenv.Start(t, opts(prefix+"-b"))

@@ -89,6 +89,8 @@ func StartInProc(ctx context.Context, log *slog.Logger, o InProcOptions) (_ *InP
 		"BAE_DATA_DIR": s.dataDir, "BAE_SHUTDOWN_TIMEOUT": "5", "BAE_TASK_QUEUE": "bae-bench",
 		"BAE_TEMPORAL_NAMESPACE":   s.dev.Namespace(),
 		"BAE_MAX_SESSIONS_PER_KEY": "0", "BAE_MAX_SESSIONS_PER_PROFILE": "0", "BAE_SESSION_IDLE_TTL": "0",
+		// One bench key drives many sessions at once.
+		"BAE_MAX_STREAMS_PER_KEY": "0", "BAE_MAX_QUEUED_TURNS_PER_KEY": "0",
 	}
 	for k, v := range o.Env {
 		env[k] = v

@@ -186,6 +186,7 @@ func (s *stack) serverEnv() map[string]string {
 		// leaves most idle: lift the per-key and per-profile caps and the
 		// idle-session TTL it is not measuring.
 		"BAE_MAX_SESSIONS_PER_KEY": "0", "BAE_MAX_SESSIONS_PER_PROFILE": "0", "BAE_SESSION_IDLE_TTL": "0",
+		"BAE_MAX_STREAMS_PER_KEY": "0", "BAE_MAX_QUEUED_TURNS_PER_KEY": "0",
 	}
 }
 

@@ -175,6 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 		Caps: store.Caps{
 			SessionsPerKey: cfg.MaxSessionsPerKey, SessionsPerProfile: cfg.MaxSessionsPerProfile,
 			SandboxesPerKey: cfg.MaxSandboxesPerKey, SandboxesPerProfile: cfg.MaxSandboxesPerProfile,
+			QueuedTurnsPerSession: cfg.MaxQueuedTurnsPerSession, QueuedTurnsPerKey: cfg.MaxQueuedTurnsPerKey,
 		},
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,

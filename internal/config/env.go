@@ -49,6 +49,10 @@ const (
 	DefaultMaxSandboxesPerProfile = 16
 	DefaultMaxStreamsPerSession   = 16
 	DefaultMaxStreamsPerKey       = 64
+	// A queued turn is a stored message and spends provider tokens when it
+	// runs, whether or not its driver is still there.
+	DefaultMaxQueuedTurnsPerSession = 16
+	DefaultMaxQueuedTurnsPerKey     = 64
 	// DefaultSessionIdleTTL closes a session nobody has used for a day.
 	DefaultSessionIdleTTL = 24 * time.Hour
 	// DefaultSandboxSweepInterval is how often a replica looks for sandbox
@@ -117,10 +121,17 @@ type Server struct {
 	MaxSandboxesPerKey     int
 	MaxSandboxesPerProfile int
 	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
-	// session.subscribe streams on one session and on one client key, per
-	// replica (BAE_MAX_STREAMS_PER_SESSION, BAE_MAX_STREAMS_PER_KEY).
+	// session.subscribe streams and session.sendMessage relays on one
+	// session and on one client key, per replica
+	// (BAE_MAX_STREAMS_PER_SESSION, BAE_MAX_STREAMS_PER_KEY).
 	MaxStreamsPerSession int
 	MaxStreamsPerKey     int
+	// MaxQueuedTurnsPerSession and MaxQueuedTurnsPerKey bound the turns
+	// stored and not yet begun, of one session and of one client key, over
+	// all replicas (BAE_MAX_QUEUED_TURNS_PER_SESSION,
+	// BAE_MAX_QUEUED_TURNS_PER_KEY).
+	MaxQueuedTurnsPerSession int
+	MaxQueuedTurnsPerKey     int
 	// SessionIdleTTL (BAE_SESSION_IDLE_TTL) closes a session with no
 	// event for that long; 0 keeps idle sessions open.
 	SessionIdleTTL time.Duration
@@ -236,6 +247,8 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		count("BAE_MAX_SANDBOXES_PER_PROFILE", &s.MaxSandboxesPerProfile, DefaultMaxSandboxesPerProfile),
 		count("BAE_MAX_STREAMS_PER_SESSION", &s.MaxStreamsPerSession, DefaultMaxStreamsPerSession),
 		count("BAE_MAX_STREAMS_PER_KEY", &s.MaxStreamsPerKey, DefaultMaxStreamsPerKey),
+		count("BAE_MAX_QUEUED_TURNS_PER_SESSION", &s.MaxQueuedTurnsPerSession, DefaultMaxQueuedTurnsPerSession),
+		count("BAE_MAX_QUEUED_TURNS_PER_KEY", &s.MaxQueuedTurnsPerKey, DefaultMaxQueuedTurnsPerKey),
 	} {
 		if err != nil {
 			return Server{}, err

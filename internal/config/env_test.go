@@ -36,7 +36,8 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		// The documented defaults, written out: a change to one is a
 		// change to docs/configuration.md too.
 		MaxSessionsPerKey: 100, MaxSessionsPerProfile: 1000, MaxSandboxesPerKey: 4, MaxSandboxesPerProfile: 16,
-		MaxStreamsPerSession: 16, MaxStreamsPerKey: 64, SessionIdleTTL: 24 * time.Hour, SandboxSweepInterval: 5 * time.Minute,
+		MaxStreamsPerSession: 16, MaxStreamsPerKey: 64, MaxQueuedTurnsPerSession: 16, MaxQueuedTurnsPerKey: 64, SessionIdleTTL: 24 * time.Hour,
+		SandboxSweepInterval: 5 * time.Minute,
 		Console:  Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
 		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)
@@ -70,6 +71,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_MAX_SANDBOXES_PER_PROFILE":      "2",
 		"BAE_MAX_STREAMS_PER_SESSION":        "3",
 		"BAE_MAX_STREAMS_PER_KEY":            "7",
+		"BAE_MAX_QUEUED_TURNS_PER_SESSION":   "2",
+		"BAE_MAX_QUEUED_TURNS_PER_KEY":       "0",
 		"BAE_SESSION_IDLE_TTL":               "2h",
 		"BAE_SANDBOX_SWEEP_INTERVAL":         "90s",
 	}))
@@ -82,7 +85,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
 		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4, MCPIdleTimeout: 90 * time.Second,
 		MaxSessionsPerKey: 5, MaxSessionsPerProfile: 0, MaxSandboxesPerKey: 1, MaxSandboxesPerProfile: 2,
-		MaxStreamsPerSession: 3, MaxStreamsPerKey: 7, SessionIdleTTL: 2 * time.Hour, SandboxSweepInterval: 90 * time.Second,
+		MaxStreamsPerSession: 3, MaxStreamsPerKey: 7, MaxQueuedTurnsPerSession: 2, MaxQueuedTurnsPerKey: 0, SessionIdleTTL: 2 * time.Hour,
+		SandboxSweepInterval: 90 * time.Second,
 		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
 		Temporal: TemporalConn{Compression: CompressionAuto},
 	}, s)

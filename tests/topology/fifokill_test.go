@@ -25,7 +25,7 @@ import (
 // takes its place by arrival.
 func TestDriversFIFOThroughAReplicaKill(t *testing.T) {
 	const drivers, killAfter = 24, 12
-	c := startCluster(t, clusterOptions{})
+	c := startCluster(t, clusterOptions{Env: uncappedQueue})
 	for name := range c.reps {
 		c.fake.Lane(name).Respond(func(fakeprovider.Recorded) fakeprovider.Reply {
 			return fakeprovider.Echo().After(500 * time.Millisecond)

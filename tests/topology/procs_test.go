@@ -91,6 +91,8 @@ type clusterOptions struct {
 	Namespace string
 	// Names are the replicas, started in order (default a, b).
 	Names []string
+	// Env is more server environment.
+	Env map[string]string
 }
 
 func startCluster(t *testing.T, o clusterOptions) *cluster {
@@ -115,7 +117,7 @@ func startCluster(t *testing.T, o clusterOptions) *cluster {
 			clientAddr: "127.0.0.1:" + strconv.Itoa(ports[2*i]),
 			adminAddr:  "127.0.0.1:" + strconv.Itoa(ports[2*i+1]),
 		}
-		p.env = serverEnv(map[string]string{
+		vars := map[string]string{
 			"BAE_DATABASE_URL":       c.dbURL,
 			"BAE_TEMPORAL_ADDR":      temporalAddr,
 			"BAE_TEMPORAL_NAMESPACE": o.Namespace,
@@ -128,7 +130,11 @@ func startCluster(t *testing.T, o clusterOptions) *cluster {
 			// A lost server-side tool call moves on within 3 s.
 			"BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1",
 			"BAE_SHUTDOWN_TIMEOUT":           "10",
-		})
+		}
+		for k, v := range o.Env {
+			vars[k] = v
+		}
+		p.env = serverEnv(vars)
 		c.reps[name] = p
 		t.Cleanup(func() { p.Stop(t) })
 		// One at a time: the first migrates the database and writes the

@@ -27,6 +27,17 @@ type replicas struct {
 
 func startReplicas(t *testing.T) *replicas {
 	t.Helper()
+	return startReplicasEnv(t, nil)
+}
+
+// uncappedQueue lifts the per-session caps on live streams and queued
+// turns, for tests that queue more drivers on one session than they allow
+// (BAE's FIFO has no cap; bae-go's caps are the deployment's choice).
+var uncappedQueue = map[string]string{"BAE_MAX_STREAMS_PER_SESSION": "0", "BAE_MAX_QUEUED_TURNS_PER_SESSION": "0"}
+
+// startReplicasEnv is startReplicas with more server environment.
+func startReplicasEnv(t *testing.T, env map[string]string) *replicas {
+	t.Helper()
 	fake := fakeprovider.New(t)
 	opts := testenv.Options{
 		DatabaseURL: testdb.New(t),
@@ -36,6 +47,9 @@ func startReplicas(t *testing.T) *replicas {
 		// One task queue per test: both replicas' workers poll it, so
 		// either may run any session's workflow and activities.
 		Env: map[string]string{"BAE_TASK_QUEUE": "topology-" + t.Name()},
+	}
+	for k, v := range env {
+		opts.Env[k] = v
 	}
 	r := &replicas{a: testenv.Start(t, opts), b: testenv.Start(t, opts), fake: fake}
 	r.pid = r.a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
@@ -153,7 +167,7 @@ func TestSubscribeOnBToTurnOnA(t *testing.T) {
 // place); queued messages are signals now.
 func TestSixtyDriversFIFOOnStockLimits(t *testing.T) {
 	const drivers = 60
-	r := startReplicas(t)
+	r := startReplicasEnv(t, uncappedQueue)
 	r.fake.Respond(func(fakeprovider.Recorded) fakeprovider.Reply {
 		return fakeprovider.Echo().After(500 * time.Millisecond)
 	})

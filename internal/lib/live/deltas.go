@@ -116,9 +116,11 @@ type Deltas struct {
 	pool   *pgxpool.Pool
 	origin string
 
-	mu      sync.Mutex
-	subs    map[string]map[*DeltaSub]struct{}
-	buffers map[string]*turnBuffer
+	mu   sync.Mutex
+	subs map[string]map[*DeltaSub]struct{}
+	// buffers are keyed by session and turn: a turn id is known to every
+	// observer of its session, and must not open another session's turn.
+	buffers map[turnKey]*turnBuffer
 	// interested: sessions this replica announced interest in, with the
 	// time their last local stream closed (zero while one is open).
 	interested map[string]time.Time
@@ -138,11 +140,14 @@ type Deltas struct {
 func newDeltas(pool *pgxpool.Pool) *Deltas {
 	return &Deltas{
 		pool: pool, origin: ids.New("rep_"),
-		subs: map[string]map[*DeltaSub]struct{}{}, buffers: map[string]*turnBuffer{},
+		subs: map[string]map[*DeltaSub]struct{}{}, buffers: map[turnKey]*turnBuffer{},
 		interested: map[string]time.Time{}, remote: map[string]map[string]time.Time{},
 		kick: make(chan struct{}, 1), sentSig: make(chan struct{}),
 	}
 }
+
+// turnKey names a turn within its session.
+type turnKey struct{ sessionID, turnID string }
 
 // turnBuffer is the recent deltas of one turn.
 type turnBuffer struct {
@@ -233,14 +238,14 @@ func (d *Deltas) Subscribe(sessionID string) *DeltaSub {
 	return s
 }
 
-// Backlog is what this replica holds of a turn's deltas after sequence
-// after, and whether that is all of them (false: some were not kept, or
-// the turn is unknown here, so a stream resuming must rely on the turn's
-// events).
-func (d *Deltas) Backlog(turnID string, after int64) ([]Delta, bool) {
+// Backlog is what this replica holds of a session's turn's deltas after
+// sequence after, and whether that is all of them (false: some were not
+// kept, or the turn is unknown here or not the session's, so a stream
+// resuming must rely on the turn's events).
+func (d *Deltas) Backlog(sessionID, turnID string, after int64) ([]Delta, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := d.buffers[turnID]
+	b := d.buffers[turnKey{sessionID, turnID}]
 	if b == nil {
 		return nil, false
 	}
@@ -329,10 +334,11 @@ func (d *Deltas) deliver(x Delta) {
 func (d *Deltas) deliverLocked(x Delta) Delta {
 	x.line = &lineCache{}
 	now := time.Now()
-	b := d.buffers[x.TurnID]
+	k := turnKey{x.SessionID, x.TurnID}
+	b := d.buffers[k]
 	if b == nil {
 		b = &turnBuffer{sessionID: x.SessionID}
-		d.buffers[x.TurnID] = b
+		d.buffers[k] = b
 	}
 	if n := len(b.deltas); n > 0 {
 		last := b.deltas[n-1].Seq

@@ -50,31 +50,34 @@ func TestBacklog(t *testing.T) {
 	for i := int64(1); i <= 10; i++ {
 		send(RunSpan + i)
 	}
-	xs, complete := d.Backlog("trn_x", RunSpan+7)
+	xs, complete := d.Backlog("ses_x", "trn_x", RunSpan+7)
 	assert.True(t, complete)
 	assert.Len(t, xs, 3)
-	_, complete = d.Backlog("trn_x", 0)
+	_, complete = d.Backlog("ses_x", "trn_x", 0)
 	assert.True(t, complete, "the buffer has the run from its first delta")
-	_, complete = d.Backlog("trn_y", 0)
+	_, complete = d.Backlog("ses_x", "trn_y", 0)
 	assert.False(t, complete, "an unknown turn")
+	xs, complete = d.Backlog("ses_other", "trn_x", 0)
+	assert.False(t, complete, "another session's turn is an unknown turn")
+	assert.Empty(t, xs)
 
 	// Its own notifications come back to a replica and are ignored.
 	enc, _ := json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_x", Seq: RunSpan + 11, Type: "text_delta"}})
 	d.received(d.origin + "\n" + string(enc))
-	xs, _ = d.Backlog("trn_x", RunSpan+10)
+	xs, _ = d.Backlog("ses_x", "trn_x", RunSpan+10)
 	assert.Empty(t, xs)
 
 	d.missed()
-	_, complete = d.Backlog("trn_x", RunSpan+7)
+	_, complete = d.Backlog("ses_x", "trn_x", RunSpan+7)
 	assert.False(t, complete, "notifications may have been missed")
 
 	// A replica that joined mid-run cannot vouch for the start.
 	late := newDeltas(nil)
 	enc, _ = json.Marshal([]Delta{{SessionID: "ses_x", TurnID: "trn_z", Seq: 2*RunSpan + 5, Type: "text_delta"}})
 	late.received(other.origin + "\n" + string(enc))
-	_, complete = late.Backlog("trn_z", 2*RunSpan+1)
+	_, complete = late.Backlog("ses_x", "trn_z", 2*RunSpan+1)
 	assert.False(t, complete)
-	_, complete = late.Backlog("trn_z", 2*RunSpan+4)
+	_, complete = late.Backlog("ses_x", "trn_z", 2*RunSpan+4)
 	assert.True(t, complete)
 
 	// Evicted past the resume point.
@@ -82,9 +85,9 @@ func TestBacklog(t *testing.T) {
 	for i := int64(1); i <= turnBufferLen+20; i++ {
 		send(RunSpan + i)
 	}
-	_, complete = d.Backlog("trn_x", RunSpan+15)
+	_, complete = d.Backlog("ses_x", "trn_x", RunSpan+15)
 	assert.False(t, complete)
-	_, complete = d.Backlog("trn_x", RunSpan+30)
+	_, complete = d.Backlog("ses_x", "trn_x", RunSpan+30)
 	assert.True(t, complete)
 }
 
@@ -182,7 +185,7 @@ func TestDeltasNotifiedOnlyForInterestedReplicas(t *testing.T) {
 		seqs = append(seqs, x.Seq-RunSpan)
 	}
 	assert.Equal(t, []int64{1, 2, 3, 4}, seqs, "what A kept, then what came after, each once")
-	_, complete := b.Backlog("trn_x", 0)
+	_, complete := b.Backlog("ses_x", "trn_x", 0)
 	assert.True(t, complete)
 
 	// A repeated announcement sends nothing again.
@@ -198,7 +201,7 @@ func TestDeltasNotifiedOnlyForInterestedReplicas(t *testing.T) {
 	b.sweep(time.Now().Add(interestLinger + time.Second))
 	ctl, _ = takeQueued(b)
 	require.Equal(t, []string{b.origin + "\n-ses_x"}, ctl)
-	_, complete = b.Backlog("trn_x", 0)
+	_, complete = b.Backlog("ses_x", "trn_x", 0)
 	assert.False(t, complete, "B may miss this turn's deltas from now on")
 	for _, msg := range ctl {
 		a.received(msg)
@@ -238,8 +241,8 @@ func TestHoleInARunMarksTheBufferIncomplete(t *testing.T) {
 	send(RunSpan + 1)
 	send(RunSpan + 2)
 	send(RunSpan + 5)
-	_, complete := d.Backlog("trn_x", RunSpan+1)
+	_, complete := d.Backlog("ses_x", "trn_x", RunSpan+1)
 	assert.False(t, complete)
-	_, complete = d.Backlog("trn_x", RunSpan+4)
+	_, complete = d.Backlog("ses_x", "trn_x", RunSpan+4)
 	assert.True(t, complete)
 }
