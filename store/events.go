@@ -163,6 +163,17 @@ func (t *Tx) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent
 // held, so it sees every event committed before it, and no other append to
 // the session can commit until this transaction ends.
 func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
+	return appendChecked(ctx, tx, sessionID, evs, false)
+}
+
+// appendEnding is appendEvents for a writer that ends the session itself in
+// the same transaction (a close, an audit session born in error): its
+// events are written whatever the session's state.
+func appendEnding(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
+	return appendChecked(ctx, tx, sessionID, evs, true)
+}
+
+func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent, ending bool) ([]Event, error) {
 	n := len(evs)
 	var (
 		idList, keys, turns, clients, types, payloads = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -191,6 +202,9 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 	// the close, so no turn's event lands after a session.close.
 	followsClose := true
 	for _, ev := range evs {
+		if ending {
+			break
+		}
 		followsClose = followsClose && ev.Type().FollowsClose()
 	}
 	b := &pgx.Batch{}

@@ -232,7 +232,7 @@ func (s *Store) CloseIdleSession(ctx context.Context, sessionID string, idle tim
 			return fmt.Errorf("close idle session: %w", err)
 		}
 		closed = true
-		_, err = appendEvents(ctx, tx, sessionID, []NewEvent{{Payload: events.SessionClosePayload{Reason: events.CloseIdleTimeout}}})
+		_, err = appendEnding(ctx, tx, sessionID, []NewEvent{{Payload: events.SessionClosePayload{Reason: events.CloseIdleTimeout}}})
 		return err
 	})
 	return closed, err
