@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -11,7 +12,15 @@ import (
 )
 
 func (c *clientAPI) appendOne(call *rpcCall, payload events.Payload) bool {
-	if _, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Payload: payload}); err != nil {
+	_, err := c.Store.AppendEvents(call.r.Context(), call.sess.ID, store.NewEvent{ClientKeyID: call.clientID, Payload: payload})
+	var notOpen *store.NotOpenError
+	switch {
+	case errors.As(err, &notOpen):
+		// Closed since this request was authenticated: only what winds a
+		// closed session down is still stored.
+		call.fail(NewRPCError(-32000, "session is %s, not open", notOpen.State))
+		return false
+	case err != nil:
 		call.log.Error("append event", "type", payload.EventType(), "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return false

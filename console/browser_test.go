@@ -23,6 +23,7 @@ import (
 
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 )
 
 // screenshotDir receives one PNG per page from every run (committed, and
@@ -52,6 +53,7 @@ type consoleEnv struct {
 	srv  *testenv.Server
 	fake *fakeprovider.Server
 	pid  string
+	logs *testlog.Buffer
 }
 
 func newConsoleEnv(t *testing.T, extraEnv map[string]string) *consoleEnv {
@@ -81,8 +83,8 @@ headers = { Authorization = "Bearer mcp-header-secret" }
 [[mcp.servers]]
 name = "files"
 transport = "stdio"
-command = "mcp-files"
-args = ["--token", "mcp-arg-secret"]
+command = "${BAE_CONSOLE_TEST_BIN}/mcp-files"
+args = ["--token", "mcp-arg-secret", "--root=${BAE_CONSOLE_TEST_ARG}", "/data"]
 `, strings.Replace(fake.Lane("primary").URL(), "http://", "http://gw-user:base-url-secret@", 1), fake.Lane("backup").URL())
 	env := map[string]string{
 		"BAE_CONSOLE_ADDR":            "127.0.0.1:0",
@@ -92,10 +94,11 @@ args = ["--token", "mcp-arg-secret"]
 	for k, v := range extraEnv {
 		env[k] = v
 	}
-	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, Env: env})
+	logs := &testlog.Buffer{}
+	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, Env: env, LogOutput: logs})
 	require.NotEmpty(t, srv.ConsoleURL, "console did not start")
 	pid := srv.Profile(t, map[string]any{"name": "support-bot", "primary_provider": "primary", "fallback_providers": []string{"backup"}, "allowed_tools": []string{"get_time"}})
-	return &consoleEnv{srv: srv, fake: fake, pid: pid}
+	return &consoleEnv{srv: srv, fake: fake, pid: pid, logs: logs}
 }
 
 // openDriver opens a session with a new key, declaring get_time, and

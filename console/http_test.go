@@ -351,12 +351,28 @@ func TestConsoleLogoutEndsLogin(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "a replica still on the old password lets its operator log in again")
 }
 
-// URLs are shown without user info or query, and MCP args masked, in every
-// view: the provider.request event, the admin API's config and the
-// console's config page.
+// URLs are shown without user info or query, and MCP args as configured
+// but for credentials, in every view: the provider.request event, the admin
+// API's config and the console's config page. No resolved ${VAR} value
+// reaches a view or the log, even when the MCP server it is for fails.
 func TestURLsRedactedInEventsAndViews(t *testing.T) {
+	// Tokens resolve from the process environment at use.
+	t.Setenv("BAE_CONSOLE_TEST_TOKEN", "sk-resolved-provider-secret")
+	t.Setenv("BAE_CONSOLE_TEST_ARG", "mcp-resolved-arg-secret")
+	t.Setenv("BAE_CONSOLE_TEST_BIN", "/nonexistent/mcp-resolved-bin-secret")
 	e := newConsoleEnv(t, nil)
-	secrets := []string{"base-url-secret", "gw-user", "mcp-url-secret", "mcp-query-secret", "mcp-arg-secret", "sk-console-test-secret", "mcp-header-secret"}
+	secrets := []string{"base-url-secret", "gw-user", "mcp-url-secret", "mcp-query-secret", "mcp-arg-secret", "sk-console-test-secret", "mcp-header-secret",
+		"sk-resolved-provider-secret", "mcp-resolved-arg-secret", "mcp-resolved-bin-secret"}
+
+	// A session whose profile names the stdio server: its connect fails
+	// (no such command) and is logged.
+	mcpPid := e.srv.Profile(t, map[string]any{"name": "files-bot", "primary_provider": "primary", "mcp_servers": []string{"files"}})
+	_, mcpKey := e.srv.Key(t, mcpPid)
+	mcpSid, mcpSk := e.srv.Open(t, mcpKey, map[string]any{"client_version": "redact-mcp"})
+	require.Equal(t, map[string]any{"registered": true}, testenv.Terminal(t, e.srv.Call(t, mcpSid, mcpSk, "session.registerDriver", nil))["result"])
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("no tools"))
+	require.NotNil(t, testenv.Terminal(t, e.srv.RPC(t, mcpSid, mcpSk, send(1, "hello")))["result"])
+	require.Contains(t, e.logs.String(), "MCP server failed to connect", "the stdio server's failure is logged")
 
 	sid, sk := e.openDriver(t, "redact")
 	e.fake.Lane("primary").Enqueue(fakeprovider.Text("hi"))
@@ -372,7 +388,12 @@ func TestURLsRedactedInEventsAndViews(t *testing.T) {
 	c := newClient(t, e.srv.ConsoleURL)
 	c.login()
 	_, page := c.get("/config")
+	// BAE shows args as configured: a ${VAR} token stays the token.
+	assert.Contains(t, string(admin.Raw), `"args":["--token","••••••••","--root=${BAE_CONSOLE_TEST_ARG}","/data"]`)
+	assert.Contains(t, page, "${BAE_CONSOLE_TEST_BIN}/mcp-files --token •••••••• --root=${BAE_CONSOLE_TEST_ARG} /data")
+	logs := e.logs.String()
 	for _, secret := range secrets {
+		assert.NotContains(t, logs, secret, "the log")
 		assert.NotContains(t, string(ev.Raw), secret, "events")
 		assert.NotContains(t, string(admin.Raw), secret, "GET /admin/v1/config")
 		assert.NotContains(t, string(providers.Raw), secret, "GET /admin/v1/providers")

@@ -1,6 +1,8 @@
 // Package docs_test keeps docs/*.md and the README true to the program: the
-// environment variables and their defaults (env_test.go) and the offline
-// walk-throughs (walk_test.go).
+// environment variables and their defaults (env_test.go), every BAE_* name
+// the prose mentions and claims about BAE_LOG (prose_test.go), the errors
+// table of docs/api.md against the slugs the API answers (errors_test.go)
+// and the offline walk-throughs (walk_test.go).
 package docs_test
 
 import (

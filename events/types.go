@@ -66,6 +66,21 @@ func (t Type) Known() bool {
 	return false
 }
 
+// FollowsClose reports whether an event of type t may be appended to a
+// session that is no longer open (other than by the close itself, in its
+// own transaction): the wind-down of what the session ran (its sandbox
+// stopping, its subagents ending), which its cleanup and its clients report
+// after the close. Nothing of a turn, and nothing that starts anything,
+// comes after a session.close.
+func (t Type) FollowsClose() bool {
+	switch t {
+	case SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
+		SubagentCompleted, SubagentFailed, SubagentCancelled:
+		return true
+	}
+	return false
+}
+
 // Dispatch says who runs a tool call (tool.call / tool.result "dispatch").
 type Dispatch string
 

@@ -166,6 +166,17 @@ func (t *Tx) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent
 // held, so it sees every event committed before it, and no other append to
 // the session can commit until this transaction ends.
 func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
+	return appendChecked(ctx, tx, sessionID, evs, false)
+}
+
+// appendEnding is appendEvents for a writer that ends the session itself in
+// the same transaction (a close, an audit session born in error): its
+// events are written whatever the session's state.
+func appendEnding(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent) ([]Event, error) {
+	return appendChecked(ctx, tx, sessionID, evs, true)
+}
+
+func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent, ending bool) ([]Event, error) {
 	n := len(evs)
 	var (
 		idList, keys, turns, clients, types, payloads = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -189,6 +200,16 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 		types, payloads, upto = append(types, string(ev.Type())), append(payloads, string(payload)), append(upto, ev.MessagesAt)
 		firstOf = append(firstOf, i)
 	}
+	// Once the session is not open, only what may follow its close is
+	// written (events.Type.FollowsClose); the lock orders this check with
+	// the close, so no turn's event lands after a session.close.
+	followsClose := true
+	for _, ev := range evs {
+		if ending {
+			break
+		}
+		followsClose = followsClose && ev.Type().FollowsClose()
+	}
 	b := &pgx.Batch{}
 	// The lock also switches this transaction to generic plans before the
 	// append statement is bound. PostgreSQL otherwise keeps planning that
@@ -198,11 +219,11 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 	// The generic plan is the same index probes. The setting ends with the
 	// transaction; the statements after it in the transaction are keyed
 	// probes too, where the generic plan is the custom one.
-	b.Queue(`SELECT last_event_seq, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
-	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto)
+	b.Queue(`SELECT state, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
+	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto, followsClose)
 	br := tx.SendBatch(ctx, b)
-	var last int64
-	if err := br.QueryRow().Scan(&last, nil); err != nil {
+	var state string
+	if err := br.QueryRow().Scan(&state, nil); err != nil {
 		_ = br.Close()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
@@ -246,6 +267,15 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}
+	if state != StateOpen && !followsClose {
+		// appendSQL wrote nothing; a keyed event stored before the close
+		// is still answered as stored.
+		for j := range idList {
+			if _, ok := stored[keys[j]]; !ok || keys[j] == "" {
+				return nil, fmt.Errorf("append events: session %s: %w", sessionID, &NotOpenError{State: state})
+			}
+		}
+	}
 	out := make([]Event, len(evs))
 	for j, i := range firstOf {
 		e, ok := byID[idList[j]]
@@ -277,8 +307,10 @@ func appendEvents(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 
 // appendSQL is appendEvents's statement: $2..$8 are the new events' ids,
 // idempotency keys, turns, client keys, types, payloads and conversation
-// counters ("" for none). It returns the inserted events (true) and those
-// whose key was already stored (false).
+// counters ("" for none); $9 says every event may follow the session's
+// close (events.Type.FollowsClose), else none is inserted unless the
+// session is open. It returns the inserted events (true) and those whose
+// key was already stored (false).
 const appendSQL = `WITH input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[]) WITH ORDINALITY
 		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, ord)
@@ -290,7 +322,8 @@ const appendSQL = `WITH input AS (
 	WHERE k.key <> ''
 ), fresh AS (
 	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM input i
-	WHERE i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key)
+	WHERE (i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key))
+	  AND ($9::bool OR (SELECT state FROM sessions WHERE id = $1) = 'open')
 ), ins AS (
 	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto)
 	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto

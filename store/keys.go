@@ -325,7 +325,7 @@ func (s *Store) RevokeClientKey(ctx context.Context, id string) ([]string, error
 			return fmt.Errorf("close orphaned sessions: %w", err)
 		}
 		for _, sid := range closed {
-			if _, err := appendEvents(ctx, tx, sid, []NewEvent{{ClientKeyID: id, Payload: events.SessionClosePayload{Reason: events.CloseClientKeyRevoked}}}); err != nil {
+			if _, err := appendEnding(ctx, tx, sid, []NewEvent{{ClientKeyID: id, Payload: events.SessionClosePayload{Reason: events.CloseClientKeyRevoked}}}); err != nil {
 				return err
 			}
 		}

@@ -175,11 +175,14 @@ type IdleSession struct {
 }
 
 // IdleSessions lists up to limit open sessions whose last event (their
-// open, for a session never used) is older than idle.
+// open, for a session never used) is older than idle and that have no turn
+// in progress (busySQL). Busy ones are left out rather than skipped later,
+// so sessions paused for days cannot fill every page.
 func (s *Store) IdleSessions(ctx context.Context, idle time.Duration, limit int) ([]IdleSession, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT s.id, s.profile_id, s.client_key_id FROM sessions s
 		LEFT JOIN session_events e ON e.session_id = s.id AND e.seq = s.last_event_seq
 		WHERE s.state = 'open' AND coalesce(e.created_at, s.created_at) < now() - $1 * interval '1 microsecond'
+		  AND NOT `+busySQL+`
 		ORDER BY s.seq LIMIT $2`, idle.Microseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list idle sessions: %w", err)
@@ -194,24 +197,49 @@ func (s *Store) IdleSessions(ctx context.Context, idle time.Duration, limit int)
 	return list, nil
 }
 
+// busySQL is true for a session s with a turn in progress: one paused for
+// client tool results (it may wait on a person for longer than any idle
+// TTL), or a stored message whose turn has not recorded its result yet
+// (queued, running, or between its last event and its result).
+const busySQL = `(s.pending_turn IS NOT NULL
+	OR EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = s.id AND t.result IS NULL))`
+
 // CloseIdleSession closes an open session with a session.close
-// (idle_timeout) event, provided it is still idle: an event appended since
-// IdleSessions listed it keeps it open. It reports whether it closed it.
+// (idle_timeout) event, provided it is still idle: no event appended since
+// IdleSessions listed it and no turn in progress. It reports whether it
+// closed it. It holds the session row lock, the one every append takes,
+// from the check to the close: a turn's events are either committed before
+// the check (and the turn is then in progress until its result is
+// recorded) or refused by the store after the close, so no turn's event
+// ever follows the session.close.
 func (s *Store) CloseIdleSession(ctx context.Context, sessionID string, idle time.Duration) (bool, error) {
 	var closed bool
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE sessions s SET state = 'closed', closed_at = now()
-			WHERE s.id = $1 AND s.state = 'open'
-			  AND coalesce((SELECT e.created_at FROM session_events e WHERE e.session_id = s.id AND e.seq = s.last_event_seq), s.created_at) < now() - $2 * interval '1 microsecond'`,
-			sessionID, idle.Microseconds())
+		var state string
+		err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != StateOpen) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("close idle session: lock: %w", err)
+		}
+		// A statement of its own, begun once the lock is held, so it sees
+		// every turn input, result and event committed before the lock.
+		var still bool
+		err = tx.QueryRow(ctx, `SELECT NOT `+busySQL+`
+			AND coalesce((SELECT e.created_at FROM session_events e WHERE e.session_id = s.id AND e.seq = s.last_event_seq), s.created_at) < now() - $2 * interval '1 microsecond'
+			FROM sessions s WHERE s.id = $1`, sessionID, idle.Microseconds()).Scan(&still)
 		if err != nil {
 			return fmt.Errorf("close idle session: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if !still {
 			return nil
 		}
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET state = 'closed', closed_at = now() WHERE id = $1`, sessionID); err != nil {
+			return fmt.Errorf("close idle session: %w", err)
+		}
 		closed = true
-		_, err = appendEvents(ctx, tx, sessionID, []NewEvent{{Payload: events.SessionClosePayload{Reason: events.CloseIdleTimeout}}})
+		_, err = appendEnding(ctx, tx, sessionID, []NewEvent{{Payload: events.SessionClosePayload{Reason: events.CloseIdleTimeout}}})
 		return err
 	})
 	return closed, err

@@ -168,7 +168,7 @@ func (s *Store) CreateAuditErrorSession(ctx context.Context, profileID, clientKe
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET closed_at = now() WHERE id = $1`, sess.ID); err != nil {
 			return fmt.Errorf("stamp audit session: %w", err)
 		}
-		_, err = appendEvents(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Payload: payload}})
+		_, err = appendEnding(ctx, tx, sess.ID, []NewEvent{{ClientKeyID: clientKeyID, Payload: payload}})
 		return err
 	})
 }
@@ -283,7 +283,7 @@ func (s *Store) EndSession(ctx context.Context, sessionID, state string, evs ...
 		}
 		ended = true
 		if len(evs) > 0 {
-			out, err = appendEvents(ctx, tx, sessionID, evs)
+			out, err = appendEnding(ctx, tx, sessionID, evs)
 		}
 		return err
 	})

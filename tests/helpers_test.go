@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"io"
 	"context"
 	"fmt"
 	"net/http"
@@ -34,6 +35,8 @@ type envOpts struct {
 	// telemetry and serverEnv go to testenv.Options (Telemetry, Env).
 	telemetry *telemetry.Telemetry
 	serverEnv map[string]string
+	// logs receives the server's log (testenv.Options.LogOutput).
+	logs io.Writer
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -81,7 +84,7 @@ model = "claude-fake"
 auth_token = "${BAE_TEST_DEFINITELY_UNSET}"
 `, fake.Lane("primary").URL(), fake.Lane("fallback").URL(), fake.Lane("primary").URL()) + o.extraTOML
 	t.Setenv("BAE_FAKE_TOKEN", "sk-fake-secret")
-	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout, Extend: extend, Telemetry: o.telemetry, Env: o.serverEnv})
+	srv := testenv.Start(t, testenv.Options{ConfigTOML: toml, TurnTimeout: o.turnTimeout, Extend: extend, Telemetry: o.telemetry, Env: o.serverEnv, LogOutput: o.logs})
 	fb := o.fallbacks
 	if fb == nil {
 		fb = []string{}

@@ -154,6 +154,12 @@ const ErrProviderAttemptFailed = "ProviderAttemptFailed"
 // no retry and no fallback follow it; the Interrupt update decides.
 const ErrAttemptStopped = "AttemptStopped"
 
+// ErrSessionNotOpen is the non-retryable application error type of an
+// activity whose events the store refused because the session left the
+// open state (closed meanwhile); its detail is the session's state. The
+// turn ends refused, with nothing more stored.
+const ErrSessionNotOpen = "SessionNotOpen"
+
 // ToolCall is a tool_use block classified for dispatch.
 type ToolCall struct {
 	ID       string

@@ -221,6 +221,12 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 	if err == nil || temporal.IsCanceledError(err) {
 		return res, err
 	}
+	if state, closed := sessionNotOpen(err); closed {
+		// The session was closed under the turn: the store refused its
+		// next event, and a failure could not be stored either.
+		workflow.GetLogger(ctx).Info("turn ended: the session was closed", "turn_id", in.TurnID, "state", state)
+		return turnResult{TurnResult: TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: state}, profileName: notes.profileName}, nil
+	}
 	step := "unknown"
 	var ae *temporal.ActivityError
 	if errors.As(err, &ae) {
@@ -382,6 +388,22 @@ func failTurn(ctx workflow.Context, o turnOptions, in FailTurnInput) (turnResult
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeProvidersFailed, Reason: in.Reason}, sessionEnded: true}, nil
+}
+
+// sessionNotOpen reports an activity the store refused because the
+// session is no longer open (ErrSessionNotOpen), with the session's state.
+// Histories recorded before the store refused such appends hold no such
+// failure, so they replay unchanged.
+func sessionNotOpen(err error) (string, bool) {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrSessionNotOpen {
+		return "", false
+	}
+	state := "closed"
+	if ae.HasDetails() {
+		_ = ae.Details(&state)
+	}
+	return state, true
 }
 
 // attemptFailure reports a provider attempt that failed as an

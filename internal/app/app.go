@@ -195,7 +195,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
-		Interceptors:               []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log)},
+		Interceptors:               []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log), activities.NotOpenInterceptor()},
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})

@@ -11,7 +11,10 @@ import (
 )
 
 // closeIdleSessions closes, on every replica until ctx ends, the open
-// sessions with no event for ttl (BAE_SESSION_IDLE_TTL; 0 turns it off).
+// sessions with no event for ttl (BAE_SESSION_IDLE_TTL; 0 turns it off)
+// and no turn in progress: a turn running, queued, or paused for client
+// tool results keeps its session open however long it takes
+// (store.CloseIdleSession decides under the session lock).
 // What it acts on is in PostgreSQL (the log's last event), so a restart or
 // another replica picks up where it left: no timer is lost. It is a sweep
 // rather than a workflow timer because a session that never had a turn has
@@ -34,6 +37,7 @@ func closeIdleSessions(ctx context.Context, st *store.Store, eng *sessionclient.
 		if err != nil && ctx.Err() == nil {
 			log.Debug("idle session sweep", "err", err)
 		}
+		n := 0
 		for _, s := range idle {
 			closed, err := st.CloseIdleSession(ctx, s.ID, ttl)
 			if err != nil {
@@ -43,6 +47,7 @@ func closeIdleSessions(ctx context.Context, st *store.Store, eng *sessionclient.
 			if !closed {
 				continue // used meanwhile, or closed by another replica
 			}
+			n++
 			log.Info("closed an idle session", "session_id", s.ID, "idle_ttl", ttl)
 			// The sandbox's stop says session_close, as for any close; the
 			// session.close event carries idle_timeout.
@@ -51,5 +56,6 @@ func closeIdleSessions(ctx context.Context, st *store.Store, eng *sessionclient.
 				log.Warn("idle session cleanup", "session_id", s.ID, "err", err)
 			}
 		}
+		log.Debug("idle session sweep done", "idle", len(idle), "closed", n)
 	}
 }

@@ -51,8 +51,9 @@ type MCPSnapshot struct {
 	Servers []MCPServerSnapshot `json:"servers"`
 }
 
-// MCPServerSnapshot shows an MCP server with its url redacted (RedactURL)
-// and every args item, header value and env value masked.
+// MCPServerSnapshot shows an MCP server with its url redacted (RedactURL),
+// its args as configured but for credentials (DisplayArgs), and every
+// header value and env value masked.
 type MCPServerSnapshot struct {
 	Name      string            `json:"name"`
 	Transport string            `json:"transport"`
@@ -120,23 +121,21 @@ func (f *File) ProvidersView() []ProviderSummary {
 	return out
 }
 
-// ConfigView is the full startup snapshot with every secret-bearing value
-// (MCP args, header and env values, auth tokens, OTLP header values) masked
-// regardless of its content, so a literal secret cannot slip through, and
-// every URL redacted (RedactURL). Keys, and how many args, are kept.
+// ConfigView is the full startup snapshot as the config file writes it
+// (${VAR} tokens unresolved), with every secret-bearing value (MCP header
+// and env values, auth tokens, OTLP header values) masked regardless of its
+// content, so a literal secret cannot slip through, every URL redacted
+// (RedactURL) and MCP args shown as configured but for what looks like a
+// credential (DisplayArgs). Keys, and how many args, are kept.
 func (f *File) ConfigView() ConfigSnapshot {
 	snap := ConfigSnapshot{
 		MCP:       MCPSnapshot{Servers: []MCPServerSnapshot{}},
 		Providers: ProvidersSnapshot{Entries: []ProviderSnapshot{}},
 	}
 	for _, s := range f.SortedMCPServers() {
-		args := make([]string, len(s.Args))
-		for i := range args {
-			args[i] = Redacted
-		}
 		snap.MCP.Servers = append(snap.MCP.Servers, MCPServerSnapshot{
 			Name: s.Name, Transport: s.Transport,
-			Command: nullIfEmpty(s.Command), Args: args, URL: nullIfEmpty(RedactURL(s.URL)),
+			Command: nullIfEmpty(s.Command), Args: DisplayArgs(s.Args), URL: nullIfEmpty(RedactURL(s.URL)),
 			Headers: redactValues(s.Headers), Env: redactValues(s.Env),
 		})
 	}

@@ -65,7 +65,7 @@ func TestConfigViewFullShape(t *testing.T) {
 	want := `{
  "mcp": {"servers": [
   {"name": "filesystem", "transport": "stdio", "command": "npx",
-   "args": ["••••••••", "••••••••", "••••••••"], "url": null, "headers": {},
+   "args": ["-y", "@modelcontextprotocol/server-filesystem", "--token=••••••••"], "url": null, "headers": {},
    "env": {"FS_TOKEN": "••••••••", "LITERAL": "••••••••"}},
   {"name": "search", "transport": "sse", "command": null, "args": [], "url": "https://mcp.example.com/sse",
    "headers": {"Authorization": "••••••••", "X-Empty": "••••••••", "X-Literal": "••••••••"}}
@@ -92,6 +92,99 @@ func TestConfigViewFullShape(t *testing.T) {
 	}
 	assert.Equal(t, got, marshal(t, f.ConfigView()), "output is deterministic")
 	assert.Equal(t, "Bearer ${SEARCH_MCP_TOKEN}", f.MCP.Servers[0].Headers["Authorization"], "redaction must not touch the config")
+}
+
+// baeFullFixture is BAE's FULL_FIXTURE_TOML (server/tests/admin_config.rs)
+// verbatim; TestConfigViewBAEFullConfigShape holds what its
+// full_config_shape scenario asserts.
+const baeFullFixture = `
+[[mcp.servers]]
+name = "filesystem"
+transport = "stdio"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/data"]
+
+[[mcp.servers]]
+name = "search"
+transport = "sse"
+url = "https://mcp.example.com/sse"
+headers = { Authorization = "Bearer ${SEARCH_MCP_TOKEN}" }
+
+[[providers.entries]]
+name = "anthropic-sonnet"
+provider = "anthropic"
+model = "claude-sonnet-4-6"
+base_url = "https://gateway.example.com"
+auth_token = "${ANTHROPIC_API_KEY}"
+
+[[providers.entries]]
+name = "openai-default"
+provider = "openai"
+model = "gpt-4o"
+auth_token = "${OPENAI_API_KEY}"
+
+[telemetry]
+enabled = true
+otlp_endpoint = "http://otel-collector:4317"
+otlp_headers = { Authorization = "Bearer ${OTEL_TOKEN}" }
+sample_ratio = 0.25
+service_name = "custom-service"
+
+[telemetry.metrics]
+disabled = ["bae.events.total"]
+`
+
+func TestConfigViewBAEFullConfigShape(t *testing.T) {
+	f, err := Parse([]byte(baeFullFixture), envMap(map[string]string{"OTEL_TOKEN": "env-otel-secret"}))
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal([]byte(marshal(t, f.ConfigView())), &body))
+	servers := body["mcp"].(map[string]any)["servers"].([]any)
+	require.Len(t, servers, 2)
+	fs, search := servers[0].(map[string]any), servers[1].(map[string]any)
+	assert.Equal(t, "filesystem", fs["name"])
+	assert.Equal(t, "stdio", fs["transport"])
+	assert.Equal(t, "npx", fs["command"])
+	assert.Equal(t, []any{"-y", "@modelcontextprotocol/server-filesystem", "/data"}, fs["args"])
+	assert.Nil(t, fs["url"])
+	assert.Equal(t, map[string]any{}, fs["headers"])
+	assert.Equal(t, "search", search["name"])
+	assert.Equal(t, "sse", search["transport"])
+	assert.Nil(t, search["command"])
+	assert.Equal(t, []any{}, search["args"])
+	assert.Equal(t, "https://mcp.example.com/sse", search["url"])
+	assert.Equal(t, map[string]any{"Authorization": Redacted}, search["headers"])
+
+	entries := body["providers"].(map[string]any)["entries"].([]any)
+	require.Len(t, entries, 2)
+	assert.Equal(t, map[string]any{"name": "anthropic-sonnet", "provider": "anthropic", "model": "claude-sonnet-4-6",
+		"base_url": "https://gateway.example.com", "auth_token": Redacted}, entries[0])
+	assert.Equal(t, map[string]any{"name": "openai-default", "provider": "openai", "model": "gpt-4o",
+		"base_url": "https://api.openai.com", "auth_token": Redacted}, entries[1])
+
+	tel := body["telemetry"].(map[string]any)
+	assert.Equal(t, true, tel["enabled"])
+	assert.Equal(t, "http://otel-collector:4317", tel["otlp_endpoint"])
+	assert.Equal(t, 0.25, tel["sample_ratio"])
+	assert.Equal(t, "custom-service", tel["service_name"])
+	assert.Equal(t, map[string]any{"enabled": true}, tel["traces"])
+	assert.Equal(t, map[string]any{"enabled": true, "disabled": []any{"bae.events.total"}}, tel["metrics"])
+	assert.Equal(t, map[string]any{"Authorization": Redacted}, tel["otlp_headers"])
+}
+
+func TestDisplayArgs(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}, []string{"-y", "@modelcontextprotocol/server-filesystem", "/data"}},
+		{[]string{"--root", "${DATA_DIR}", "--token=${GH_TOKEN}", "--api-key", "${API_KEY}"}, []string{"--root", "${DATA_DIR}", "--token=${GH_TOKEN}", "--api-key", "${API_KEY}"}},
+		{[]string{"--token", "ghp_literal", "--api-key=sk-literal", "API_TOKEN=abc", "--password", "pw"}, []string{"--token", Redacted, "--api-key=" + Redacted, "API_TOKEN=" + Redacted, "--password", Redacted}},
+		{[]string{"--token=prefix-${X}"}, []string{"--token=" + Redacted}},
+		{[]string{"--url", "https://u:p@db.example.com:5432/x?sslkey=s#f", "postgres://app:pw@db/app"}, []string{"--url", "https://db.example.com:5432/x", "postgres://db/app"}},
+		{[]string{"--header", "Bearer sk-literal", "Bearer ${TOKEN}"}, []string{"--header", "Bearer " + Redacted, "Bearer ${TOKEN}"}},
+		{[]string{"--keyfile", "/etc/key.pem", "--path", "/srv", "--verbose"}, []string{"--keyfile", "/etc/key.pem", "--path", "/srv", "--verbose"}},
+		{[]string{}, []string{}},
+	} {
+		assert.Equal(t, c.want, DisplayArgs(c.in), "%q", c.in)
+	}
 }
 
 func TestConfigViewEmpty(t *testing.T) {

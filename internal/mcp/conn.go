@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -36,6 +38,10 @@ type conn struct {
 	// cmd is the stdio subprocess; nil for the HTTP transports. Written once
 	// by the command factory during Start, read only afterwards.
 	cmd *exec.Cmd
+	// unresolve puts each ${VAR} token of the entry back in place of what
+	// it resolved to: an error quoting the command (exec's "no such file")
+	// then shows the config file's words, never a resolved value.
+	unresolve *strings.Replacer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -91,7 +97,7 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	}
 	if err != nil {
 		_ = c.close()
-		return nil, redacted(fmt.Errorf("start %s transport: %w", cfg.Transport, err))
+		return nil, c.redacted(fmt.Errorf("start %s transport: %w", cfg.Transport, err))
 	}
 
 	req := mcp.InitializeRequest{}
@@ -99,19 +105,48 @@ func (m *Manager) dial(ctx context.Context, cfg ServerConfig) (*conn, error) {
 	req.Params.ClientInfo = m.clientInfo
 	if _, err := c.client.Initialize(initCtx, req); err != nil {
 		_ = c.close()
-		return nil, redacted(fmt.Errorf("initialize: %w", err))
+		return nil, c.redacted(fmt.Errorf("initialize: %w", err))
 	}
 	return c, nil
 }
 
-// redactedError shows its cause with every URL redacted (config.RedactURL):
+// redactedError shows its cause with every URL redacted (config.RedactURL)
+// and every resolved ${VAR} value put back as its token (conn.unresolve):
 // connect errors quote the server's url, whose user info or query may be a
-// credential, and they reach the log and the model's tool result.
-type redactedError struct{ err error }
+// credential, or its resolved command, and they reach the log and the
+// model's tool result.
+type redactedError struct {
+	err       error
+	unresolve *strings.Replacer
+}
 
-func redacted(err error) error        { return redactedError{err} }
-func (e redactedError) Error() string { return config.RedactURLsIn(e.err.Error()) }
-func (e redactedError) Unwrap() error { return e.err }
+func (c *conn) redacted(err error) error { return redactedError{err, c.unresolve} }
+func (e redactedError) Unwrap() error    { return e.err }
+func (e redactedError) Error() string {
+	msg := e.err.Error()
+	if e.unresolve != nil {
+		msg = e.unresolve.Replace(msg)
+	}
+	return config.RedactURLsIn(msg)
+}
+
+// unresolver maps each resolved value back to the template it came from,
+// longest first so a value inside another is not replaced within it.
+func unresolver(pairs map[string]string) *strings.Replacer {
+	if len(pairs) == 0 {
+		return nil
+	}
+	values := make([]string, 0, len(pairs))
+	for v := range pairs {
+		values = append(values, v)
+	}
+	slices.SortFunc(values, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	args := make([]string, 0, 2*len(values))
+	for _, v := range values {
+		args = append(args, v, pairs[v])
+	}
+	return strings.NewReplacer(args...)
+}
 
 // childEnv is a stdio server's environment (childenv.Build): what a program
 // needs to run from the server's own, then the entry's env with its ${VAR}
@@ -136,16 +171,24 @@ func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, 
 		if cfg.Command == "" {
 			return nil, errors.New("stdio transport requires a command")
 		}
+		resolved := map[string]string{} // resolved value → its template
 		command, err := config.ResolveEnvTokens(cfg.Command, m.env)
 		if err != nil {
 			return nil, fmt.Errorf("resolve command: %w", err)
+		}
+		if command != cfg.Command && command != "" {
+			resolved[command] = cfg.Command
 		}
 		args := make([]string, len(cfg.Args))
 		for i, a := range cfg.Args {
 			if args[i], err = config.ResolveEnvTokens(a, m.env); err != nil {
 				return nil, fmt.Errorf("resolve argument %d: %w", i, err)
 			}
+			if args[i] != a && args[i] != "" {
+				resolved[args[i]] = a
+			}
 		}
+		c.unresolve = unresolver(resolved)
 		env, err := childEnv(os.Environ(), cfg.Env, m.env)
 		if err != nil {
 			return nil, err
@@ -169,13 +212,18 @@ func (m *Manager) newTransport(cfg ServerConfig, c *conn) (transport.Interface, 
 			return nil, fmt.Errorf("%s transport requires a url", cfg.Transport)
 		}
 		headers := make(map[string]string, len(cfg.Headers))
+		templates := map[string]string{}
 		for k, v := range cfg.Headers {
 			resolved, err := config.ResolveEnvTokens(v, m.env)
 			if err != nil {
 				return nil, fmt.Errorf("resolve header %q: %w", k, err)
 			}
 			headers[k] = resolved
+			if resolved != v && resolved != "" {
+				templates[resolved] = v
+			}
 		}
+		c.unresolve = unresolver(templates)
 		if cfg.Transport == TransportHTTP {
 			return transport.NewStreamableHTTP(cfg.URL,
 				transport.WithHTTPHeaders(headers),

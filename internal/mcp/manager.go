@@ -333,7 +333,7 @@ func (m *Manager) callFailed(ctx, callCtx context.Context, s *slot, c *conn, too
 	var te *transport.Error
 	if !errors.As(err, &te) {
 		// A JSON-RPC error reply: the server is alive and answering.
-		return redacted(fmt.Errorf("MCP server %q: tools/call %q: %w", c.server, tool, err))
+		return c.redacted(fmt.Errorf("MCP server %q: tools/call %q: %w", c.server, tool, err))
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// The caller gave up; mcp-go has told the server to cancel, and the
@@ -354,7 +354,7 @@ func (m *Manager) callFailed(ctx, callCtx context.Context, s *slot, c *conn, too
 			msg = fmt.Sprintf("%s (%v)", msg, closeErr)
 		}
 	default:
-		msg = config.RedactURLsIn(te.Error())
+		msg = c.redacted(te).Error()
 	}
 	m.log.WarnContext(ctx, "MCP connection dropped after transport failure",
 		"session_id", s.session, "mcp_server_name", c.server, "tool", tool, "error", msg)
