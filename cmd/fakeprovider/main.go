@@ -20,10 +20,12 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9999", "listen address")
+	cache := flag.Bool("cache", true, "emulate prompt caching (cache reads and writes in usage)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	h := fakeprovider.NewHandler()
 	h.Respond(fakeprovider.Demo)
+	h.Caching(*cache)
 	log.Info("fake provider listening", "base_url", "http://"+*addr)
 	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {
