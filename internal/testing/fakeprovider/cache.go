@@ -346,3 +346,27 @@ func commonPrefix(a, b []byte) int {
 	}
 	return i
 }
+
+// WithoutCacheControl is v (a decoded JSON value) with every cache_control
+// member removed: what a request carried, prompt-cache markers aside (the
+// markers are transport, like "stream"; provider.request events do not
+// record them).
+func WithoutCacheControl(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if k != "cache_control" {
+				out[k] = WithoutCacheControl(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = WithoutCacheControl(e)
+		}
+		return out
+	}
+	return v
+}
