@@ -398,8 +398,8 @@ func (r *report) fill(ledger []fakeprovider.CacheBilling, sc scenario, cached, p
 			r.Session.add(l)
 			if l.Rewrite {
 				r.Rewrites++
-			} else if !first && l.Input > 0 {
-				share := float64(l.Shared) / float64(l.Input)
+			} else if !first && l.Prompt > 0 {
+				share := float64(l.Shared) / float64(l.Prompt)
 				r.PrefixShareMin = min(r.PrefixShareMin, share)
 				if share < 0.9 {
 					r.PrefixShareUnder90++

@@ -30,7 +30,9 @@ import (
 // in 128-token increments, reported as usage.prompt_tokens_details
 // .cached_tokens.
 //
-// Tokens are about 4 bytes of rendered content each.
+// Tokens are about 4 bytes each, of the body (InputTokens) for a request's
+// total and of the rendered content (which is framed like the body) for
+// its cached prefixes.
 
 // Caching constants, as documented by the providers.
 const (
@@ -53,7 +55,10 @@ type CacheBilling struct {
 	// Key is the request's prompt_cache_key ("" when none).
 	Key string
 	// Input is every input token of the request: Uncached + Read + Write.
-	Input    int
+	Input int
+	// Prompt is the tokens of the rendered prompt (Input without the
+	// request's own fields: model, max_tokens, markers).
+	Prompt   int
 	Uncached int
 	// Read and Write are the cached tokens read and written (Anthropic;
 	// OpenAI reads only).
@@ -158,6 +163,7 @@ func (c *cacheState) bill(rec Recorded) (*CacheBilling, error) {
 		c.billAnthropic(b, rec.Lane, blocks, now())
 	}
 	b.Uncached = max(b.Input-b.Read-b.Write, 0)
+	b.Prompt = len(rendered) / 4
 	id := rec.Lane + "\x00" + b.Key
 	if prev, ok := c.last[id]; ok {
 		lcp := commonPrefix(prev, rendered)
@@ -187,11 +193,14 @@ func countBreaks(blocks []block) int {
 }
 
 // renderAnthropic is the request's blocks in render order, each its
-// content without cache_control (keys sorted), a message's blocks tagged
-// with its role.
+// content without cache_control (keys sorted), framed as the request's
+// JSON frames it (a message's role before its first block, a separator
+// after each), so the rendered prompt counts about the tokens of the body
+// but the model, max_tokens and markers. String content renders as its
+// one text block.
 func renderAnthropic(body map[string]any) []block {
 	var out []block
-	add := func(tag string, v any) {
+	add := func(before string, v any, after string) {
 		m, _ := v.(map[string]any)
 		var ttl time.Duration
 		if cc, ok := m["cache_control"].(map[string]any); ok {
@@ -207,39 +216,53 @@ func renderAnthropic(body map[string]any) []block {
 			}
 			v = c
 		}
-		enc, _ := json.Marshal(v)
-		out = append(out, block{content: append([]byte(tag), enc...), ttl: ttl})
+		content := append([]byte(before), encode(v)...)
+		out = append(out, block{content: append(content, after...), ttl: ttl})
 	}
 	tools, _ := body["tools"].([]any)
 	for _, t := range tools {
-		add("\x00tool\x00", t)
+		add("", t, ",")
 	}
 	switch sys := body["system"].(type) {
 	case string:
-		add("\x00system\x00", map[string]any{"type": "text", "text": sys})
+		add("", map[string]any{"type": "text", "text": sys}, ",")
 	case []any:
 		for _, b := range sys {
-			add("\x00system\x00", b)
+			add("", b, ",")
 		}
 	}
 	msgs, _ := body["messages"].([]any)
 	for _, m := range msgs {
 		msg, _ := m.(map[string]any)
 		role, _ := msg["role"].(string)
-		tag := "\x00" + role + "\x00"
+		open := `{"role":` + string(encode(role)) + `,"content":[`
 		switch content := msg["content"].(type) {
 		case string:
-			add(tag, map[string]any{"type": "text", "text": content})
+			add(open, map[string]any{"type": "text", "text": content}, "]},")
 		case []any:
 			for i, b := range content {
-				if i > 0 {
-					tag = "\x00\x00"
+				before, after := ",", ""
+				if i == 0 {
+					before = open
 				}
-				add(tag, b)
+				if i == len(content)-1 {
+					after = "]},"
+				}
+				add(before, b, after)
 			}
 		}
 	}
 	return out
+}
+
+// encode is v's JSON, keys sorted, without HTML escaping (as a client
+// sends it).
+func encode(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 func (c *cacheState) billAnthropic(b *CacheBilling, lane string, blocks []block, now time.Time) {
@@ -298,15 +321,13 @@ func renderOpenAI(body map[string]any) []byte {
 	var out []byte
 	tools, _ := body["tools"].([]any)
 	for _, t := range tools {
-		enc, _ := json.Marshal(t)
-		out = append(out, "\x00tool\x00"...)
-		out = append(out, enc...)
+		out = append(out, encode(t)...)
+		out = append(out, ',')
 	}
 	msgs, _ := body["messages"].([]any)
 	for _, m := range msgs {
-		enc, _ := json.Marshal(m)
-		out = append(out, "\x00msg\x00"...)
-		out = append(out, enc...)
+		out = append(out, encode(m)...)
+		out = append(out, ',')
 	}
 	return out
 }
