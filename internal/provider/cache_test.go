@@ -202,7 +202,13 @@ func TestPromptCacheOpenAIPrefixIsStable(t *testing.T) {
 	var conv conversation
 	for i := range 8 {
 		conv.user(fmt.Sprintf("message %d: %s", i, strings.Repeat("some words ", 20)))
-		resp, err := c.Call(context.Background(), ep, conv.json(), cacheTools())
+		call := c.Call
+		if i%2 == 1 { // the streamed answer's usage carries the cached tokens too
+			call = func(ctx context.Context, ep provider.Endpoint, m, tl json.RawMessage) (*provider.Response, error) {
+				return c.CallStreaming(ctx, ep, m, tl, nil)
+			}
+		}
+		resp, err := call(context.Background(), ep, conv.json(), cacheTools())
 		require.NoError(t, err)
 		conv.replyOf(resp)
 		var u struct {
