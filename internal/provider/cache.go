@@ -137,25 +137,42 @@ func cacheRaw(raw []byte) []byte {
 	infos := make([]msgInfo, len(spans))
 	roles := make([]string, len(spans))
 	blocks := make([]int, len(spans))
+	latest := -1 // the latest assistant message
 	for i, sp := range spans {
 		msg := raw[sp[0]:sp[1]]
-		if rs, re, ok := member(msg, "role"); ok {
-			var role string
-			if json.Unmarshal(msg[rs:re], &role) == nil {
-				roles[i] = role
-			}
+		// Only "assistant" matters to breakpoints.
+		if rs, ok := memberStart(msg, "role"); ok && bytes.HasPrefix(msg[rs:], []byte(`"assistant"`)) {
+			roles[i] = "assistant"
+			latest = i
 		}
-		cs, ce, ok := member(msg, "content")
-		if !ok {
+		if cs, ok := memberStart(msg, "content"); ok {
+			infos[i].content[0] = cs
+		} else {
+			infos[i].content[0] = -1
+		}
+	}
+	for i, sp := range spans {
+		msg := raw[sp[0]:sp[1]]
+		info := &infos[i]
+		cs := info.content[0]
+		if cs < 0 {
 			continue
 		}
-		info := msgInfo{content: [2]int{cs, ce}}
 		switch msg[cs] {
 		case '"':
+			info.content[1] = stringEnd(msg, cs)
 			info.str = true
 			blocks[i] = 1
 		case '[':
-			for _, b := range arrayElems(msg[cs:ce]) {
+			// Blocks are needed where a breakpoint may go (from the
+			// message before the latest assistant one on) and where
+			// internal fields are cut; elsewhere the message is copied.
+			blocks[i] = 1
+			if i < latest-1 && !hasInternalField(msg) {
+				continue
+			}
+			info.content[1] = valueEnd(msg, cs)
+			for _, b := range arrayElems(msg[cs:info.content[1]]) {
 				info.blockSpans = append(info.blockSpans, [2]int{cs + b[0], cs + b[1]})
 			}
 			blocks[i] = len(info.blockSpans)
@@ -164,7 +181,6 @@ func cacheRaw(raw []byte) []byte {
 				blocks[i] = 0
 			}
 		}
-		infos[i] = info
 	}
 	marked := make([]bool, len(spans))
 	for _, i := range breakpoints(roles, blocks) {
@@ -239,10 +255,10 @@ func stripInternal(blk []byte) []byte {
 	out := make([]byte, 0, len(blk))
 	out = append(out, '{')
 	n := 0
-	eachMember(blk, func(key []byte, from, to int) {
+	eachMember(blk, func(key []byte, from, to int) bool {
 		for _, f := range internalBlockFields {
 			if string(key) == `"`+f+`"` {
-				return
+				return true
 			}
 		}
 		if n > 0 {
@@ -250,6 +266,7 @@ func stripInternal(blk []byte) []byte {
 		}
 		out = append(out, blk[from:to]...)
 		n++
+		return true
 	})
 	return append(out, '}')
 }
@@ -276,17 +293,26 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd is the index just past the string starting at b[i] ('"').
+// stringEnd is the index just past the string starting at b[i] ('"'):
+// the next quote not escaped by an odd run of backslashes, found with
+// IndexByte rather than byte by byte (conversations are mostly strings).
 func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	from := i + 1
+	for {
+		j := bytes.IndexByte(b[from:], '"')
+		if j < 0 {
+			return len(b)
 		}
+		k := from + j
+		n := 0
+		for m := k - 1; m > i && b[m] == '\\'; m-- {
+			n++
+		}
+		if n%2 == 0 {
+			return k + 1
+		}
+		from = k + 1
 	}
-	return len(b)
 }
 
 // valueEnd is the index just past the value starting at b[i].
@@ -341,8 +367,8 @@ func arrayElems(b []byte) [][2]int {
 }
 
 // eachMember calls fn with each member of the object b: its raw key and
-// the span from the key to the end of its value.
-func eachMember(b []byte, fn func(key []byte, from, to int)) {
+// the span from the key to the end of its value, until fn returns false.
+func eachMember(b []byte, fn func(key []byte, from, to int) bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return
@@ -357,7 +383,9 @@ func eachMember(b []byte, fn func(key []byte, from, to int)) {
 		}
 		i = skipSpace(b, i+1)
 		ve := valueEnd(b, i)
-		fn(b[from:ke], from, ve)
+		if !fn(b[from:ke], from, ve) {
+			return
+		}
 		i = skipSpace(b, ve)
 		if i >= len(b) || b[i] != ',' {
 			return
@@ -366,16 +394,45 @@ func eachMember(b []byte, fn func(key []byte, from, to int)) {
 	}
 }
 
+// memberStart is where key's value starts in the object b (its end is
+// not looked for).
+func memberStart(b []byte, key string) (int, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := stringEnd(b, i)
+		k := b[i:ke]
+		i = skipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = skipSpace(b, i+1)
+		if string(k) == `"`+key+`"` {
+			return i, true
+		}
+		i = skipSpace(b, valueEnd(b, i))
+		if i >= len(b) || b[i] != ',' {
+			return 0, false
+		}
+		i = skipSpace(b, i+1)
+	}
+	return 0, false
+}
+
 // member is the span of key's value in the object b.
 func member(b []byte, key string) (int, int, bool) {
 	want := `"` + key + `"`
 	start, end, found := 0, 0, false
-	eachMember(b, func(k []byte, from, to int) {
-		if !found && string(k) == want {
+	eachMember(b, func(k []byte, from, to int) bool {
+		if string(k) == want {
 			found = true
 			end = to
 			start = skipSpace(b, skipSpace(b, from+len(k))+1)
 		}
+		return !found
 	})
 	return start, end, found
 }
