@@ -13,8 +13,9 @@
 // forces compaction), two sessions run turn by turn, alternating: one on a
 // provider entry with prompt caching (the default), one with prompt_cache
 // = false, so the machine's load falls on both alike. The summarizer is its
-// own provider entry (the profile's summarizer_provider) on the same fake,
-// so its calls are counted apart and added to the session's bill.
+// own provider entry (the profile's summarizer_provider, one per session)
+// on the same fake, so its calls are counted apart and added to the
+// session's bill.
 //
 //	go run ./bench/cost                                   # 1,000 turns, both formats, both windows
 //	go run ./bench/cost -turns 300 -kinds openai -windows compacting
@@ -105,7 +106,8 @@ func (s scenario) lane(cached bool) string {
 	return "p-" + s.kind + "-" + s.window
 }
 
-func (s scenario) summarizerLane() string { return "s-" + s.kind + "-" + s.window }
+// summarizerLane is the summarizer of the cached (or plain) session.
+func (s scenario) summarizerLane(cached bool) string { return "s" + s.lane(cached) }
 
 func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 	f := &fake{inner: fakeprovider.NewHandler()}
@@ -126,9 +128,11 @@ func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 			default:
 				return nil, fmt.Errorf("unknown window %q (large or compacting)", w)
 			}
-			f.inner.Lane(sc.summarizerLane()).Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
-				return fakeprovider.Text(fmt.Sprintf("The user sent numbered messages of repeated words; the assistant echoed each. This summary replaced %d bytes.", len(rec.RawBody)))
-			})
+			for _, cached := range []bool{true, false} {
+				f.inner.Lane(sc.summarizerLane(cached)).Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+					return fakeprovider.Text(fmt.Sprintf("The user sent numbered messages of repeated words; the assistant echoed each. This summary replaced %d bytes.", len(rec.RawBody)))
+				})
+			}
 			scenarios = append(scenarios, sc)
 		}
 	}
@@ -142,7 +146,7 @@ func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 
 	var toml strings.Builder
 	for _, sc := range scenarios {
-		for _, lane := range []string{sc.lane(true), sc.lane(false), sc.summarizerLane()} {
+		for _, lane := range []string{sc.lane(true), sc.lane(false), sc.summarizerLane(true), sc.summarizerLane(false)} {
 			fmt.Fprintf(&toml, `
 [[providers.entries]]
 name = %q
@@ -153,7 +157,7 @@ auth_token = "not-a-secret"
 context_window = %d
 max_tokens = %d
 prompt_cache = %v
-`, lane, sc.kind, ln.Addr(), lane, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-"))
+`, lane, sc.kind, ln.Addr(), lane, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-") && !strings.HasPrefix(lane, "sp-"))
 		}
 	}
 	var srvLog *slog.Logger
@@ -177,7 +181,7 @@ prompt_cache = %v
 		for i, cached := range []bool{true, false} {
 			ck, err := st.Admin.Setup(ctx, map[string]any{
 				"name": sc.lane(cached), "primary_provider": sc.lane(cached), "allowed_tools": names,
-				"context": map[string]any{"summarizer_provider": sc.summarizerLane()},
+				"context": map[string]any{"summarizer_provider": sc.summarizerLane(cached)},
 			})
 			if err != nil {
 				return nil, err
@@ -362,7 +366,8 @@ type report struct {
 	Turns         int     `json:"turns"`
 	Wall          float64 `json:"wall_s"`
 	// Session is the cached session's own requests; Summarizer its
-	// summarizer's; Plain the session with prompt_cache = false.
+	// summarizer's; Plain the session with prompt_cache = false, its
+	// summarizer included.
 	Session    bill `json:"session"`
 	Summarizer bill `json:"summarizer"`
 	Plain      bill `json:"plain"`
@@ -406,9 +411,9 @@ func (r *report) fill(ledger []fakeprovider.CacheBilling, sc scenario, cached, p
 				}
 			}
 			first = false
-		case sc.summarizerLane():
+		case sc.summarizerLane(true):
 			r.Summarizer.add(l)
-		case sc.lane(false):
+		case sc.lane(false), sc.summarizerLane(false):
 			r.Plain.add(l)
 		}
 	}
