@@ -53,10 +53,14 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 		st := ci.State
 		view := compaction.Render(ci.Messages, st)
 		tokens := est.Tokens(len(view) + len(p.tools))
-		trigger := int(policy.Trigger * float64(budget))
+		trigger, target := policy.TriggerTokens(budget), policy.TargetTokens(budget)
 		final := in.Retry >= workflows.MaxCompactRetries
 		if policy.Enabled && tokens > trigger {
-			// Layer 1, here: clearing needs no provider.
+			// Past the trigger, compaction goes down to the target in one
+			// step (compaction.TargetOfTrigger): every compaction rewrites
+			// the prefix a provider caches, so it must be rare.
+			// Layer 1, here: clearing needs no provider; all the results
+			// before the kept turns at once, at the same boundary.
 			keep := compaction.KeepFrom(ci.Messages, policy.KeepTurns)
 			if policy.ClearToolResults && keep > 0 {
 				ev, cleared, err := a.clearThrough(ctx, tx, in.TurnRef, in.Provider, ci, st, ci.Messages[keep-1].Seq, est, len(p.tools), budget, events.TriggerBudget, "")
@@ -71,7 +75,9 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 				}
 			}
 			switch {
-			case tokens <= trigger:
+			case tokens <= target:
+			case tokens <= trigger && !policy.Summarize:
+				// Clearing is all this profile does, and it fits.
 			case !final && compaction.KeepFrom(ci.Messages, 1) > 0:
 				// Older turns to summarize, or to clear harder.
 				p.need = &workflows.CompactionNeed{}
@@ -224,6 +230,11 @@ func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactCon
 	}
 	est := compaction.Estimator{BytesPerToken: ci.State.BytesPerToken}
 	budget := entry.Budget()
+	if !in.Harder {
+		// The kept turns take at most half the target, so the summarized
+		// view lands well under it and the next turns append for long.
+		keep = compaction.KeepWithin(ci.Messages, keep, current, ci.State.ClearedSeq, est, policy.TargetTokens(budget)/2)
+	}
 	trigger := events.TriggerBudget
 	if in.Harder {
 		trigger = events.TriggerTooLong

@@ -184,7 +184,10 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
 	started := time.Now()
-	ep := provider.Endpoint{Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token}
+	ep := provider.Endpoint{
+		Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token,
+		PromptCache: !entry.NoPromptCache, CacheKey: in.SessionID,
+	}
 	var (
 		resp *provider.Response
 		err  error

@@ -464,7 +464,9 @@ func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 		for i, rec := range got {
 			names = append(names, rec.ToolNames())
 			assert.Equal(t, rec.ToolNames(), toolNamesOf(t, logged[i]), "request %d of %q: the answer's event shows the tools sent", i, text)
-			assert.Equal(t, rec.Body["tools"], payload(logged[i])["tools"], "request %d of %q: tools as sent", i, text)
+			// The prompt-cache breakpoint on the last tool is transport, like
+			// "stream": the event records the canonical tools.
+			assert.Equal(t, fakeprovider.WithoutCacheControl(rec.Body["tools"]), payload(logged[i])["tools"], "request %d of %q: tools as sent", i, text)
 			assert.Len(t, payload(logged[i])["messages"], len(rec.Messages()), "request %d of %q: messages as sent", i, text)
 			log := stored[logged[i]["id"].(string)]
 			require.NotNil(t, log, "the answer's event is in the log")

@@ -24,6 +24,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9999", "listen address")
 	check := flag.Bool("healthcheck", false, "probe the fake provider listening on -addr (GET /healthz) and exit 0 when it answers, else 1: a container health check")
+	cache := flag.Bool("cache", true, "emulate prompt caching (cache reads and writes in usage)")
 	flag.Parse()
 	if *check {
 		url, err := healthprobe.URL(*addr, "/healthz")
@@ -39,6 +40,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	h := fakeprovider.NewHandler()
 	h.Respond(fakeprovider.Demo)
+	h.Caching(*cache)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle("/", h)

@@ -115,3 +115,35 @@ func TestTranscriptIsBounded(t *testing.T) {
 	assert.Contains(t, tr, "assistant: fine")
 	assert.Less(t, len(tr), 1300)
 }
+
+func TestKeepWithinShrinksTheVerbatimTail(t *testing.T) {
+	text := func(n int) string {
+		b, _ := json.Marshal(string(bytesOf('x', n)))
+		return string(b)
+	}
+	var msgs []Message
+	for i := range 6 {
+		msgs = append(msgs,
+			msg(int64(2*i+1), "user", text(3000)),
+			msg(int64(2*i+2), "assistant", `[{"type":"text","text":"ok"}]`))
+	}
+	est := Estimator{BytesPerToken: 3}
+	from, current := KeepFrom(msgs, 4), KeepFrom(msgs, 1)
+	require.Equal(t, 4, from)
+	assert.Equal(t, from, KeepWithin(msgs, from, current, 0, est, 100_000), "the policy's turns when they fit")
+	two := KeepWithin(msgs, from, current, 0, est, 2500)
+	assert.Equal(t, 8, two, "as many of the latest turns as fit the limit")
+	assert.Equal(t, current, KeepWithin(msgs, from, current, 0, est, 10), "the current turn at least")
+
+	p := DefaultPolicy()
+	assert.Equal(t, 8000, p.TriggerTokens(10_000))
+	assert.Equal(t, 5000, p.TargetTokens(10_000), "half the budget at the default trigger")
+}
+
+func bytesOf(c byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}

@@ -19,8 +19,9 @@ type Policy struct {
 	// Enabled turns compaction on (the default). Off, requests carry the
 	// whole conversation and a refusal as too long fails the turn.
 	Enabled bool `json:"enabled"`
-	// KeepTurns is how many of the latest turns stay verbatim, tool
-	// results included (1–100).
+	// KeepTurns is how many of the latest turns at most stay verbatim,
+	// tool results included (1–100), when a summary is written: fewer
+	// when they alone would take more than half the compaction target.
 	KeepTurns int `json:"keep_turns"`
 	// ClearToolResults enables layer 1: older tool results' content is
 	// replaced by a short marker (the tool_use/tool_result pair stays).
@@ -41,6 +42,24 @@ const (
 	DefaultTrigger   = 0.8
 	MaxKeepTurns     = 100
 )
+
+// TargetOfTrigger is how far a compaction goes: down to this share of the
+// trigger (half the budget at the default trigger). Every compaction
+// rewrites the start of the request, which a provider's prompt cache then
+// writes again at full price and more, so compaction happens rarely and in
+// one big step: from the trigger down to the target, leaving the next many
+// turns (3/8 of the trigger: 30% of the budget by default) to append to a
+// cached prefix before the trigger is passed again.
+const TargetOfTrigger = 0.625
+
+// TriggerTokens is the estimate above which a request to a provider of
+// this budget is compacted.
+func (p Policy) TriggerTokens(budget int) int { return int(p.Trigger * float64(budget)) }
+
+// TargetTokens is the estimate a compaction takes a request down to.
+func (p Policy) TargetTokens(budget int) int {
+	return int(p.Trigger * TargetOfTrigger * float64(budget))
+}
 
 // DefaultPolicy is on, with both layers.
 func DefaultPolicy() Policy {

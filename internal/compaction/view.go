@@ -66,6 +66,23 @@ func KeepFrom(msgs []Message, keep int) int {
 	return 0
 }
 
+// KeepWithin is where the verbatim tail of a summarized view starts: the
+// first turn start at or after from (never after current, the current
+// turn's start) whose tail, rendered without a summary and with tool
+// results up to clearedSeq cleared, is estimated within limit tokens.
+func KeepWithin(msgs []Message, from, current int, clearedSeq int64, est Estimator, limit int) int {
+	st := State{ClearedSeq: clearedSeq}
+	for k := from; k < current; k++ {
+		if k > from && !TurnStart(msgs[k]) {
+			continue
+		}
+		if est.Tokens(len(Render(msgs[k:], st))) <= limit {
+			return k
+		}
+	}
+	return current
+}
+
 // ToolResultIDs are the tool_use ids of the tool results in msgs that are
 // not cleared yet (content larger than a marker).
 func ToolResultIDs(msgs []Message) []string {

@@ -98,6 +98,10 @@ type ProviderEntry struct {
 	// NoStream turns streaming off for this provider (stream = false):
 	// its answers then arrive whole and no deltas are sent.
 	NoStream bool
+	// NoPromptCache turns prompt caching off (prompt_cache = false): no
+	// cache_control breakpoints (anthropic) and no prompt_cache_key
+	// (openai), for gateways that reject them.
+	NoPromptCache bool
 	// ContextWindow is the model's window in tokens: as written, else the
 	// model family's default (compaction.ContextWindow).
 	ContextWindow int
@@ -242,6 +246,8 @@ type rawProvider struct {
 	AuthToken *string `toml:"auth_token"`
 	MaxTokens *int64  `toml:"max_tokens"`
 	Stream    *bool   `toml:"stream"`
+	// PromptCache is prompt_cache: provider-side prompt caching (default on).
+	PromptCache *bool `toml:"prompt_cache"`
 	// ContextWindow is the model's context window in tokens.
 	ContextWindow *int64 `toml:"context_window"`
 	Price         *Price `toml:"price"`
@@ -430,6 +436,7 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
 			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens), ContextWindow: int(window),
 			NoStream: e.Stream != nil && !*e.Stream, Price: e.Price,
+			NoPromptCache: e.PromptCache != nil && !*e.PromptCache,
 		})
 	}
 	return out, nil

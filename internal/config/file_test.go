@@ -196,6 +196,7 @@ func TestParseValidationErrors(t *testing.T) {
 		"provider neg tokens": {"[[providers.entries]]\nname = \"x\"" + prov + "max_tokens = -1\n", "max_tokens"},
 		"window too small":    {"[[providers.entries]]\nname = \"x\"" + prov + "context_window = 100\n", "out-of-range context_window 100"},
 		"window below output": {"[[providers.entries]]\nname = \"x\"" + prov + "context_window = 4000\nmax_tokens = 4000\n", "context_window 4000 not larger than max_tokens 4000"},
+		"prompt_cache type":   {"[[providers.entries]]\nname = \"x\"" + prov + "prompt_cache = \"no\"\n", "invalid TOML"},
 		"telemetry unknown":   {"[telemetry]\nenabled = false\nbogus = 1\n", "unknown field"},
 		"traces unknown":      {"[telemetry.traces]\nenabld = true\n", "unknown field"},
 	}
@@ -229,6 +230,28 @@ auth_token = "t"
 	assert.Equal(t, 9000, small.Budget(), "the window minus the output reserve")
 	unknown, _ := f.Provider("unknown")
 	assert.Equal(t, compaction.DefaultContextWindow, unknown.ContextWindow, "an unknown family gets the conservative default")
+}
+
+func TestProviderPromptCache(t *testing.T) {
+	f, err := Parse([]byte(`
+[[providers.entries]]
+name = "default"
+provider = "anthropic"
+model = "m"
+auth_token = "t"
+
+[[providers.entries]]
+name = "gateway"
+provider = "anthropic"
+model = "m"
+auth_token = "t"
+prompt_cache = false
+`), noEnv)
+	require.NoError(t, err)
+	def, _ := f.Provider("default")
+	assert.False(t, def.NoPromptCache, "prompt caching is on unless an entry turns it off")
+	gw, _ := f.Provider("gateway")
+	assert.True(t, gw.NoPromptCache)
 }
 
 func TestLoadFileMalformedIsValidationError(t *testing.T) {

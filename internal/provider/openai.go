@@ -17,6 +17,8 @@ type openAIRequest struct {
 	MaxTokens int         `json:"max_tokens"`
 	Messages  []oaMessage `json:"messages"`
 	Tools     []oaTool    `json:"tools,omitempty"`
+	// PromptCacheKey routes a session's requests to one prompt cache.
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 }
 
 // oaMessage is one Chat Completions message. Content is a pointer because
@@ -53,7 +55,11 @@ type oaToolDef struct {
 func (openAIWire) path() string { return "/v1/chat/completions" }
 
 func (openAIWire) body(ep Endpoint, messages []any, tools []map[string]any) any {
-	return openAIRequest{Model: ep.Model, MaxTokens: ep.MaxTokens, Messages: toOpenAIMessages(messages), Tools: toOpenAITools(tools)}
+	req := openAIRequest{Model: ep.Model, MaxTokens: ep.MaxTokens, Messages: toOpenAIMessages(messages), Tools: toOpenAITools(tools)}
+	if ep.PromptCache {
+		req.PromptCacheKey = ep.CacheKey
+	}
+	return req
 }
 
 func (openAIWire) authorize(h http.Header, token string) {

@@ -67,6 +67,12 @@ type Endpoint struct {
 	// AuthToken is the already-resolved secret. It is only ever placed in
 	// a request header, never in an error or a log line.
 	AuthToken string
+	// PromptCache asks for provider-side prompt caching (see cache.go):
+	// cache_control breakpoints (anthropic) or prompt_cache_key (openai).
+	PromptCache bool
+	// CacheKey is the openai prompt_cache_key sent with PromptCache: the
+	// session, so its requests share a cache. "" sends none.
+	CacheKey string
 }
 
 // Canonical is the provider's answer in the canonical shape.
@@ -160,13 +166,22 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	if ep.MaxTokens <= 0 {
 		ep.MaxTokens = DefaultMaxTokens
 	}
+	anthropicCache := ep.PromptCache && ep.Kind == KindAnthropic
+	if anthropicCache {
+		markTools(ts)
+	}
 	var payload []byte
-	if raw, ok := passThrough(ep.Kind, messages); ok {
+	if raw, ok := cacheable(anthropicCache, messages); ok {
+		payload, err = anthropicBody(ep, cacheRaw(raw), ts)
+	} else if raw, ok := passThrough(ep.Kind, messages); ok {
 		payload, err = anthropicBody(ep, raw, ts)
 	} else {
 		var msgs []any
 		if msgs, err = parseMessages(messages); err != nil {
 			return nil, &CallError{Detail: "invalid canonical messages: " + err.Error(), Err: err}
+		}
+		if anthropicCache {
+			cacheDecoded(msgs)
 		}
 		payload, err = marshalJSON(w.body(ep, msgs, ts))
 	}

@@ -29,6 +29,8 @@ type Recorded struct {
 	RawBody  []byte
 	Body     map[string]any // nil when RawBody is not a JSON object
 	Received time.Time
+	// Cache is what the prompt cache billed (Server.Caching), else nil.
+	Cache *CacheBilling
 }
 
 // Model is the request's "model" field.

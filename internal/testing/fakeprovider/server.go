@@ -50,6 +50,8 @@ type Server struct {
 
 	strict         bool
 	strictRefusals int
+
+	cache cacheState
 }
 
 type laneState struct {
@@ -290,11 +292,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if st.window > 0 && InputTokens(raw) > st.window {
 			tooLong = st.window
 			st.refusals++
+		} else if rec.Cache, invalid = s.cache.bill(rec); invalid != nil {
+			// Refused for its cache markers: nothing served.
 		} else if len(st.queue) > 0 {
 			reply, st.queue = st.queue[0], st.queue[1:]
 		} else {
 			responder = st.responder
 		}
+	}
+	if rec.Cache != nil {
+		s.requests[len(s.requests)-1].Cache = rec.Cache
 	}
 	s.mu.Unlock()
 

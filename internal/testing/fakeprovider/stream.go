@@ -173,7 +173,14 @@ func (st *sseWriter) anthropic(body map[string]any, reply Reply) {
 	}
 	start["content"] = []any{}
 	start["stop_reason"] = nil
-	start["usage"] = map[string]any{"input_tokens": usage["input_tokens"], "output_tokens": 1}
+	// message_start carries the input side of usage, cache counts included.
+	startUsage := map[string]any{"output_tokens": 1}
+	for _, k := range []string{"input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"} {
+		if v, ok := usage[k]; ok {
+			startUsage[k] = v
+		}
+	}
+	start["usage"] = startUsage
 	st.send("message_start", map[string]any{"type": "message_start", "message": start})
 	for i, c := range content {
 		block := c.(map[string]any)

@@ -95,7 +95,7 @@ func anthropicBody(rec Recorded, reply Reply) (map[string]any, error) {
 		"content":       content,
 		"stop_reason":   stopReason(reply),
 		"stop_sequence": nil,
-		"usage":         map[string]any{"input_tokens": in, "output_tokens": out},
+		"usage":         anthropicUsage(rec, in, out),
 	}, nil
 }
 
@@ -133,8 +133,32 @@ func openAIBody(rec Recorded, reply Reply) (map[string]any, error) {
 		"created": time.Now().Unix(),
 		"model":   rec.Model(),
 		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
+		"usage":   openAIUsage(rec, in, out),
 	}, nil
+}
+
+// anthropicUsage is the usage object, with the cache's counts when the
+// cache is emulated (input_tokens is then what was neither read nor
+// written).
+func anthropicUsage(rec Recorded, in, out int) map[string]any {
+	if rec.Cache == nil {
+		return map[string]any{"input_tokens": in, "output_tokens": out}
+	}
+	c := rec.Cache
+	return map[string]any{
+		"input_tokens": c.Uncached, "output_tokens": out,
+		"cache_read_input_tokens": c.Read, "cache_creation_input_tokens": c.Write,
+	}
+}
+
+// openAIUsage is the usage object, with prompt_tokens_details.cached_tokens
+// when the cache is emulated.
+func openAIUsage(rec Recorded, in, out int) map[string]any {
+	u := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	if rec.Cache != nil {
+		u["prompt_tokens_details"] = map[string]any{"cached_tokens": rec.Cache.Read}
+	}
+	return u
 }
 
 // writeError renders an error in the endpoint's own shape; both carry the
