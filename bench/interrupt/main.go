@@ -192,7 +192,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 type figures struct {
 	closed, answered, ended []time.Duration
 	rejected, queried       []time.Duration // Bae-When-Busy: reject answers; workflow turn-gate queries
-	notClosed               int // streams that ran to their end (never, with the endless answer)
+	notClosed               int             // streams that ran to their end (never, with the endless answer)
 }
 
 // queryFunc times the workflow's turn-gate query on a session, when the
