@@ -457,3 +457,29 @@ func TestWhenBusyRejectAsksPostgreSQL(t *testing.T) {
 	assert.Equal(t, "idle answer", firstText(message(term)))
 	assert.Zero(t, counter.calls.Load(), "the workflow was not asked")
 }
+
+// TestWhenBusyRejectPausedTurn: another driver's paused turn holds the gate
+// for reject (its expiry is the workflow's to say, and it is idle then);
+// the pause's owner resuming with its tool results is not refused.
+func TestWhenBusyRejectPausedTurn(t *testing.T) {
+	e, pid := interruptEnv(t, "primary", map[string]any{"allowed_tools": []string{"get_time"}})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
+	d.register()
+	other := e.joinOn(pid, d)
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_p", "get_time", nil))
+	_, term := d.send("what time?")
+	require.Nil(t, term["error"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rejectBy := func(dr *driver, content any) map[string]any {
+		t.Helper()
+		return testenv.Terminal(t, drain(e.srv.RPCStreamHeader(t, ctx, dr.sid, dr.sk, dr.request(content), http.Header{"Bae-When-Busy": {"reject"}})))
+	}
+	assert.Contains(t, rpcError(t, rejectBy(other, "mine now"), -32000), "session_busy")
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
+	term = rejectBy(d, []any{map[string]any{"type": "tool_result", "tool_use_id": "tu_p", "content": "12:00"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "it is noon", firstText(message(term)))
+}
