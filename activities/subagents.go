@@ -65,9 +65,10 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 	defer span.End()
 	var content json.RawMessage
 	var isErr bool
+	var evict []string
 	started := time.Now()
 	if in.Call.Name == tooldecl.StatusTool {
-		content, isErr, err = a.subagentStatus(ctx, in.SessionID, input)
+		content, isErr, evict, err = a.subagentStatus(ctx, in.SessionID, input)
 	} else {
 		content, isErr, res.Launch, err = a.launchSubagent(ctx, in, input)
 	}
@@ -80,8 +81,21 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		res.Launch.Link = telemetry.RefOf(span)
 	}
 	a.Metrics.ToolLatency(ctx, events.DispatchSubagent, time.Since(started))
-	return res, a.storeToolOutcome(ctx, in,
-		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSubagent, IsError: isErr, Content: content}))
+	result := a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSubagent, IsError: isErr, Content: content})
+	if len(evict) == 0 {
+		return res, a.storeToolOutcome(ctx, in, result)
+	}
+	// The statuses reported are evicted with the result that reports them,
+	// or not at all: a retry after a failure reads them again.
+	return res, a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			if err := tx.EvictSubagents(ctx, in.SessionID, evict); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvents(ctx, in.SessionID, result)
+			return err
+		})
+	})
 }
 
 func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {
@@ -202,15 +216,15 @@ func (a *Activities) subagentTimeout() time.Duration {
 	return 10 * time.Minute
 }
 
-// subagentStatus reports tracked subagents and evicts the terminal ones it
-// reported.
-func (a *Activities) subagentStatus(ctx context.Context, sessionID string, input json.RawMessage) (json.RawMessage, bool, error) {
+// subagentStatus reports tracked subagents and returns the terminal ones it
+// reported, which are evicted when its result is stored.
+func (a *Activities) subagentStatus(ctx context.Context, sessionID string, input json.RawMessage) (json.RawMessage, bool, []string, error) {
 	var args map[string]any
 	_ = json.Unmarshal(input, &args)
 	requested, _ := args["subagent_id"].(string)
 	all, err := a.Store.TrackedSubagents(ctx, sessionID)
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	entries := []map[string]any{}
 	var evict []string
@@ -229,12 +243,9 @@ func (a *Activities) subagentStatus(ctx context.Context, sessionID string, input
 	}
 	if requested != "" && len(entries) == 0 {
 		c, e := subagentError("unknown subagent_id")
-		return c, e, nil
+		return c, e, nil, nil
 	}
-	if err := a.Store.EvictSubagents(ctx, sessionID, evict); err != nil {
-		return nil, false, err
-	}
-	return subagentContent(map[string]any{"subagents": entries}), false, nil
+	return subagentContent(map[string]any{"subagents": entries}), false, evict, nil
 }
 
 func capOutput(s string) (string, bool) {

@@ -19,7 +19,7 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// controlWait bounds the reject policy's read of the turn gate.
+// controlWait bounds the reject policy's question about a paused turn.
 const controlWait = 2 * time.Second
 
 // methodInterrupt stops a running (or paused) turn (a bae-go extension).
@@ -80,17 +80,7 @@ func (c *clientAPI) interrupt(call *rpcCall) {
 func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.WhenBusy) bool {
 	switch policy {
 	case wire.BusyReject:
-		// A workflow busy with a provider call answers a query only once
-		// that call's workflow task ends: no answer in time is a running
-		// turn.
-		qctx, cancel := context.WithTimeout(ctx, controlWait)
-		v, err := c.Engine.Control(qctx, call.sess.ID)
-		cancel()
-		if err != nil {
-			call.log.Debug("read the turn gate", "err", err)
-		}
-		waits := err != nil || v.Busy || v.Queued > 0 || (v.Paused != nil && v.Paused.Owner != call.clientID && !v.Paused.Expired)
-		if waits && !v.Closed {
+		if c.busy(ctx, call) {
 			call.fail(NewRPCError(-32000, "session_busy: a turn is running or queued (%s: reject)", wire.WhenBusyHeader))
 			return false
 		}
@@ -103,6 +93,40 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 		}
 	}
 	return true
+}
+
+// busy answers the reject policy from PostgreSQL: a message stored without
+// a recorded result is a queued or running turn. The workflow is not asked
+// (it answers no query while a workflow task runs a provider call, about a
+// second), except about another driver's paused turn, whose expiry only the
+// workflow knows; a workflow holding a paused turn runs no task. A
+// message that arrives as a turn ends falls on the side of the result's
+// commit: refused before it, accepted after. The read and the store that
+// follows are not one transaction, so two rejects racing on an idle
+// session may both be accepted: the second queues behind the first.
+func (c *clientAPI) busy(ctx context.Context, call *rpcCall) bool {
+	g, err := c.Store.TurnGate(ctx, call.sess.ID)
+	if err != nil {
+		// Unknown is busy: reject promises not to queue.
+		call.log.Warn("read the turn gate", "err", err)
+		return true
+	}
+	switch {
+	case !g.Open:
+		return false // the send is refused as the session is not open
+	case g.Unfinished:
+		return true
+	case g.PausedOwner == "" || g.PausedOwner == call.clientID:
+		return false
+	}
+	qctx, cancel := context.WithTimeout(ctx, controlWait)
+	v, err := c.Engine.Control(qctx, call.sess.ID)
+	cancel()
+	if err != nil {
+		call.log.Debug("read the paused turn", "err", err)
+		return true
+	}
+	return !v.Closed && v.Paused != nil && v.Paused.Owner != call.clientID && !v.Paused.Expired
 }
 
 // stopCall is an interrupt's fast path, sent before its Interrupt update:

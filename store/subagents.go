@@ -136,12 +136,15 @@ func (s *Store) FinishSubagent(ctx context.Context, sessionID, id string, o Suba
 	return done, err
 }
 
-// EvictSubagents marks reported terminal subagents as acknowledged.
-func (s *Store) EvictSubagents(ctx context.Context, sessionID string, ids []string) error {
+// EvictSubagents marks reported terminal subagents as acknowledged. It runs
+// in the transaction that stores the status tool's result: evicted in one
+// step and reported in another, a crash between them would drop a terminal
+// status nobody read (the retried call no longer finds it).
+func (t *Tx) EvictSubagents(ctx context.Context, sessionID string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.Pool.Exec(ctx, `UPDATE subagents SET evicted_at = now() WHERE session_id = $1 AND id = ANY($2) AND status <> 'running'`, sessionID, ids)
+	_, err := t.db.Exec(ctx, `UPDATE subagents SET evicted_at = now() WHERE session_id = $1 AND id = ANY($2) AND status <> 'running'`, sessionID, ids)
 	if err != nil {
 		return fmt.Errorf("evict subagents: %w", err)
 	}

@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/workflows"
 )
 
 // interruptEnv is an env whose fake refuses what a real provider refuses
@@ -391,4 +395,91 @@ func TestRecordedInterruptHistories(t *testing.T) {
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "interrupt_paused")
 	})
+}
+
+// controlCounter counts the turn-gate queries the API sends the workflow.
+type controlCounter struct {
+	api.Engine
+	calls atomic.Int32
+}
+
+func (c *controlCounter) Control(ctx context.Context, sessionID string) (workflows.ControlView, error) {
+	c.calls.Add(1)
+	return c.Engine.Control(ctx, sessionID)
+}
+
+// TestWhenBusyRejectAsksPostgreSQL: Bae-When-Busy reject is answered from
+// the stored messages and their recorded results, never by a query the
+// workflow answers only once its provider call's workflow task ends; it
+// refuses while a turn runs and while another waits behind it, and accepts
+// once both results are recorded.
+func TestWhenBusyRejectAsksPostgreSQL(t *testing.T) {
+	e, pid := interruptEnv(t, "primary", nil)
+	counter := &controlCounter{Engine: e.srv.Parts.Deps.Engine}
+	e.srv.Parts.Deps.Engine = counter
+	d := e.openOn(pid, nil)
+	d.register()
+	other := e.joinOn(pid, d)
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("first answer").UntilReleased())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := d.stream(ctx, "long one")
+	defer first.Close()
+	<-e.fake.Started()
+
+	reject := func(text string) map[string]any {
+		t.Helper()
+		return testenv.Terminal(t, drain(e.srv.RPCStreamHeader(t, ctx, other.sid, other.sk, other.request(text), http.Header{"Bae-When-Busy": {"reject"}})))
+	}
+	assert.Contains(t, rpcError(t, reject("while it runs"), -32000), "session_busy")
+	// A message queued behind the running turn keeps the session busy.
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("queued answer"))
+	queued := other.stream(ctx, "queued")
+	defer queued.Close()
+	conn, err := pgx.Connect(ctx, e.srv.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.Eventually(t, func() bool {
+		var n int
+		return conn.QueryRow(ctx, `SELECT count(*) FROM turn_inputs WHERE session_id = $1`, d.sid).Scan(&n) == nil && n == 2
+	}, 30*time.Second, 10*time.Millisecond, "the queued message is stored")
+	assert.Contains(t, rpcError(t, reject("while one waits"), -32000), "session_busy")
+	assert.Zero(t, counter.calls.Load(), "the workflow was not asked")
+
+	e.fake.Release()
+	for _, s := range []*testenv.Stream{first, queued} {
+		term := testenv.Terminal(t, drain(s))
+		require.Nil(t, term["error"], "%v", term["error"])
+	}
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("idle answer"))
+	term := reject("idle")
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "idle answer", firstText(message(term)))
+	assert.Zero(t, counter.calls.Load(), "the workflow was not asked")
+}
+
+// TestWhenBusyRejectPausedTurn: another driver's paused turn holds the gate
+// for reject (its expiry is the workflow's to say, and it is idle then);
+// the pause's owner resuming with its tool results is not refused.
+func TestWhenBusyRejectPausedTurn(t *testing.T) {
+	e, pid := interruptEnv(t, "primary", map[string]any{"allowed_tools": []string{"get_time"}})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
+	d.register()
+	other := e.joinOn(pid, d)
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_p", "get_time", nil))
+	_, term := d.send("what time?")
+	require.Nil(t, term["error"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rejectBy := func(dr *driver, content any) map[string]any {
+		t.Helper()
+		return testenv.Terminal(t, drain(e.srv.RPCStreamHeader(t, ctx, dr.sid, dr.sk, dr.request(content), http.Header{"Bae-When-Busy": {"reject"}})))
+	}
+	assert.Contains(t, rpcError(t, rejectBy(other, "mine now"), -32000), "session_busy")
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
+	term = rejectBy(d, []any{map[string]any{"type": "tool_result", "tool_use_id": "tu_p", "content": "12:00"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "it is noon", firstText(message(term)))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -502,4 +503,64 @@ func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 	names = turn("anything else?")
 	require.Len(t, names, 1)
 	assert.NotContains(t, names[0], status)
+}
+
+// TestSubagentStatusSurvivesAFailedResultStore: the status tool's eviction
+// of the terminal statuses it reports and the storing of its tool_result
+// are one transaction. The first store of that tool_result fails (a
+// trigger raises, as a crash between the two steps would leave it); the
+// retried call must still report the completed subagent, not an empty list.
+func TestSubagentStatusSurvivesAFailedResultStore(t *testing.T) {
+	const image = "bae-test-unused:latest" // no sandbox runs: the row is made below
+	e := newEnv(t, envOpts{})
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.srv.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// A subagent that completed and whose status nobody has read yet.
+	_, err = conn.Exec(ctx, `INSERT INTO subagents (id, session_id, client_key_id, harness, model, status, sandbox_id, command, timeout_secs, exit_code, stdout, finished_at)
+		VALUES ('sba_done', $1, $2, 'echo', 'm1', 'completed', 'sbx_gone', 'cat', 30, 0, 'all done', now())`, sid, keyID)
+	require.NoError(t, err)
+	// The first tool.result of the status call fails to store (a sequence
+	// counts outside the transaction the raise rolls back).
+	_, err = conn.Exec(ctx, `CREATE SEQUENCE status_result_tries;
+		CREATE FUNCTION fail_first_status_result() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.event_type = 'tool.result' AND NEW.payload::jsonb->>'tool_use_id' = 'tu_s' AND nextval('status_result_tries') = 1 THEN
+				RAISE EXCEPTION 'injected: the worker died before the tool_result was stored';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER fail_first_status_result BEFORE INSERT ON session_events
+			FOR EACH ROW EXECUTE FUNCTION fail_first_status_result();`)
+	require.NoError(t, err)
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_s", "remote_subagent_status", map[string]any{}), fakeprovider.Text("got it"))
+	_, term := d.send("how did it go?")
+	var tries int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT last_value FROM status_result_tries`).Scan(&tries))
+	require.GreaterOrEqual(t, tries, 2, "the first store failed and the call was retried")
+	var statusResult map[string]any
+	for _, ev := range resultEvents(term) {
+		if ev["event_type"] == "tool.result" {
+			statusResult = ev
+		}
+	}
+	require.NotNil(t, statusResult, "%v", term)
+	entries := statusEntries(t, statusResult)
+	require.Len(t, entries, 1, "the terminal status is reported by the result that was stored")
+	entry := entries[0].(map[string]any)
+	assert.Equal(t, "sba_done", entry["subagent_id"])
+	assert.Equal(t, "completed", entry["status"])
+	assert.Equal(t, "all done", entry["stdout"])
+	var evicted bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT evicted_at IS NOT NULL FROM subagents WHERE id = 'sba_done'`).Scan(&evicted))
+	assert.True(t, evicted, "reported, so acknowledged")
 }

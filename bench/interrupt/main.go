@@ -8,13 +8,17 @@
 // A fake provider streams an answer that never ends, a word every 10 ms.
 // Each measured round sends a turn with the deltas opt-in, waits for its
 // first text deltas (the provider call is running), then interrupts it.
-// -concurrency sessions do so side by side. The same run then measures
+// -concurrency sessions do so side by side. Before each interrupt the
+// round also times -rejects sendMessage calls with Bae-When-Busy: reject
+// (refused, the call running), and -queries rounds time the workflow's
+// turn-gate query the reject policy used to wait on. The same run then measures
 // -baseline rounds with the interrupt's fast path off (api.Deps
 // SlowInterrupt: the interrupt reaches the call only with the workflow
 // task's heartbeat), for a same-run ratio.
 //
 //	go run ./bench/interrupt
 //	go run ./bench/interrupt -interrupts 100 -concurrency 1 -baseline 0
+//	go run ./bench/interrupt -rejects 5 -baseline 0            # the reject figure
 package main
 
 import (
@@ -31,6 +35,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
@@ -45,6 +50,7 @@ var endless = strings.Repeat("word ", 200000)
 
 type options struct {
 	interrupts, baseline, concurrency, deltas int
+	rejects, queries                          int
 	db                                        string
 	verbose                                   bool
 }
@@ -55,6 +61,8 @@ func main() {
 	flag.IntVar(&o.baseline, "baseline", 10, "measured interrupts with the fast path off (each waits for a workflow task heartbeat, seconds)")
 	flag.IntVar(&o.concurrency, "concurrency", 5, "sessions interrupting side by side")
 	flag.IntVar(&o.deltas, "deltas", 3, "text deltas the client sees before it interrupts")
+	flag.IntVar(&o.rejects, "rejects", 1, "Bae-When-Busy: reject sends timed per round, while the provider call runs")
+	flag.IntVar(&o.queries, "queries", 5, "rounds that also time the workflow's turn-gate query (the reject policy's former path, about 1 s each)")
 	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.Parse()
@@ -148,11 +156,23 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 	}
 	// Warm-up: every session's workflow runs and has interrupted once.
-	if _, err := phase(ctx, log, hc, st.ClientURL, f, sessions, len(sessions), o.deltas, "warm"); err != nil {
+	if _, err := phase(ctx, log, hc, st.ClientURL, f, sessions, len(sessions), o, nil, "warm"); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	log.Info("fast path", "interrupts", o.interrupts, "concurrency", o.concurrency)
-	fast, err := phase(ctx, log, hc, st.ClientURL, f, sessions, o.interrupts, o.deltas, "fast")
+	var queries atomic.Int32
+	queries.Store(int32(o.queries))
+	query := func(ctx context.Context, sid string) (time.Duration, bool) {
+		if queries.Add(-1) < 0 {
+			return 0, false
+		}
+		t0 := time.Now()
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, _ = st.Parts.Deps.Engine.Control(qctx, sid)
+		return time.Since(t0), true
+	}
+	fast, err := phase(ctx, log, hc, st.ClientURL, f, sessions, o.interrupts, o, query, "fast")
 	if err != nil {
 		return fmt.Errorf("fast path: %w", err)
 	}
@@ -160,7 +180,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.baseline > 0 {
 		st.Parts.Deps.SlowInterrupt.Store(true)
 		log.Info("baseline, fast path off", "interrupts", o.baseline, "concurrency", o.concurrency)
-		if slow, err = phase(ctx, log, hc, st.ClientURL, f, sessions, o.baseline, o.deltas, "slow"); err != nil {
+		if slow, err = phase(ctx, log, hc, st.ClientURL, f, sessions, o.baseline, o, nil, "slow"); err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
 	}
@@ -171,11 +191,16 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 // figures are one phase's latencies from the interrupt request.
 type figures struct {
 	closed, answered, ended []time.Duration
-	notClosed               int // streams that ran to their end (never, with the endless answer)
+	rejected, queried       []time.Duration // Bae-When-Busy: reject answers; workflow turn-gate queries
+	notClosed               int             // streams that ran to their end (never, with the endless answer)
 }
 
+// queryFunc times the workflow's turn-gate query on a session, when the
+// phase still has queries to time.
+type queryFunc func(ctx context.Context, sid string) (time.Duration, bool)
+
 // phase runs n interrupt rounds over the sessions, side by side.
-func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, f *fake, sessions []*sdk.Session, n, deltas int, name string) (*figures, error) {
+func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, f *fake, sessions []*sdk.Session, n int, o options, query queryFunc, name string) (*figures, error) {
 	fig := &figures{}
 	var (
 		mu    sync.Mutex
@@ -192,7 +217,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 		go func() {
 			defer wg.Done()
 			for i := range rounds {
-				r, err := round(ctx, hc, base, f, s, fmt.Sprintf("%s %d %s", name, i, s.ID), deltas)
+				r, err := round(ctx, hc, base, f, s, fmt.Sprintf("%s %d %s", name, i, s.ID), o, query)
 				mu.Lock()
 				if err != nil {
 					if first == nil {
@@ -204,6 +229,10 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 				fig.closed = append(fig.closed, r.closed)
 				fig.answered = append(fig.answered, r.answered)
 				fig.ended = append(fig.ended, r.ended)
+				fig.rejected = append(fig.rejected, r.rejected...)
+				if r.queried > 0 {
+					fig.queried = append(fig.queried, r.queried)
+				}
 				if !r.clientGone {
 					fig.notClosed++
 				}
@@ -217,6 +246,8 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 
 type roundResult struct {
 	closed, answered, ended time.Duration
+	rejected                []time.Duration
+	queried                 time.Duration
 	clientGone              bool
 }
 
@@ -227,8 +258,9 @@ var (
 
 // round sends a turn, waits for its first text deltas, interrupts it and
 // times what follows.
-func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Session, tok string, deltas int) (roundResult, error) {
+func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Session, tok string, o options, query queryFunc) (roundResult, error) {
 	var r roundResult
+	deltas := o.deltas
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ended := f.expect(tok)
@@ -249,6 +281,19 @@ func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Se
 		}
 		if len(bytes.TrimSpace(line)) > 0 && !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
 			return r, fmt.Errorf("turn ended before it was interrupted: %.300s", line)
+		}
+	}
+	// The provider call runs: a reject is refused, from the database.
+	for j := range o.rejects {
+		d, err := reject(ctx, hc, base, s, fmt.Sprintf("%s reject %d", tok, j))
+		if err != nil {
+			return r, err
+		}
+		r.rejected = append(r.rejected, d)
+	}
+	if query != nil {
+		if d, ok := query(ctx, s.ID); ok {
+			r.queried = d
 		}
 	}
 	t0 := time.Now()
@@ -283,6 +328,25 @@ func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Se
 	return r, nil
 }
 
+// reject times a sendMessage with Bae-When-Busy: reject to its refusal.
+func reject(ctx context.Context, hc *http.Client, base string, s *sdk.Session, text string) (time.Duration, error) {
+	t0 := time.Now()
+	resp, err := benchstack.PostRPC(ctx, hc, base, s.ID, s.Key(), 2, "session.sendMessage", benchstack.UserMessage(text), http.Header{"Bae-When-Busy": {"reject"}})
+	if err != nil {
+		return 0, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("read the reject answer: %w", err)
+	}
+	if !bytes.Contains(body, []byte("session_busy")) {
+		return 0, fmt.Errorf("a reject while the call runs was not refused: %.300s", body)
+	}
+	return d, nil
+}
+
 func report(w io.Writer, o options, fast, slow *figures) {
 	fmt.Fprintf(w, "\ninterrupt: fake streams an endless answer, a word every %s; %d sessions side by side; interrupted after %d text deltas\n\n", tokenGap, o.concurrency, o.deltas)
 	line := func(name string, ds []time.Duration) benchstack.Dist {
@@ -294,6 +358,13 @@ func report(w io.Writer, o options, fast, slow *figures) {
 	fc := line("request → provider stream closed (fake sees it)", fast.closed)
 	fa := line("request → last event stored (session.interrupt answers)", fast.answered)
 	line("request → the turn's sendMessage stream ends", fast.ended)
+	if len(fast.rejected) > 0 {
+		fmt.Fprintf(w, "\nwhile the provider call runs (%d rejects, %d workflow queries):\n", len(fast.rejected), len(fast.queried))
+		line("Bae-When-Busy: reject → session_busy answer", fast.rejected)
+	}
+	if len(fast.queried) > 0 {
+		line("workflow turn-gate query (the former reject path)", fast.queried)
+	}
 	if fast.notClosed > 0 {
 		fmt.Fprintf(w, "  %d streams were not closed by their client\n", fast.notClosed)
 	}

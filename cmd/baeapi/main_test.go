@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -230,4 +231,69 @@ func TestBaeapiOnTemporal(t *testing.T) {
 		r.stop()
 		assert.Equal(t, 0, <-r.code)
 	})
+}
+
+// asLauncherEnv makes the test binary run baeapi's main instead of the
+// tests, so a test can run baeapi as a process of its own and SIGKILL it.
+const asLauncherEnv = "BAEAPI_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asLauncherEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// exited reports whether pid no longer runs: gone, or a zombie nobody has
+// reaped yet (an orphan's new parent may never reap it).
+func exited(pid int) bool {
+	if gone(pid) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestSIGKILLedBaeapiTakesItsChildAlong: baeapi killed outright (SIGKILL,
+// the OOM killer) has no chance to kill its agents' children; the kernel
+// does, through the parent-death signal set at spawn.
+func TestSIGKILLedBaeapiTakesItsChildAlong(t *testing.T) {
+	ts := testenv.Temporal(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), asLauncherEnv+"=1",
+		"BAE_TEMPORAL_ADDR="+ts.GetFrontendHostPort(),
+		"BAE_TEMPORAL_NAMESPACE="+ts.GetDefaultNamespace(),
+		"BAE_LAUNCHER_API_CONFIG="+writeFile(t, "bae-api.toml", hungTOML),
+		"BAE_LAUNCHER_API_ADDR="+addr)
+	stderr := &testlog.Buffer{}
+	cmd.Stdout, cmd.Stderr = &testlog.Buffer{}, stderr
+	require.NoError(t, cmd.Start())
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	url := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "baeapi never became healthy: %s", stderr)
+
+	resp, pid := triggerHung(t, context.Background(), url)
+	defer resp.Body.Close()
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	<-waited
+	require.Eventually(t, func() bool { return exited(pid) }, 10*time.Second, 20*time.Millisecond,
+		"the agent's child outlived its SIGKILLed launcher")
 }

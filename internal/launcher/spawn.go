@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,7 +68,9 @@ type Exit struct {
 
 // Run spawns spec, calls emit for every line of its stdout and stderr in
 // arrival order (never concurrently), and returns once it has exited. When
-// ctx ends the child's whole process group is killed. A child that cannot be
+// ctx ends the child's whole process group is killed; when the launcher
+// itself dies the child is sent SIGKILL by the kernel (its process group's
+// other members are not: see docs/launchers.md). A child that cannot be
 // started is a *SpawnError, returned before any line.
 func Run(ctx context.Context, spec Spec, emit func(Line)) (Exit, error) {
 	return runWithStart(ctx, spec, emit, nil)
@@ -83,8 +86,10 @@ func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(
 	// agents' secrets stay out of reach.
 	cmd.Env = childenv.Build(os.Environ(), spec.Env)
 	cmd.Stdin = nil
-	// Its own process group, so a kill reaches whatever the child started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a kill reaches whatever the child started;
+	// and SIGKILL when the launcher dies without a chance to kill it
+	// (SIGKILL, OOM): the parent-death signal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 	// Pipes of our own, not StdoutPipe: Wait then waits for the output to be
@@ -93,6 +98,13 @@ func runWithStart(ctx context.Context, spec Spec, emit func(Line), started func(
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	cmd.Stdout, cmd.Stderr = outW, errW
+	// The parent-death signal fires when the thread that forked the child
+	// ends, not the process: the Go runtime ends a thread whose goroutine
+	// exits while locked to it, and may hand this goroutine to another
+	// thread. Locking it to its thread from the fork until the child has
+	// been waited for keeps that thread alive exactly as long as the child.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		return Exit{}, &SpawnError{Err: err}
 	}
