@@ -59,6 +59,8 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 		r.Get("/sessions", handle(a.listSessions))
 		r.Get("/sessions/{id}/events", handle(a.sessionEvents))
 		r.Post("/sessions/{id}/interrupt", handle(a.adminInterrupt))
+		r.Post("/sessions/{id}/fork", handle(a.adminFork))
+		r.Get("/sessions/{id}/lineage", handle(a.sessionLineage))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})

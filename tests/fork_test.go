@@ -215,3 +215,42 @@ func TestForkAtCompactionBoundary(t *testing.T) {
 	assert.Contains(t, string(forkReq), "Summary of the earlier conversation")
 	assert.Equal(t, string(srcReq), string(forkReq), fmt.Sprintf("fork request %d bytes, source %d", len(forkReq), len(srcReq)))
 }
+
+// TestAdminForkAndLineage: an operator forks a session for one of its
+// participants (who keeps its declarations), and reads the lineage of
+// both sides; a client key that is not a participant is refused.
+func TestAdminForkAndLineage(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open("get_time")
+	_, term := d.send("hello")
+	require.Nil(t, term["error"])
+
+	r := e.srv.Admin(t, http.MethodPost, "/admin/v1/sessions/"+d.sid+"/fork", map[string]any{"client_key_id": d.keyID})
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	f := &driver{e: e, keyID: d.keyID, key: d.key, sid: r.Body["session_id"].(string), sk: r.Body["session_key"].(string)}
+	f.register()
+	n := len(e.fake.Requests())
+	_, term = f.send("again")
+	require.Nil(t, term["error"])
+	req := e.fake.Requests()[n]
+	assert.Equal(t, []string{"get_time"}, req.ToolNames(), "the participant's declarations carry over")
+	require.Len(t, req.Messages(), 3)
+
+	r = e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions/"+d.sid+"/lineage", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Nil(t, r.Body["forked_from"])
+	forks := r.Body["forks"].([]any)
+	require.Len(t, forks, 1)
+	assert.Equal(t, f.sid, forks[0].(map[string]any)["session_id"])
+	r = e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions/"+f.sid+"/lineage", nil)
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	assert.Equal(t, d.sid, r.Body["forked_from"].(map[string]any)["session_id"])
+	assert.Empty(t, r.Body["forks"])
+
+	stranger, _ := e.srv.Key(t, e.pid)
+	r = e.srv.Admin(t, http.MethodPost, "/admin/v1/sessions/"+d.sid+"/fork", map[string]any{"client_key_id": stranger})
+	assert.Equal(t, http.StatusForbidden, r.Status, string(r.Raw))
+	assert.Equal(t, "not_a_participant", r.Body["type"])
+	r = e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions/sess_nope/lineage", nil)
+	assert.Equal(t, http.StatusNotFound, r.Status)
+}
