@@ -323,7 +323,7 @@ func dedupe(out []Event, evs []NewEvent, stored map[string]Event) []Event {
 
 // EventsAfter returns up to limit events with seq > after, oldest first.
 func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM `+eventLog("$1")+` e WHERE seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit)
+	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM `+eventLog("$1", "e.seq > $2", "ORDER BY e.seq LIMIT $3")+` e ORDER BY seq LIMIT $3`, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -387,7 +387,7 @@ func (s *Store) LastCallingTurn(ctx context.Context, sessionID string) (string, 
 // SeqOfEvent resolves an event id within a session.
 func (s *Store) SeqOfEvent(ctx context.Context, sessionID, eventID string) (int64, error) {
 	var seq int64
-	err := s.Pool.QueryRow(ctx, `SELECT seq FROM `+eventLog("$1")+` e WHERE id = $2`, sessionID, eventID).Scan(&seq)
+	err := s.Pool.QueryRow(ctx, `SELECT seq FROM `+eventLog("$1", "e.id = $2", "")+` e`, sessionID, eventID).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrNotFound
 	}

@@ -18,32 +18,47 @@ import (
 // points, and so on. Sequences never collide along a chain because a fork's
 // counters start at its fork point.
 
-// chainCTE lists the chain of the session named by param with the highest
-// sequence each link contributes (NULL: all of it), col naming the fork
-// point's column (forked_event_seq or forked_message_seq).
-func chainCTE(param, col string) string {
+// ancestorsCTE lists the sources of the session named by param, nearest
+// first, each with the highest sequence it contributes; col names the fork
+// point's column (forked_event_seq or forked_message_seq). A session that
+// is not a fork has none, so its reads cost what they did before forks.
+func ancestorsCTE(param, col string) string {
 	return `chain(id, upto) AS (
-		SELECT ` + param + `::text, NULL::bigint
+		SELECT s.forked_from, s.` + col + ` FROM sessions s WHERE s.id = ` + param + ` AND s.forked_from IS NOT NULL
 		UNION ALL
 		SELECT s.forked_from, least(c.upto, s.` + col + `)
 		FROM chain c JOIN sessions s ON s.id = c.id WHERE s.forked_from IS NOT NULL)`
 }
 
-// eventLog is a FROM item (the caller names it): the session's events along its chain (an
-// inherited event keeps its source's session_id and id).
-func eventLog(param string) string {
-	return `(WITH RECURSIVE ` + chainCTE(param, "forked_event_seq") + `
-		SELECT e.* FROM chain c JOIN session_events e ON e.session_id = c.id AND (c.upto IS NULL OR e.seq <= c.upto))`
+// eventLog is a FROM item (the caller names it): the session's events along
+// its chain, an inherited event keeping its source's session_id and id.
+// cond (on columns of e, "true" for none) and tail (such as "ORDER BY
+// e.seq LIMIT $3", or "") apply inside each part, so the session's own
+// events are read by index, and a page stops early, as before forks; the
+// sources' are read link by link. The caller orders (and limits) the
+// whole again.
+func eventLog(param, cond, tail string) string {
+	return `((SELECT e.* FROM session_events e WHERE e.session_id = ` + param + ` AND ` + cond + ` ` + tail + `)
+		UNION ALL
+		(WITH RECURSIVE ` + ancestorsCTE(param, "forked_event_seq") + `
+		SELECT e.* FROM chain c CROSS JOIN LATERAL (
+			SELECT * FROM session_events e WHERE e.session_id = c.id AND e.seq <= c.upto AND ` + cond + ` ` + tail + ` OFFSET 0) e))`
 }
 
-// conversationRows is a FROM item (the caller names it): the session's message rows along its
-// chain. An inherited row taken out of its source's conversation after the
-// fork point is still in the fork's.
-func conversationRows(param string) string {
-	return `(WITH RECURSIVE ` + chainCTE(param, "forked_message_seq") + `
+// conversationRows is a FROM item (the caller names it): the session's
+// message rows along its chain. An inherited row taken out of its source's
+// conversation after the fork point is still in the fork's: dropped_seq is
+// as of the fork point. cond is on the stored columns of m (never on
+// dropped_seq), applied inside each part as in eventLog.
+func conversationRows(param, cond string) string {
+	return `(SELECT m.session_id, m.seq, m.idem_key, m.role, m.content, m.created_at, m.dropped_seq
+		FROM session_messages m WHERE m.session_id = ` + param + ` AND ` + cond + `
+		UNION ALL
+		(WITH RECURSIVE ` + ancestorsCTE(param, "forked_message_seq") + `
 		SELECT m.session_id, m.seq, m.idem_key, m.role, m.content, m.created_at,
-			CASE WHEN c.upto IS NULL OR m.dropped_seq <= c.upto THEN m.dropped_seq END AS dropped_seq
-		FROM chain c JOIN session_messages m ON m.session_id = c.id AND (c.upto IS NULL OR m.seq <= c.upto))`
+			CASE WHEN m.dropped_seq <= c.upto THEN m.dropped_seq END
+		FROM chain c CROSS JOIN LATERAL (
+			SELECT * FROM session_messages m WHERE m.session_id = c.id AND m.seq <= c.upto AND ` + cond + ` OFFSET 0) m))`
 }
 
 // ForkPoint is where a fork starts in its source.
@@ -86,7 +101,7 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 	// after it or no recorded result yet.
 	var cut *int64
 	err := q.QueryRow(ctx, `SELECT min(first) - 1 FROM (
-			SELECT e.turn_id, min(e.seq) AS first, max(e.seq) AS last FROM `+eventLog("$1")+` e
+			SELECT e.turn_id, min(e.seq) AS first, max(e.seq) AS last FROM `+eventLog("$1", "true", "")+` e
 			WHERE e.turn_id IS NOT NULL GROUP BY e.turn_id) t
 		LEFT JOIN turn_inputs ti ON ti.turn_id = t.turn_id
 		WHERE t.first <= $2 AND (t.last > $2 OR (ti.turn_id IS NOT NULL AND ti.result IS NULL))`, sourceID, at).Scan(&cut)
@@ -101,9 +116,9 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 	// first message of a turn that is not inherited (a removal of an
 	// earlier failed turn made as the next turn began belongs before it).
 	var first *int64
-	err = q.QueryRow(ctx, `SELECT min(m.seq) FROM `+conversationRows("$1")+` m
+	err = q.QueryRow(ctx, `SELECT min(m.seq) FROM `+conversationRows("$1", "true")+` m
 		WHERE split_part(m.idem_key, '/', 1) IN (
-			SELECT turn_id FROM `+eventLog("$1")+` e WHERE turn_id IS NOT NULL GROUP BY turn_id HAVING min(seq) > $2)`,
+			SELECT turn_id FROM `+eventLog("$1", "true", "")+` e WHERE turn_id IS NOT NULL GROUP BY turn_id HAVING min(seq) > $2)`,
 		sourceID, fp.EventSeq).Scan(&first)
 	if err != nil {
 		return fp, fmt.Errorf("fork: find message counter: %w", err)
@@ -195,10 +210,10 @@ func copyForkContext(ctx context.Context, tx dbtx, forkID string, fp ForkPoint) 
 		FROM (SELECT 1 FROM session_context WHERE session_id = $2) one
 		LEFT JOIN LATERAL (SELECT (payload->'messages'->>'through_seq')::bigint AS through, payload->>'summary' AS summary,
 				payload->>'compaction_id' AS id
-			FROM `+eventLog("$2")+` e WHERE event_type = $4 AND seq <= $3 AND payload->>'layer' = $5
+			FROM `+eventLog("$2", "true", "")+` e WHERE event_type = $4 AND seq <= $3 AND payload->>'layer' = $5
 			ORDER BY seq DESC LIMIT 1) sm ON true
 		LEFT JOIN LATERAL (SELECT max((payload->'messages'->>'through_seq')::bigint) AS cleared
-			FROM `+eventLog("$2")+` e WHERE event_type = $4 AND seq <= $3) cl ON true`,
+			FROM `+eventLog("$2", "true", "")+` e WHERE event_type = $4 AND seq <= $3) cl ON true`,
 		forkID, fp.SourceID, fp.EventSeq, string(events.SessionCompaction), events.LayerSummary)
 	if err != nil {
 		return fmt.Errorf("fork: derive context: %w", err)
