@@ -98,13 +98,16 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 		return fp, ErrForkPoint
 	}
 	// The turns open at the event: begun at or before it, and with events
-	// after it or no recorded result yet.
+	// after it or no recorded result yet. Only the turns with events after
+	// it or without a result are looked at, so forking an idle session at
+	// its latest event reads a few rows however long it is.
 	var cut *int64
-	err := q.QueryRow(ctx, `SELECT min(first) - 1 FROM (
-			SELECT e.turn_id, min(e.seq) AS first, max(e.seq) AS last FROM `+eventLog("$1", "true", "")+` e
-			WHERE e.turn_id IS NOT NULL GROUP BY e.turn_id) t
-		LEFT JOIN turn_inputs ti ON ti.turn_id = t.turn_id
-		WHERE t.first <= $2 AND (t.last > $2 OR (ti.turn_id IS NOT NULL AND ti.result IS NULL))`, sourceID, at).Scan(&cut)
+	var later bool
+	err := q.QueryRow(ctx, `WITH cand AS (
+			SELECT e.turn_id FROM `+eventLog("$1", "e.seq > $2 AND e.turn_id IS NOT NULL", "")+` e
+			UNION SELECT turn_id FROM turn_inputs WHERE session_id = $1 AND result IS NULL)
+		SELECT (SELECT min(e.seq) - 1 FROM `+eventLog("$1", "e.turn_id IN (SELECT turn_id FROM cand) AND e.seq <= $2", "")+` e),
+			EXISTS (SELECT 1 FROM cand)`, sourceID, at).Scan(&cut, &later)
 	if err != nil {
 		return fp, fmt.Errorf("fork: find open turns: %w", err)
 	}
@@ -112,18 +115,21 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 	if cut != nil {
 		fp.EventSeq, fp.Moved = *cut, true
 	}
+	fp.MessageSeq = counter
+	if !later {
+		return fp, nil // every turn is inherited: the counter is the source's
+	}
 	// The message counter there: every counter value taken before the
 	// first message of a turn that is not inherited (a removal of an
 	// earlier failed turn made as the next turn began belongs before it).
 	var first *int64
 	err = q.QueryRow(ctx, `SELECT min(m.seq) FROM `+conversationRows("$1", "true")+` m
 		WHERE split_part(m.idem_key, '/', 1) IN (
-			SELECT turn_id FROM `+eventLog("$1", "true", "")+` e WHERE turn_id IS NOT NULL GROUP BY turn_id HAVING min(seq) > $2)`,
+			SELECT turn_id FROM `+eventLog("$1", "e.turn_id IS NOT NULL", "")+` e GROUP BY turn_id HAVING min(seq) > $2)`,
 		sourceID, fp.EventSeq).Scan(&first)
 	if err != nil {
 		return fp, fmt.Errorf("fork: find message counter: %w", err)
 	}
-	fp.MessageSeq = counter
 	if first != nil {
 		fp.MessageSeq = *first - 1
 	}
