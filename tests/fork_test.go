@@ -176,6 +176,14 @@ func TestForkRefusals(t *testing.T) {
 	require.NotNil(t, term["error"])
 	assert.EqualValues(t, -32001, term["error"].(map[string]any)["code"])
 
+	// The fork's key reaches the fork only.
+	f, _ := d.forkOf(map[string]any{})
+	r = e.srv.Client(t, http.MethodGet, "/api/v1/sessions/"+d.sid+"/events", f.sk, nil)
+	assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+	r = e.srv.Client(t, http.MethodPost, "/api/v1/sessions/"+d.sid+"/rpc", f.sk,
+		map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.fork", "params": map[string]any{}})
+	assert.Equal(t, http.StatusUnauthorized, r.Status, string(r.Raw))
+
 	term = d.call("session.fork", map[string]any{"at_event_id": "evt_nope"})
 	require.NotNil(t, term["error"])
 	assert.EqualValues(t, -32602, term["error"].(map[string]any)["code"])
