@@ -240,6 +240,8 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.updateClientTools(call)
 	case methodInterrupt:
 		c.interrupt(call)
+	case methodFork:
+		c.fork(call)
 	case "session.startRemoteSandbox", "session.stopRemoteSandbox", "session.execRemoteSandbox", "session.cancelSubagent":
 		c.sessionTool(call)
 	default:

@@ -144,8 +144,8 @@ func (e *convEntry) refresh(ctx context.Context, q dbtx, sessionID string) error
 // queue adds refresh's reads to b: the counter and the rows appended since.
 func (e *convEntry) queue(b *pgx.Batch, sessionID string) {
 	b.Queue(`SELECT last_message_seq FROM sessions WHERE id = $1`, sessionID)
-	b.Queue(`SELECT seq, idem_key, role, content, coalesce(dropped_seq, 0) FROM session_messages
-		WHERE session_id = $1 AND seq > $2 ORDER BY seq`, sessionID, e.last)
+	b.Queue(`SELECT seq, idem_key, role, content, coalesce(dropped_seq, 0) FROM `+conversationRows("$1", "m.seq > $2")+` m
+		ORDER BY seq`, sessionID, e.last)
 }
 
 // drop is a cached row taken out of the conversation at counter at.
@@ -154,8 +154,8 @@ type drop struct{ seq, at int64 }
 // droppedSince reads the rows dropped after the cached counter, which only
 // a removal since needs.
 func (e *convEntry) droppedSince(ctx context.Context, q dbtx, sessionID string) ([]drop, error) {
-	rows, err := q.Query(ctx, `SELECT seq, dropped_seq FROM session_messages
-		WHERE session_id = $1 AND dropped_seq > $2 ORDER BY seq`, sessionID, e.last)
+	rows, err := q.Query(ctx, `SELECT seq, dropped_seq FROM `+conversationRows("$1", "m.dropped_seq IS NOT NULL")+` m
+		WHERE dropped_seq > $2 ORDER BY seq`, sessionID, e.last)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation: %w", err)
 	}
@@ -552,7 +552,7 @@ func (e EncodedEvent) Size() int {
 func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after int64, limit, maxBytes int) ([]EncodedEvent, *string, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+strings.Replace(eventCols, " payload,", ` CASE WHEN fits THEN payload ELSE '{}'::json END,`, 1)+`, fits
 		FROM (SELECT *, row_number() OVER w = 1 OR sum(octet_length(payload::text)) OVER w <= $4 AS fits
-		      FROM session_events WHERE session_id = $1 AND seq > $2
+		      FROM `+eventLog("$1", "e.seq > $2", "ORDER BY e.seq LIMIT $3")+` e
 		      WINDOW w AS (ORDER BY seq) ORDER BY seq LIMIT $3) e
 		ORDER BY seq`, sessionID, after, limit+1, maxBytes)
 	if err != nil {
@@ -574,6 +574,7 @@ func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after i
 		list = append(list, e)
 	}
 	rows.Close()
+	markInherited(sessionID, list)
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read events: %w", err)
 	}

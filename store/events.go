@@ -59,6 +59,9 @@ type Event struct {
 	Type        events.Type
 	Payload     json.RawMessage
 	CreatedAt   time.Time
+	// Inherited: read for a fork, the event is its source's (SessionID
+	// and ID are the source's); rendered as "inherited": true.
+	Inherited bool
 	// byRef: Payload is stored without its "messages", which are the
 	// conversation as of messagesAt (see Store.materialize).
 	byRef      bool
@@ -101,6 +104,9 @@ func (e Event) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `,"created_at":"`...)
 	dst = e.CreatedAt.UTC().AppendFormat(dst, TimeFormat)
+	if e.Inherited {
+		return append(dst, `","inherited":true}`...)
+	}
 	return append(dst, `"}`...)
 }
 
@@ -350,7 +356,7 @@ func dedupe(out []Event, evs []NewEvent, stored map[string]Event) []Event {
 
 // EventsAfter returns up to limit events with seq > after, oldest first.
 func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit)
+	rows, err := s.Pool.Query(ctx, `SELECT `+eventCols+` FROM `+eventLog("$1", "e.seq > $2", "ORDER BY e.seq LIMIT $3")+` e ORDER BY seq LIMIT $3`, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -358,6 +364,7 @@ func (s *Store) EventsAfter(ctx context.Context, sessionID string, after int64, 
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
+	markInherited(sessionID, list)
 	if err := s.materialize(ctx, s.Pool, sessionID, list); err != nil {
 		return nil, err
 	}
@@ -413,7 +420,7 @@ func (s *Store) LastCallingTurn(ctx context.Context, sessionID string) (string, 
 // SeqOfEvent resolves an event id within a session.
 func (s *Store) SeqOfEvent(ctx context.Context, sessionID, eventID string) (int64, error) {
 	var seq int64
-	err := s.Pool.QueryRow(ctx, `SELECT seq FROM session_events WHERE session_id = $1 AND id = $2`, sessionID, eventID).Scan(&seq)
+	err := s.Pool.QueryRow(ctx, `SELECT seq FROM `+eventLog("$1", "e.id = $2", "")+` e`, sessionID, eventID).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrNotFound
 	}

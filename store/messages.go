@@ -52,7 +52,7 @@ func (s *Store) MessageByIdem(ctx context.Context, sessionID, idemKey string) (M
 // History returns the whole conversation in order (without the messages
 // taken out of it).
 func (s *Store) History(ctx context.Context, sessionID string) ([]Message, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT seq, role, content FROM session_messages WHERE session_id = $1 AND dropped_seq IS NULL ORDER BY seq`, sessionID)
+	rows, err := s.Pool.Query(ctx, `SELECT seq, role, content FROM `+conversationRows("$1", "true")+` m WHERE dropped_seq IS NULL ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
@@ -229,7 +229,7 @@ func repairConversation(ctx context.Context, tx dbtx, sessionID, turnID string, 
 		if tail != nil {
 			key, role, content, tail = tail.IdemKey, tail.Role, tail.Content, nil
 		} else {
-			err := tx.QueryRow(ctx, `SELECT idem_key, role, content FROM session_messages WHERE session_id = $1 AND dropped_seq IS NULL ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&key, &role, &content)
+			err := tx.QueryRow(ctx, `SELECT idem_key, role, content FROM `+conversationRows("$1", "true")+` m WHERE dropped_seq IS NULL ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&key, &role, &content)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return removed, nil
 			}
