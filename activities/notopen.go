@@ -18,7 +18,9 @@ import (
 // provider attempt retried would call the provider again for nothing.
 func NotOpenInterceptor() interceptor.WorkerInterceptor { return &notOpenWorker{} }
 
-type notOpenWorker struct{ interceptor.WorkerInterceptorBase }
+type notOpenWorker struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*notOpenWorker) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	i := &notOpenInbound{}

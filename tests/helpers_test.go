@@ -3,9 +3,9 @@
 package tests
 
 import (
-	"io"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"

@@ -119,7 +119,7 @@ func (s *sessionSuite) TestCloseRecordsRefusalOfQueuedTurns() {
 func (s *sessionSuite) TestContinueAsNewCarriesTheQueue() {
 	s.recorded()
 	s.acts.pauseFor["key_a"] = true
-	s.signal(time.Second, workflows.SendMessageInput{TurnID: "a1", ClientKeyID: "key_a"}) // pauses: turn 1 of 2
+	s.signal(time.Second, workflows.SendMessageInput{TurnID: "a1", ClientKeyID: "key_a"})   // pauses: turn 1 of 2
 	s.signal(2*time.Second, workflows.SendMessageInput{TurnID: "c1", ClientKeyID: "key_c"}) // abandons it after the timeout: turn 2
 	s.signal(3*time.Second, workflows.SendMessageInput{TurnID: "b1", ClientKeyID: "key_b", Span: "span-b1"})
 	s.signal(4*time.Second, workflows.SendMessageInput{TurnID: "d1", ClientKeyID: "key_d"})

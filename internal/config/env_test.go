@@ -38,8 +38,8 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		MaxSessionsPerKey: 100, MaxSessionsPerProfile: 1000, MaxSandboxesPerKey: 4, MaxSandboxesPerProfile: 16,
 		MaxStreamsPerSession: 16, MaxStreamsPerKey: 64, MaxQueuedTurnsPerSession: 16, MaxQueuedTurnsPerKey: 64, SessionIdleTTL: 24 * time.Hour,
 		SandboxSweepInterval: 5 * time.Minute,
-		Console:  Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
-		Temporal: TemporalConn{Compression: CompressionAuto},
+		Console:              Console{PasswordFile: "bae-data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Temporal:             TemporalConn{Compression: CompressionAuto},
 	}, s)
 }
 
@@ -87,8 +87,8 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		MaxSessionsPerKey: 5, MaxSessionsPerProfile: 0, MaxSandboxesPerKey: 1, MaxSandboxesPerProfile: 2,
 		MaxStreamsPerSession: 3, MaxStreamsPerKey: 7, MaxQueuedTurnsPerSession: 2, MaxQueuedTurnsPerKey: 0, SessionIdleTTL: 2 * time.Hour,
 		SandboxSweepInterval: 90 * time.Second,
-		Console:  Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
-		Temporal: TemporalConn{Compression: CompressionAuto},
+		Console:              Console{PasswordFile: "/data/console-password.pem", SessionTTL: 12 * time.Hour},
+		Temporal:             TemporalConn{Compression: CompressionAuto},
 	}, s)
 
 	s, err = ServerFromEnv(envMap(map[string]string{
