@@ -1,6 +1,7 @@
 package benchstack
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -68,5 +69,45 @@ func PostRPCResult(ctx context.Context, hc *http.Client, base, sid, key, method 
 			return nil, fmt.Errorf("%s: %s", method, m.Error)
 		}
 		return m.Result, nil
+	}
+}
+
+// ReadEcho reads a session.sendMessage NDJSON answer to its terminal
+// response, decoding only that line, and checks it is the fake provider's
+// echo of text. It returns the bytes read.
+func ReadEcho(r io.Reader, text string) (int64, error) {
+	var n int64
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		n += int64(len(line))
+		if bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
+			continue
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			var term struct {
+				Result *struct {
+					Message struct {
+						Content []struct {
+							Text string `json:"text"`
+						} `json:"content"`
+					} `json:"message"`
+				} `json:"result"`
+				Error json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(line, &term); err != nil {
+				return n, fmt.Errorf("decode terminal: %w", err)
+			}
+			if term.Result == nil {
+				return n, fmt.Errorf("turn failed: %s", term.Error)
+			}
+			if c := term.Result.Message.Content; len(c) == 0 || c[0].Text != "echo: "+text {
+				return n, fmt.Errorf("wrong reply: %.200s", line)
+			}
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("stream ended without a terminal response: %w", err)
+		}
 	}
 }

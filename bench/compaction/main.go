@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -284,39 +283,8 @@ func turn(ctx context.Context, hc *http.Client, base, sid, key string, n int, te
 		return out, err
 	}
 	defer resp.Body.Close()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		out.bytes += int64(len(line))
-		if bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
-			continue
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			var term struct {
-				Result *struct {
-					Message struct {
-						Content []struct {
-							Text string `json:"text"`
-						} `json:"content"`
-					} `json:"message"`
-				} `json:"result"`
-				Error json.RawMessage `json:"error"`
-			}
-			if err := json.Unmarshal(line, &term); err != nil {
-				return out, fmt.Errorf("decode terminal: %w", err)
-			}
-			if term.Result == nil {
-				return out, fmt.Errorf("turn failed: %s", term.Error)
-			}
-			if c := term.Result.Message.Content; len(c) == 0 || c[0].Text != "echo: "+text {
-				return out, fmt.Errorf("wrong reply: %.200s", line)
-			}
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("stream ended without a terminal response: %w", err)
-		}
-	}
+	out.bytes, err = benchstack.ReadEcho(resp.Body, text)
+	return out, err
 }
 
 // storedSizes fills in each measured turn's stored provider.request

@@ -22,8 +22,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -289,38 +287,8 @@ func sendTurn(ctx context.Context, hc *http.Client, base, sid, key string, n int
 		return err
 	}
 	defer resp.Body.Close()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","method"`)) {
-			continue
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			var term struct {
-				Result *struct {
-					Message struct {
-						Content []struct {
-							Text string `json:"text"`
-						} `json:"content"`
-					} `json:"message"`
-				} `json:"result"`
-				Error json.RawMessage `json:"error"`
-			}
-			if err := json.Unmarshal(line, &term); err != nil {
-				return fmt.Errorf("decode terminal: %w", err)
-			}
-			if term.Result == nil {
-				return fmt.Errorf("turn failed: %s", term.Error)
-			}
-			if c := term.Result.Message.Content; len(c) == 0 || c[0].Text != "echo: "+text {
-				return fmt.Errorf("wrong reply: %.200s", line)
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("stream ended without a terminal response: %w", err)
-		}
-	}
+	_, err = benchstack.ReadEcho(resp.Body, text)
+	return err
 }
 
 func compactions(ctx context.Context, dbURL, sid string) (summaries, clearings int, err error) {
