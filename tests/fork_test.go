@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -130,8 +129,8 @@ func TestForkMidTurnAndOfForks(t *testing.T) {
 	require.Nil(t, term["error"])
 	msgs := e.fake.Requests()[n].Messages()
 	require.Len(t, msgs, 3, "first, its answer, and the new message")
-	assert.Equal(t, "first", messageText(msgs[0]))
-	assert.Equal(t, "instead", messageText(msgs[2]))
+	assert.Equal(t, "first", textOf(msgs[0]["content"]))
+	assert.Equal(t, "instead", textOf(msgs[2]["content"]))
 
 	// A fork of the fork, then both sources closed.
 	g, _ := f.forkOf(map[string]any{"tools": []any{tool("get_time")}})
@@ -146,7 +145,7 @@ func TestForkMidTurnAndOfForks(t *testing.T) {
 	require.Len(t, msgs, 5)
 	for i, want := range []string{"first", "", "instead", "", "grandchild"} {
 		if want != "" {
-			assert.Equal(t, want, messageText(msgs[i]))
+			assert.Equal(t, want, textOf(msgs[i]["content"]))
 		}
 	}
 	from := map[string]bool{}
@@ -262,22 +261,4 @@ func TestAdminForkAndLineage(t *testing.T) {
 	assert.Equal(t, "not_a_participant", r.Body["type"])
 	r = e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions/sess_nope/lineage", nil)
 	assert.Equal(t, http.StatusNotFound, r.Status)
-}
-
-// messageText is a sent message's text: its string content, or its text
-// blocks joined (prompt caching sends string content as one text block,
-// with a cache_control marker on the newest).
-func messageText(m map[string]any) string {
-	if s, ok := m["content"].(string); ok {
-		return s
-	}
-	var out strings.Builder
-	blocks, _ := m["content"].([]any)
-	for _, b := range blocks {
-		if blk, ok := b.(map[string]any); ok && blk["type"] == "text" {
-			s, _ := blk["text"].(string)
-			out.WriteString(s)
-		}
-	}
-	return out.String()
 }
