@@ -4,9 +4,10 @@
 // refuses a longer request as too long, as Anthropic and OpenAI do) is
 // driven to turn 1,000 with messages of about 600 bytes; the bench prints,
 // at turn ~50 and at turn ~1,000, the provider.request bytes bae-go sent and
-// stored and the server-added time (client latency minus the time the fake
-// spent in its handler for that turn, summarizer calls included), and their
-// late ÷ early ratio (target ≤ 1.2×).
+// stored, the database bytes each turn wrote, and the server-added time
+// (client latency minus the time the fake spent in its handler for that
+// turn, summarizer calls included), and their late ÷ early ratio (target
+// ≤ 1.2×).
 //
 //	go run ./bench/compaction                 # 1,000 turns, anthropic wire format
 //	go run ./bench/compaction -kind openai -turns 300
@@ -116,6 +117,7 @@ type turnCost struct {
 	streamBytes  int64
 	storedReqLen int64 // the turn's provider.request payload as stored
 	dbBytes      int64 // the turn's rows: its events, messages, input and summaries
+	rawBytes     int64 // its events' payloads and its messages' contents, uncompressed
 }
 
 func userText(i int) string {
@@ -302,23 +304,24 @@ func storedSizes(ctx context.Context, dbURL, sid string, costs []turnCost) error
 	rows, err := conn.Query(ctx, `WITH ev AS (
 			SELECT turn_id, min(seq) AS first,
 				coalesce(sum(octet_length(payload::text)) FILTER (WHERE event_type = 'provider.request'), 0) AS req,
-				sum(pg_column_size(e.*)) AS bytes
+				sum(pg_column_size(e.*)) AS bytes, sum(octet_length(payload::text)) AS raw
 			FROM session_events e WHERE session_id = $1 AND turn_id IS NOT NULL AND turn_id <> ''
 			GROUP BY turn_id HAVING count(*) FILTER (WHERE event_type = 'client.message.send') > 0),
-		msg AS (SELECT split_part(idem_key, '/', 1) AS turn_id, sum(pg_column_size(m.*)) AS bytes
+		msg AS (SELECT split_part(idem_key, '/', 1) AS turn_id, sum(pg_column_size(m.*)) AS bytes, sum(octet_length(content::text)) AS raw
 			FROM session_messages m WHERE session_id = $1 GROUP BY 1),
 		sm AS (SELECT split_part(id, '/', 1) AS turn_id, sum(pg_column_size(s.*)) AS bytes
 			FROM session_summaries s WHERE session_id = $1 GROUP BY 1)
 		SELECT ev.req, (ev.bytes + coalesce(msg.bytes, 0) + coalesce(sm.bytes, 0)
-			+ coalesce((SELECT pg_column_size(t.*) FROM turn_inputs t WHERE t.turn_id = ev.turn_id), 0))::int8
+			+ coalesce((SELECT pg_column_size(t.*) FROM turn_inputs t WHERE t.turn_id = ev.turn_id), 0))::int8,
+			(ev.raw + coalesce(msg.raw, 0))::int8
 		FROM ev LEFT JOIN msg USING (turn_id) LEFT JOIN sm USING (turn_id) ORDER BY ev.first`, sid)
 	if err != nil {
 		return fmt.Errorf("stored sizes: %w", err)
 	}
-	type sizes struct{ req, db int64 }
+	type sizes struct{ req, db, raw int64 }
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sizes, error) {
 		var s sizes
-		err := r.Scan(&s.req, &s.db)
+		err := r.Scan(&s.req, &s.db, &s.raw)
 		return s, err
 	})
 	if err != nil {
@@ -326,7 +329,7 @@ func storedSizes(ctx context.Context, dbURL, sid string, costs []turnCost) error
 	}
 	for i := range costs {
 		if n := costs[i].n - 1; n < len(got) {
-			costs[i].storedReqLen, costs[i].dbBytes = got[n].req, got[n].db
+			costs[i].storedReqLen, costs[i].dbBytes, costs[i].rawBytes = got[n].req, got[n].db, got[n].raw
 		}
 	}
 	return nil
@@ -368,6 +371,7 @@ type point struct {
 	RequestBytes     float64         `json:"provider_request_bytes_per_turn"`
 	StoredBytes      float64         `json:"stored_provider_request_bytes_per_turn"`
 	DBBytes          float64         `json:"database_row_bytes_per_turn"`
+	RawBytes         float64         `json:"event_and_message_bytes_per_turn"`
 	StreamBytes      float64         `json:"stream_bytes_per_turn"`
 	CPUMs            float64         `json:"process_cpu_ms_per_turn"`
 }
@@ -379,7 +383,7 @@ func summarize(cs []turnCost) point {
 	}
 	p.From, p.Through = cs[0].n, cs[len(cs)-1].n
 	var all, plain []time.Duration
-	var req, stored, stream, db int64
+	var req, stored, stream, db, raw int64
 	var cpu time.Duration
 	for _, c := range cs {
 		all = append(all, c.added)
@@ -391,12 +395,14 @@ func summarize(cs []turnCost) point {
 		req += c.reqBytes
 		stored += c.storedReqLen
 		db += c.dbBytes
+		raw += c.rawBytes
 		stream += c.streamBytes
 		cpu += c.cpu
 	}
 	n := float64(len(cs))
 	p.ServerAdded, p.ServerAddedPlain = benchstack.Summarise(all), benchstack.Summarise(plain)
 	p.RequestBytes, p.StoredBytes, p.StreamBytes, p.DBBytes = float64(req)/n, float64(stored)/n, float64(stream)/n, float64(db)/n
+	p.RawBytes = float64(raw) / n
 	p.CPUMs = benchstack.Ms(cpu) / n
 	return p
 }
@@ -434,7 +440,8 @@ func (r *report) print(w io.Writer) {
 	}
 	row("provider.request bytes sent", r.Early.RequestBytes, r.Late.RequestBytes, "B")
 	row("provider.request bytes stored", r.Early.StoredBytes, r.Late.StoredBytes, "B")
-	row("database bytes written", r.Early.DBBytes, r.Late.DBBytes, "B")
+	row("database bytes written (rows, compressed)", r.Early.DBBytes, r.Late.DBBytes, "B")
+	row("event payloads + messages (uncompressed)", r.Early.RawBytes, r.Late.RawBytes, "B")
 	row("server-added p50", r.Early.ServerAdded.P50, r.Late.ServerAdded.P50, "ms")
 	row("server-added mean", r.Early.ServerAdded.Mean, r.Late.ServerAdded.Mean, "ms")
 	row("server-added p50, no summarizing", r.Early.ServerAddedPlain.P50, r.Late.ServerAddedPlain.P50, "ms")
