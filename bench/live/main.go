@@ -51,8 +51,7 @@ import (
 )
 
 const (
-	tokens   = 200
-	tokenGap = 10 * time.Millisecond
+	tokens = 200
 	// reqHeader joins a provider request to the turn it answers.
 	reqHeader = "X-Bench-Request"
 )
@@ -61,6 +60,7 @@ type options struct {
 	sessions, turns   int
 	rate              float64
 	observers, obsRun int
+	tokenGap          time.Duration
 	db                string
 	verbose           bool
 	child             string
@@ -79,6 +79,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the streaming load phase to this file, and of each observer phase to this file.<profile>-<observers>")
 	flag.BoolVar(&o.fanout, "fanout", true, "run the observer phases")
+	flag.DurationVar(&o.tokenGap, "token-gap", 10*time.Millisecond, "time between the fake's tokens (deltas closer than 2 ms share a stream's flush)")
 	flag.StringVar(&o.child, "observe", "", "internal: run observers (url,session,key,n) and read until killed")
 	flag.Parse()
 	if o.child != "" {
@@ -113,7 +114,7 @@ type fake struct {
 	perTurn sync.Map // turn token -> *fakeTurn
 }
 
-func newFake() *fake {
+func newFake(tokenGap time.Duration) *fake {
 	f := &fake{inner: fakeprovider.NewHandler()}
 	f.inner.OnRequest(func(rec fakeprovider.Recorded) { f.tokens.Store(rec.Header.Get(reqHeader), rec.LastUserText()) })
 	f.inner.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
@@ -186,7 +187,7 @@ type clientTurn struct {
 }
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
-	f := newFake()
+	f := newFake(o.tokenGap)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the fake provider: %w", err)
@@ -533,7 +534,7 @@ func q(ds []time.Duration) benchstack.Dist { return benchstack.Summarise(ds) }
 func print(w io.Writer, o options, phases map[string]*phase, fan map[string]map[int]fanout) {
 	s, wh := phases["streaming"], phases["whole"]
 	fmt.Fprintf(w, "\nlive turns: fake streams %d tokens %s apart; %d sessions, offered %.0f turns/s, %d turns per session per phase\n\n",
-		tokens, tokenGap, o.sessions, o.rate, o.turns)
+		tokens, o.tokenGap, o.sessions, o.rate, o.turns)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tstreaming\tstream = false\tstreaming ÷ false")
 	fmt.Fprintf(tw, "turns (errors)\t%d (%d)\t%d (%d)\t\n", s.turns, s.errors, wh.turns, wh.errors)
