@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -72,23 +71,18 @@ func main() {
 	})
 }
 
-// fake times every request inside the fakeprovider's handler; the bench
-// drives one session one turn at a time, so whatever the fake served while
-// a turn ran belongs to that turn.
+// fake counts the session's own requests and the summarizer's apart; the
+// bench drives one session one turn at a time, so whatever the fake served
+// while a turn ran (benchstack.TimedFake) belongs to that turn.
 type fake struct {
+	*benchstack.TimedFake
 	inner      *fakeprovider.Server
-	ns         atomic.Int64
 	mainBytes  atomic.Int64 // bodies of the session's own requests
 	mainReqs   atomic.Int64
 	summarizes atomic.Int64
 }
 
-func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	f.inner.ServeHTTP(w, r)
-	f.ns.Add(int64(time.Since(start)))
+func (f *fake) seen(body []byte) {
 	if bytes.Contains(body, []byte(compaction.SummaryInstruction[:60])) {
 		f.summarizes.Add(1)
 		return
@@ -103,7 +97,7 @@ type counters struct {
 }
 
 func (f *fake) read() counters {
-	return counters{f.ns.Load(), f.mainBytes.Load(), f.mainReqs.Load(), f.summarizes.Load(), benchstack.ProcessCPU()}
+	return counters{int64(f.Served()), f.mainBytes.Load(), f.mainReqs.Load(), f.summarizes.Load(), benchstack.ProcessCPU()}
 }
 
 // turnCost is one turn as measured.
@@ -134,13 +128,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		}
 		return fakeprovider.Echo()
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the fake provider: %w", err)
+	var err error
+	if f.TimedFake, err = benchstack.ServeTimed(f.inner, f.seen); err != nil {
+		return nil, err
 	}
-	fsrv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer f.Close()
 
 	var srvLog *slog.Logger
 	if o.verbose {
@@ -156,12 +148,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 [[providers.entries]]
 name = "small"
 provider = %q
-base_url = "http://%s/small"
+base_url = "%s/small"
 model = "small-model"
 auth_token = "not-a-secret"
 context_window = %d
 max_tokens = 1000
-`, o.kind, ln.Addr(), o.windowTokens),
+`, o.kind, f.URL, o.windowTokens),
 	})
 	if err != nil {
 		return nil, err

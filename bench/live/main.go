@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -188,19 +187,17 @@ type clientTurn struct {
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
 	f := newFake(o.tokenGap)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	served, err := benchstack.ServeTimed(f, nil)
 	if err != nil {
-		return fmt.Errorf("listen for the fake provider: %w", err)
+		return err
 	}
-	fsrv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer served.Close()
 	var srvLog *slog.Logger
 	if o.verbose {
 		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	entry := func(name string, stream bool) string {
-		return fmt.Sprintf("\n[[providers.entries]]\nname = %q\nprovider = \"anthropic\"\nbase_url = \"http://%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\nstream = %t\n", name, ln.Addr(), stream)
+		return fmt.Sprintf("\n[[providers.entries]]\nname = %q\nprovider = \"anthropic\"\nbase_url = \"%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\nstream = %t\n", name, served.URL, stream)
 	}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
 		BaseDatabaseURL: o.db, ServerLog: srvLog,
