@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,4 +265,97 @@ func replayEvents(t *testing.T, e *env, d *driver) []json.RawMessage {
 	}
 	require.NoError(t, sc.Err())
 	return out
+}
+
+// TestClearedToolResultsReadAsSent: with tool results cleared past the
+// summary (the view's cleared boundary beyond its summarized one), a
+// compacted request stored by reference still reads as the messages the
+// provider was sent. The stored messages keep bae-go's routing tags on
+// tool_use blocks, which a provider is never sent, so the comparison is of
+// the decoded messages without them.
+func TestClearedToolResultsReadAsSent(t *testing.T) {
+	e, lane, pid := newCompactionEnvWith(t, "anthropic", windowTokens, map[string]any{"context": map[string]any{"keep_turns": 2}}, "prompt_cache = false\n")
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Text("The user had files read.")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", map[string]any{"path": "/f"})
+	})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
+	d.register()
+	for i := range 30 {
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"], "turn %d", i)
+		var use map[string]any
+		for _, b := range message(term)["content"].([]any) {
+			if bm := b.(map[string]any); bm["type"] == "tool_use" {
+				use = bm
+			}
+		}
+		require.NotNil(t, use, "turn %d pauses for its tool", i)
+		result := strings.Repeat(fmt.Sprintf("line %d of the file\n", i), 150)
+		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": result}})
+		require.Nil(t, term["error"], "turn %d resumed", i)
+	}
+	var clearedPast int
+	require.NoError(t, e.srv.Parts.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM session_events
+		WHERE session_id = $1 AND event_type = 'provider.request' AND view_cleared > view_through`, d.sid).Scan(&clearedPast))
+	require.Positive(t, clearedPast, "some views clear tool results past their summary")
+
+	var sent []any
+	var last []byte
+	for _, r := range e.fake.Requests() {
+		if r.Lane != "small" || summarizing(r) || bytes.Equal(r.RawBody, last) {
+			continue
+		}
+		last = r.RawBody
+		sent = append(sent, r.Body["messages"])
+	}
+	cold, err := store.Open(context.Background(), e.srv.DatabaseURL, store.Options{})
+	require.NoError(t, err)
+	defer cold.Close()
+	evs, err := cold.EventsAfter(context.Background(), d.sid, 0, 10_000)
+	require.NoError(t, err)
+	var coldRaw []json.RawMessage
+	for _, ev := range evs {
+		coldRaw = append(coldRaw, ev.AppendJSON(nil))
+	}
+	for reader, raws := range map[string][]json.RawMessage{
+		"GET /events": pageEvents(t, e, "/api/v1/sessions/"+d.sid+"/events", d.sk),
+		"a cold store": coldRaw,
+	} {
+		read := rawRequests(t, raws)
+		require.Len(t, read, len(sent), "%s: one provider.request per request sent", reader)
+		for i, raw := range read {
+			var got any
+			require.NoError(t, json.Unmarshal(raw, &got))
+			require.Equal(t, sent[i], withoutRoutingTags(got), "%s, request %d", reader, i)
+		}
+	}
+}
+
+// withoutRoutingTags is decoded messages without the tool_use fields a
+// provider is never sent.
+func withoutRoutingTags(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if x["type"] == "tool_use" && (k == "dispatch" || k == "caller") {
+				continue
+			}
+			out[k] = withoutRoutingTags(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = withoutRoutingTags(e)
+		}
+		return out
+	}
+	return v
 }
