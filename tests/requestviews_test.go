@@ -324,7 +324,7 @@ func TestClearedToolResultsReadAsSent(t *testing.T) {
 		coldRaw = append(coldRaw, ev.AppendJSON(nil))
 	}
 	for reader, raws := range map[string][]json.RawMessage{
-		"GET /events": pageEvents(t, e, "/api/v1/sessions/"+d.sid+"/events", d.sk),
+		"GET /events":  pageEvents(t, e, "/api/v1/sessions/"+d.sid+"/events", d.sk),
 		"a cold store": coldRaw,
 	} {
 		read := rawRequests(t, raws)
