@@ -89,12 +89,17 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			p.messages = view
 			req := requestPayload(in.Attempt, entry, p.tools)
 			ne := store.NewEvent{IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}
-			if st.ThroughSeq == 0 && st.ClearedSeq == 0 {
-				// The view is the conversation: stored by reference.
-				at := ci.Counter
+			// Stored by reference: the view is the conversation as of the
+			// counter, or what compaction makes of it (store.NewEvent.View).
+			at := ci.Counter
+			switch {
+			case st.ThroughSeq == 0 && st.ClearedSeq == 0:
 				ne.MessagesAt = &at
-			} else {
-				// A compacted view is bounded by the budget: stored as sent.
+			case st.Summary == "" || st.SummaryID != "":
+				ne.MessagesAt = &at
+				ne.View = &compaction.State{ThroughSeq: st.ThroughSeq, ClearedSeq: st.ClearedSeq, Summary: st.Summary, SummaryID: st.SummaryID}
+			default:
+				// A summary without its id cannot be named: stored as sent.
 				req.Messages = json.RawMessage(view)
 			}
 			ne.Payload = req

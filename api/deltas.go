@@ -3,11 +3,19 @@ package api
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/provider"
 )
+
+// deltaHold is the longest a stream holds a delta back to send it with the
+// ones that follow. Every flush is a system call per stream (with 100
+// observers, most of a streamed turn's CPU): deltas that come faster than
+// this go out together, one flush per batch. A delta after a quiet spell
+// goes out at once.
+const deltaHold = 2 * time.Millisecond
 
 // deltaStream is a stream's opt-in to live deltas: its subscription, and
 // the turn it follows (a sendMessage relay's own; "" for every turn of the
@@ -24,6 +32,13 @@ type deltaStream struct {
 	// taken is the last batch drain wrote, reused for the next one.
 	taken []live.Delta
 	lines [][]byte
+	// flushed is when the stream last sent deltas; held: deltas written
+	// since, sent when hold fires (at most deltaHold after flushed).
+	flushed time.Time
+	held    bool
+	hold    *time.Timer
+	// now is the clock (time.Now; tests set their own).
+	now func() time.Time
 }
 
 // openDeltas subscribes a stream that asked for deltas (DeltasHeader);
@@ -52,6 +67,9 @@ func (d *deltaStream) ready() <-chan struct{} {
 func (d *deltaStream) close() {
 	if d != nil {
 		d.sub.Close()
+		if d.hold != nil {
+			d.hold.Stop()
+		}
 	}
 }
 
@@ -77,21 +95,19 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 }
 
 // drain writes the pending deltas; a stream that fell behind gets a reset
-// marker for the turns it follows.
+// marker for the turns it follows. What it writes is sent at once when the
+// stream sent nothing for deltaHold, else held until deltaHold after the
+// last send (flushHeld), so deltas in quick succession share one flush.
 func (d *deltaStream) drain() error {
 	if d == nil {
 		return nil
 	}
 	xs, lost := d.sub.TakeInto(d.taken)
 	d.taken = xs
-	if lost {
-		if err := d.call.delta(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}); err != nil {
-			return err
-		}
-	}
-	// One write and one flush for what was pending: a stream that fell
-	// behind catches up in one system call.
 	lines := d.lines[:0]
+	if lost {
+		lines = append(lines, deltaLine(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}))
+	}
 	for _, x := range xs {
 		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq {
 			continue
@@ -103,7 +119,48 @@ func (d *deltaStream) drain() error {
 	if len(lines) == 0 {
 		return nil
 	}
-	return d.call.out.writeLines(lines)
+	now := d.clock()
+	wait := deltaHold - now.Sub(d.flushed)
+	if wait <= 0 {
+		d.flushed, d.held = now, false
+		return d.call.out.writeLines(lines)
+	}
+	if err := d.call.out.writeParts(false, lines...); err != nil {
+		return err
+	}
+	if !d.held {
+		d.held = true
+		if d.hold == nil {
+			d.hold = time.NewTimer(wait)
+		} else {
+			d.hold.Reset(wait)
+		}
+	}
+	return nil
+}
+
+// due fires when held deltas are due (nil, never firing, when none are).
+func (d *deltaStream) due() <-chan time.Time {
+	if d == nil || !d.held {
+		return nil
+	}
+	return d.hold.C
+}
+
+// flushHeld sends the held deltas.
+func (d *deltaStream) flushHeld() {
+	if d == nil || !d.held {
+		return
+	}
+	d.held, d.flushed = false, d.clock()
+	d.call.out.flush()
+}
+
+func (d *deltaStream) clock() time.Time {
+	if d.now != nil {
+		return d.now()
+	}
+	return time.Now()
 }
 
 // delta writes a session.delta notification.

@@ -283,6 +283,9 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 				return
 			}
 			continue
+		case <-deltas.due():
+			deltas.flushHeld()
+			continue
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {

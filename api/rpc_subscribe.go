@@ -133,6 +133,8 @@ func (c *clientAPI) awaitSubscribeWake(ctx context.Context, call *rpcCall, waite
 			if deltas.drain() != nil {
 				return false
 			}
+		case <-deltas.due():
+			deltas.flushHeld()
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {

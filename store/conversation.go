@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/internal/compaction"
 )
 
 // DefaultConversationCacheBytes bounds the conversations a process keeps
@@ -50,6 +53,9 @@ type convEntry struct {
 	drops []int64
 	used  time.Time
 	size  int // bytes accounted in convCache.bytes
+	// summaries are the texts of the summaries stored compacted requests
+	// name, by compaction id, as read or written (a summary never changes).
+	summaries map[string]string
 }
 
 type cachedMsg struct {
@@ -90,6 +96,9 @@ func (c *convCache) account(sessionID string, e *convEntry) {
 		return // forgotten meanwhile
 	}
 	size := cap(e.buf) + len(e.msgs)*96
+	for id, text := range e.summaries {
+		size += len(id) + len(text)
+	}
 	c.bytes += size - e.size
 	e.size = size
 	for c.bytes > c.budget && len(c.entries) > 1 {
@@ -478,27 +487,14 @@ func (s *Store) CachedMessage(ctx context.Context, sessionID, idemKey string) (M
 
 // materialize fills in the messages of provider.request events stored by
 // reference, reading the conversation only when the cache is behind the
-// newest reference.
+// newest reference, and the summaries compacted requests name only when
+// the cache does not hold them.
 func (s *Store) materialize(ctx context.Context, q dbtx, sessionID string, evs []Event) error {
-	var need int64 = -1
-	for _, ev := range evs {
-		if ev.byRef {
-			need = max(need, ev.messagesAt)
-		}
+	e, err := s.entryFor(ctx, q, sessionID, evs)
+	if e == nil || err != nil {
+		return err
 	}
-	if need < 0 {
-		return nil
-	}
-	e := s.conv.entry(sessionID)
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.last < need || len(e.msgs) == 0 && need > 0 {
-		if err := e.refresh(ctx, q, sessionID); err != nil {
-			s.conv.forget(sessionID)
-			return err
-		}
-		s.conv.account(sessionID, e)
-	}
 	for i := range evs {
 		ev := &evs[i]
 		if !ev.byRef {
@@ -507,16 +503,123 @@ func (s *Store) materialize(ctx context.Context, q dbtx, sessionID string, evs [
 		stored := ev.Payload
 		p := make([]byte, 0, len(stored)+e.arrayLen(ev.messagesAt)+16)
 		p = append(p, `{"messages":`...)
-		p = e.appendArray(p, ev.messagesAt)
+		p = e.appendMessages(p, ev)
 		if rest := bytes.TrimSpace(stored); len(rest) > 2 {
 			p = append(p, ',')
 			p = append(p, rest[1:]...)
 		} else {
 			p = append(p, '}')
 		}
-		ev.Payload, ev.byRef = p, false
+		ev.Payload, ev.byRef, ev.view = p, false, nil
 	}
 	return nil
+}
+
+// entryFor is the session's conversation entry, locked, current up to the
+// newest reference among evs and holding the summaries their views name;
+// nil (and unlocked) when no event is stored by reference.
+func (s *Store) entryFor(ctx context.Context, q dbtx, sessionID string, evs []Event) (*convEntry, error) {
+	var need int64 = -1
+	for _, ev := range evs {
+		if ev.byRef {
+			need = max(need, ev.messagesAt)
+		}
+	}
+	if need < 0 {
+		return nil, nil
+	}
+	e := s.conv.entry(sessionID)
+	e.mu.Lock()
+	if e.last < need || len(e.msgs) == 0 && need > 0 {
+		if err := e.refresh(ctx, q, sessionID); err != nil {
+			e.mu.Unlock()
+			s.conv.forget(sessionID)
+			return nil, err
+		}
+		s.conv.account(sessionID, e)
+	}
+	if err := e.readSummaries(ctx, q, sessionID, evs); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	return e, nil
+}
+
+// readSummaries reads the summaries evs' views name that e does not hold,
+// along the session's chain (a fork's requests may name its source's).
+func (e *convEntry) readSummaries(ctx context.Context, q dbtx, sessionID string, evs []Event) error {
+	var missing []string
+	for _, ev := range evs {
+		if v := ev.view; v != nil && v.SummaryID != "" && !slices.Contains(missing, v.SummaryID) {
+			if _, ok := e.summaries[v.SummaryID]; !ok {
+				missing = append(missing, v.SummaryID)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `WITH RECURSIVE `+ancestorsCTE("$1", "forked_event_seq")+`
+		SELECT id, summary FROM session_summaries
+		WHERE id = ANY($2) AND (session_id = $1 OR session_id IN (SELECT id FROM chain))`, sessionID, missing)
+	if err != nil {
+		return fmt.Errorf("read summaries: %w", err)
+	}
+	for rows.Next() {
+		var id, text string
+		if err := rows.Scan(&id, &text); err != nil {
+			rows.Close()
+			return fmt.Errorf("read summaries: %w", err)
+		}
+		e.noteSummary(id, text)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read summaries: %w", err)
+	}
+	for _, id := range missing {
+		if _, ok := e.summaries[id]; !ok {
+			return fmt.Errorf("read summaries: summary %s of a stored request: %w", id, ErrNotFound)
+		}
+	}
+	return nil
+}
+
+func (e *convEntry) noteSummary(id, text string) {
+	if e.summaries == nil {
+		e.summaries = map[string]string{}
+	}
+	e.summaries[id] = text
+}
+
+// appendMessages appends the messages of an event stored by reference to
+// dst: the conversation as of its counter, or the view of it that was
+// sent, rendered again as compaction.Render rendered it then.
+func (e *convEntry) appendMessages(dst []byte, ev *Event) []byte {
+	if ev.view == nil {
+		return e.appendArray(dst, ev.messagesAt)
+	}
+	st := *ev.view
+	st.Summary = e.summaries[st.SummaryID]
+	return append(dst, compaction.Render(e.liveAt(ev.messagesAt, st.ThroughSeq), st)...)
+}
+
+// liveAt is the conversation as of counter n after message after, each
+// content a view of buf (capped, so it is never written through).
+func (e *convEntry) liveAt(n, after int64) []compaction.Message {
+	i, _ := e.find(after + 1)
+	var out []compaction.Message
+	for _, m := range e.msgs[i:] {
+		if m.seq > n {
+			break
+		}
+		if m.dropped != 0 && m.dropped <= n {
+			continue
+		}
+		end := m.end - 1
+		out = append(out, compaction.Message{Seq: m.seq, Idem: m.idem, Role: m.role, Content: json.RawMessage(e.buf[m.cstart:end:end])})
+	}
+	return out
 }
 
 // arrayLen is about the size of the conversation as of n, for allocation.
@@ -602,27 +705,16 @@ func (s *Store) EncodedEventsPage(ctx context.Context, sessionID string, after i
 // when the cache is behind the newest reference.
 func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]EncodedEvent, error) {
 	out := make([]EncodedEvent, len(evs))
-	var need int64 = -1
 	for i, ev := range evs {
-		if ev.byRef {
-			need = max(need, ev.messagesAt)
-			continue
+		if !ev.byRef {
+			out[i] = EncodedEvent{Seq: ev.Seq, Parts: [][]byte{ev.AppendJSON(nil)}}
 		}
-		out[i] = EncodedEvent{Seq: ev.Seq, Parts: [][]byte{ev.AppendJSON(nil)}}
 	}
-	if need < 0 {
-		return out, nil
+	e, err := s.entryFor(ctx, s.Pool, sessionID, evs)
+	if e == nil || err != nil {
+		return out, err
 	}
-	e := s.conv.entry(sessionID)
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.last < need || len(e.msgs) == 0 && need > 0 {
-		if err := e.refresh(ctx, s.Pool, sessionID); err != nil {
-			s.conv.forget(sessionID)
-			return nil, err
-		}
-		s.conv.account(sessionID, e)
-	}
 	for i, ev := range evs {
 		if !ev.byRef {
 			continue
@@ -635,7 +727,12 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 		cut := bytes.LastIndex(full, []byte(`,"created_at":`))
 		head := append(full[:cut-len(`{}`):cut-len(`{}`)], `{"messages":`...)
 		parts := [][]byte{head}
-		parts = e.appendArrayParts(parts, ev.messagesAt)
+		if ev.view != nil {
+			// A view is rendered: its own copy.
+			parts = append(parts, e.appendMessages(nil, &ev))
+		} else {
+			parts = e.appendArrayParts(parts, ev.messagesAt)
+		}
 		var rest []byte
 		if len(stored) > 2 {
 			rest = append(rest, ',')

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 )
 
@@ -43,6 +44,13 @@ type NewEvent struct {
 	// materialized whenever the event is read. Payload must leave
 	// "messages" out.
 	MessagesAt *int64
+	// View, with MessagesAt, stores a compacted request's "messages": the
+	// view of that conversation compaction.Render made with View. Only
+	// what it adds is stored (the message the summary stands for last,
+	// the cleared boundary and the summary's compaction id, whose text
+	// session_summaries keeps); readers render the view again. A view with
+	// a summary must name it (SummaryID).
+	View *compaction.State
 }
 
 // Type is the event type its payload names.
@@ -66,6 +74,9 @@ type Event struct {
 	// conversation as of messagesAt (see Store.materialize).
 	byRef      bool
 	messagesAt int64
+	// view: a compacted request, stored as what its view adds to the
+	// conversation (Summary is filled in when the event is materialized).
+	view *compaction.State
 }
 
 // TimeFormat is the wire format of every timestamp: UTC, milliseconds, Z.
@@ -124,21 +135,43 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-const eventCols = `seq, id, session_id, coalesce(client_key_id, ''), coalesce(turn_id, ''), coalesce(idem_key, ''), event_type, payload, created_at, messages_upto`
+const eventCols = `seq, id, session_id, coalesce(client_key_id, ''), coalesce(turn_id, ''), coalesce(idem_key, ''), event_type, payload, created_at, messages_upto,
+	view_through, view_cleared, view_summary`
 
 func scanEvent(row pgx.Row) (Event, error) { return scanEventAnd(row) }
 
 // scanEventAnd scans eventCols followed by extra columns.
 func scanEventAnd(row pgx.Row, extra ...any) (Event, error) {
 	var e Event
-	var payload []byte
-	var at *int64
-	err := row.Scan(append([]any{&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at}, extra...)...)
-	e.Payload = payload
-	if at != nil {
-		e.byRef, e.messagesAt = true, *at
-	}
+	var r refCols
+	err := row.Scan(append([]any{&e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &r.payload, &e.CreatedAt,
+		&r.at, &r.through, &r.cleared, &r.summary}, extra...)...)
+	r.fill(&e)
 	return e, err
+}
+
+// refCols are the stored columns that say how a payload is kept.
+type refCols struct {
+	payload              []byte
+	at, through, cleared *int64
+	summary              *string
+}
+
+func (r refCols) fill(e *Event) {
+	e.Payload = r.payload
+	if r.at == nil {
+		return
+	}
+	e.byRef, e.messagesAt = true, *r.at
+	if r.through != nil {
+		e.view = &compaction.State{ThroughSeq: *r.through}
+		if r.cleared != nil {
+			e.view.ClearedSeq = *r.cleared
+		}
+		if r.summary != nil {
+			e.view.SummaryID = *r.summary
+		}
+	}
 }
 
 func marshalPayload(p events.Payload) ([]byte, error) {
@@ -153,13 +186,34 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs ...NewEv
 		out, err = appendEvents(ctx, tx, sessionID, evs)
 		return err
 	})
+	if err == nil {
+		s.noteSummaries(sessionID, evs)
+	}
 	return out, err
 }
 
 // AppendEvents appends within a caller's transaction.
 func (t *Tx) AppendEvents(ctx context.Context, sessionID string, evs ...NewEvent) ([]Event, error) {
-	tx := t.db
-	return appendEvents(ctx, tx, sessionID, evs)
+	out, err := appendEvents(ctx, t.db, sessionID, evs)
+	if err == nil {
+		t.s.noteSummaries(sessionID, evs)
+	}
+	return out, err
+}
+
+// noteSummaries keeps the summaries of the views appended, so reading the
+// requests back (the turn's own stream first) needs no query for them. A
+// summary's text never changes, so one noted by a transaction that then
+// failed is still right.
+func (s *Store) noteSummaries(sessionID string, evs []NewEvent) {
+	for _, ev := range evs {
+		if v := ev.View; v != nil && v.SummaryID != "" {
+			e := s.conv.entry(sessionID)
+			e.mu.Lock()
+			e.noteSummary(v.SummaryID, v.Summary)
+			e.mu.Unlock()
+		}
+	}
 }
 
 // appendEvents allocates per-session sequence numbers under the session row
@@ -186,7 +240,8 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	n := len(evs)
 	var (
 		idList, keys, turns, clients, types, payloads = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		upto                                          = make([]*int64, 0, n)
+		upto, through, cleared                        = make([]*int64, 0, n), make([]*int64, 0, n), make([]*int64, 0, n)
+		summaries                                     = make([]*string, 0, n)
 		sent                                          = map[string]bool{}
 		firstOf                                       = make([]int, 0, n) // index in evs of each row sent
 	)
@@ -201,6 +256,18 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 		if err != nil {
 			return nil, fmt.Errorf("append events: marshal %s payload: %w", ev.Type(), err)
 		}
+		var th, cl *int64
+		var sum *string
+		if v := ev.View; v != nil {
+			if ev.MessagesAt == nil || (v.Summary != "") != (v.SummaryID != "") {
+				return nil, fmt.Errorf("append events: %s: a view is stored with its conversation's counter and its summary's id", ev.Type())
+			}
+			th, cl = &v.ThroughSeq, &v.ClearedSeq
+			if v.SummaryID != "" {
+				sum = &v.SummaryID
+			}
+		}
+		through, cleared, summaries = append(through, th), append(cleared, cl), append(summaries, sum)
 		idList = append(idList, ids.New(ids.EventPrefix))
 		keys, turns, clients = append(keys, ev.IdemKey), append(turns, ev.TurnID), append(clients, ev.ClientKeyID)
 		types, payloads, upto = append(types, string(ev.Type())), append(payloads, string(payload)), append(upto, ev.MessagesAt)
@@ -226,7 +293,7 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	// transaction; the statements after it in the transaction are keyed
 	// probes too, where the generic plan is the custom one.
 	b.Queue(`SELECT state, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
-	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto, followsClose)
+	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto, followsClose, through, cleared, summaries)
 	br := tx.SendBatch(ctx, b)
 	var state string
 	if err := br.QueryRow().Scan(&state, nil); err != nil {
@@ -247,17 +314,14 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	for rows.Next() {
 		var fresh bool
 		var e Event
-		var payload []byte
-		var at *int64
-		if err := rows.Scan(&fresh, &e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &payload, &e.CreatedAt, &at); err != nil {
+		var r refCols
+		if err := rows.Scan(&fresh, &e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &r.payload, &e.CreatedAt,
+			&r.at, &r.through, &r.cleared, &r.summary); err != nil {
 			rows.Close()
 			_ = br.Close()
 			return nil, fmt.Errorf("append events: %w", err)
 		}
-		e.Payload = payload
-		if at != nil {
-			e.byRef, e.messagesAt = true, *at
-		}
+		r.fill(&e)
 		if fresh {
 			byID[e.ID] = e
 			inserted = append(inserted, e)
@@ -315,11 +379,12 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 // idempotency keys, turns, client keys, types, payloads and conversation
 // counters ("" for none); $9 says every event may follow the session's
 // close (events.Type.FollowsClose), else none is inserted unless the
-// session is open. It returns the inserted events (true) and those whose
-// key was already stored (false).
+// session is open; $10..$12 are the views' columns (NewEvent.View). It
+// returns the inserted events (true) and those whose key was already
+// stored (false).
 const appendSQL = `WITH input AS (
-	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[]) WITH ORDINALITY
-		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, ord)
+	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $10::int8[], $11::int8[], $12::text[]) WITH ORDINALITY
+		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary, ord)
 ), found AS (
 	-- One probe of the unique index per key (OFFSET 0 keeps the planner
 	-- from turning them into one scan of the session's events).
@@ -331,8 +396,9 @@ const appendSQL = `WITH input AS (
 	WHERE (i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key))
 	  AND ($9::bool OR (SELECT state FROM sessions WHERE id = $1) = 'open')
 ), ins AS (
-	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto)
-	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto
+	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary)
+	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto,
+		f.view_through, f.view_cleared, f.view_summary
 	FROM fresh f CROSS JOIN (SELECT last_event_seq FROM sessions WHERE id = $1) s
 	RETURNING *
 ), head AS (

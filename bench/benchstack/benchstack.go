@@ -1,8 +1,9 @@
-// Package benchstack holds what the bench programs (bench/turns and
-// bench/crash) share to bring a baesrv stack up and drive its admin port: a
-// throwaway database, free loopback ports, the embedded Temporal's options,
-// the fake provider's config entry and an admin API client. Sessions are
-// driven through the sdk package.
+// Package benchstack is the one home of what the bench programs share: the
+// stack they bring up (StartInProc: a throwaway database, the embedded or
+// an external Temporal and baesrv), the fake provider served and timed
+// (ServeTimed), free loopback ports, the fake provider's config entry, an
+// admin API client and the figures' arithmetic. Sessions are driven
+// through the sdk package or PostRPC.
 package benchstack
 
 import (

@@ -4,9 +4,10 @@
 // refuses a longer request as too long, as Anthropic and OpenAI do) is
 // driven to turn 1,000 with messages of about 600 bytes; the bench prints,
 // at turn ~50 and at turn ~1,000, the provider.request bytes bae-go sent and
-// stored and the server-added time (client latency minus the time the fake
-// spent in its handler for that turn, summarizer calls included), and their
-// late ÷ early ratio (target ≤ 1.2×).
+// stored, the database bytes each turn wrote, and the server-added time
+// (client latency minus the time the fake spent in its handler for that
+// turn, summarizer calls included), and their late ÷ early ratio (target
+// ≤ 1.2×).
 //
 //	go run ./bench/compaction                 # 1,000 turns, anthropic wire format
 //	go run ./bench/compaction -kind openai -turns 300
@@ -20,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -71,23 +71,18 @@ func main() {
 	})
 }
 
-// fake times every request inside the fakeprovider's handler; the bench
-// drives one session one turn at a time, so whatever the fake served while
-// a turn ran belongs to that turn.
+// fake counts the session's own requests and the summarizer's apart; the
+// bench drives one session one turn at a time, so whatever the fake served
+// while a turn ran (benchstack.TimedFake) belongs to that turn.
 type fake struct {
+	*benchstack.TimedFake
 	inner      *fakeprovider.Server
-	ns         atomic.Int64
 	mainBytes  atomic.Int64 // bodies of the session's own requests
 	mainReqs   atomic.Int64
 	summarizes atomic.Int64
 }
 
-func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	f.inner.ServeHTTP(w, r)
-	f.ns.Add(int64(time.Since(start)))
+func (f *fake) seen(body []byte) {
 	if bytes.Contains(body, []byte(compaction.SummaryInstruction[:60])) {
 		f.summarizes.Add(1)
 		return
@@ -102,7 +97,7 @@ type counters struct {
 }
 
 func (f *fake) read() counters {
-	return counters{f.ns.Load(), f.mainBytes.Load(), f.mainReqs.Load(), f.summarizes.Load(), benchstack.ProcessCPU()}
+	return counters{int64(f.Served()), f.mainBytes.Load(), f.mainReqs.Load(), f.summarizes.Load(), benchstack.ProcessCPU()}
 }
 
 // turnCost is one turn as measured.
@@ -115,6 +110,8 @@ type turnCost struct {
 	cpu          time.Duration
 	streamBytes  int64
 	storedReqLen int64 // the turn's provider.request payload as stored
+	dbBytes      int64 // the turn's rows: its events, messages, input and summaries
+	rawBytes     int64 // its events' payloads and its messages' contents, uncompressed
 }
 
 func userText(i int) string {
@@ -131,13 +128,11 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		}
 		return fakeprovider.Echo()
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the fake provider: %w", err)
+	var err error
+	if f.TimedFake, err = benchstack.ServeTimed(f.inner, f.seen); err != nil {
+		return nil, err
 	}
-	fsrv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer f.Close()
 
 	var srvLog *slog.Logger
 	if o.verbose {
@@ -153,12 +148,12 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 [[providers.entries]]
 name = "small"
 provider = %q
-base_url = "http://%s/small"
+base_url = "%s/small"
 model = "small-model"
 auth_token = "not-a-secret"
 context_window = %d
 max_tokens = 1000
-`, o.kind, ln.Addr(), o.windowTokens),
+`, o.kind, f.URL, o.windowTokens),
 	})
 	if err != nil {
 		return nil, err
@@ -228,7 +223,7 @@ max_tokens = 1000
 		return nil, err
 	}
 	rep := &report{Options: o, Refusals: lane.Refusals(), Wall: time.Since(t0).Seconds()}
-	rep.Summaries, rep.Clearings, rep.StoredRequestBytes, rep.EventsBytes, err = sessionTotals(ctx, st.DB.URL, long.id)
+	rep.Summaries, rep.Clearings, rep.StoredRequestBytes, rep.EventsBytes, rep.RowBytes, err = sessionTotals(ctx, st.DB.URL, long.id)
 	if err != nil {
 		return nil, err
 	}
@@ -288,36 +283,54 @@ func turn(ctx context.Context, hc *http.Client, base, sid, key string, n int, te
 }
 
 // storedSizes fills in each measured turn's stored provider.request
-// payload size (the session's turns in the order their messages were
-// stored, which is the order sent).
+// payload size and the bytes of every row the turn wrote (its events, its
+// messages, its turn_inputs row and the summaries it stored, each row as
+// pg_column_size counts it), in the order the turns' messages were stored,
+// which is the order sent.
 func storedSizes(ctx context.Context, dbURL, sid string, costs []turnCost) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT coalesce(sum(octet_length(payload::text)) FILTER (WHERE event_type = 'provider.request'), 0)
-		FROM session_events WHERE session_id = $1 AND turn_id IS NOT NULL AND turn_id <> ''
-		GROUP BY turn_id HAVING count(*) FILTER (WHERE event_type = 'client.message.send') > 0 ORDER BY min(seq)`, sid)
+	rows, err := conn.Query(ctx, `WITH ev AS (
+			SELECT turn_id, min(seq) AS first,
+				coalesce(sum(octet_length(payload::text)) FILTER (WHERE event_type = 'provider.request'), 0) AS req,
+				sum(pg_column_size(e.*)) AS bytes, sum(octet_length(payload::text)) AS raw
+			FROM session_events e WHERE session_id = $1 AND turn_id IS NOT NULL AND turn_id <> ''
+			GROUP BY turn_id HAVING count(*) FILTER (WHERE event_type = 'client.message.send') > 0),
+		msg AS (SELECT split_part(idem_key, '/', 1) AS turn_id, sum(pg_column_size(m.*)) AS bytes, sum(octet_length(content::text)) AS raw
+			FROM session_messages m WHERE session_id = $1 GROUP BY 1),
+		sm AS (SELECT split_part(id, '/', 1) AS turn_id, sum(pg_column_size(s.*)) AS bytes
+			FROM session_summaries s WHERE session_id = $1 GROUP BY 1)
+		SELECT ev.req, (ev.bytes + coalesce(msg.bytes, 0) + coalesce(sm.bytes, 0)
+			+ coalesce((SELECT pg_column_size(t.*) FROM turn_inputs t WHERE t.turn_id = ev.turn_id), 0))::int8,
+			(ev.raw + coalesce(msg.raw, 0))::int8
+		FROM ev LEFT JOIN msg USING (turn_id) LEFT JOIN sm USING (turn_id) ORDER BY ev.first`, sid)
 	if err != nil {
-		return fmt.Errorf("stored provider.request sizes: %w", err)
+		return fmt.Errorf("stored sizes: %w", err)
 	}
-	sizes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	type sizes struct{ req, db, raw int64 }
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sizes, error) {
+		var s sizes
+		err := r.Scan(&s.req, &s.db, &s.raw)
+		return s, err
+	})
 	if err != nil {
-		return fmt.Errorf("stored provider.request sizes: %w", err)
+		return fmt.Errorf("stored sizes: %w", err)
 	}
 	for i := range costs {
-		if n := costs[i].n - 1; n < len(sizes) {
-			costs[i].storedReqLen = sizes[n]
+		if n := costs[i].n - 1; n < len(got) {
+			costs[i].storedReqLen, costs[i].dbBytes, costs[i].rawBytes = got[n].req, got[n].db, got[n].raw
 		}
 	}
 	return nil
 }
 
-func sessionTotals(ctx context.Context, dbURL, sid string) (summaries, clearings int, reqBytes, allBytes int64, err error) {
+func sessionTotals(ctx context.Context, dbURL, sid string) (summaries, clearings int, reqBytes, allBytes, rowBytes int64, err error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("connect: %w", err)
+		return 0, 0, 0, 0, 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
 	err = conn.QueryRow(ctx, `SELECT
@@ -326,6 +339,13 @@ func sessionTotals(ctx context.Context, dbURL, sid string) (summaries, clearings
 		coalesce(sum(octet_length(payload::text)) FILTER (WHERE event_type = 'provider.request'), 0),
 		coalesce(sum(octet_length(payload::text)), 0)
 		FROM session_events WHERE session_id = $1`, sid).Scan(&summaries, &clearings, &reqBytes, &allBytes)
+	if err == nil {
+		err = conn.QueryRow(ctx, `SELECT
+			(SELECT coalesce(sum(pg_column_size(e.*)), 0) FROM session_events e WHERE session_id = $1)
+			+ (SELECT coalesce(sum(pg_column_size(m.*)), 0) FROM session_messages m WHERE session_id = $1)
+			+ (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM turn_inputs t WHERE session_id = $1)
+			+ (SELECT coalesce(sum(pg_column_size(s.*)), 0) FROM session_summaries s WHERE session_id = $1)`, sid).Scan(&rowBytes)
+	}
 	if err != nil {
 		err = fmt.Errorf("session totals: %w", err)
 	}
@@ -342,6 +362,8 @@ type point struct {
 	Summarizing      int             `json:"summarizing_turns"`
 	RequestBytes     float64         `json:"provider_request_bytes_per_turn"`
 	StoredBytes      float64         `json:"stored_provider_request_bytes_per_turn"`
+	DBBytes          float64         `json:"database_row_bytes_per_turn"`
+	RawBytes         float64         `json:"event_and_message_bytes_per_turn"`
 	StreamBytes      float64         `json:"stream_bytes_per_turn"`
 	CPUMs            float64         `json:"process_cpu_ms_per_turn"`
 }
@@ -353,7 +375,7 @@ func summarize(cs []turnCost) point {
 	}
 	p.From, p.Through = cs[0].n, cs[len(cs)-1].n
 	var all, plain []time.Duration
-	var req, stored, stream int64
+	var req, stored, stream, db, raw int64
 	var cpu time.Duration
 	for _, c := range cs {
 		all = append(all, c.added)
@@ -364,12 +386,15 @@ func summarize(cs []turnCost) point {
 		}
 		req += c.reqBytes
 		stored += c.storedReqLen
+		db += c.dbBytes
+		raw += c.rawBytes
 		stream += c.streamBytes
 		cpu += c.cpu
 	}
 	n := float64(len(cs))
 	p.ServerAdded, p.ServerAddedPlain = benchstack.Summarise(all), benchstack.Summarise(plain)
-	p.RequestBytes, p.StoredBytes, p.StreamBytes = float64(req)/n, float64(stored)/n, float64(stream)/n
+	p.RequestBytes, p.StoredBytes, p.StreamBytes, p.DBBytes = float64(req)/n, float64(stored)/n, float64(stream)/n, float64(db)/n
+	p.RawBytes = float64(raw) / n
 	p.CPUMs = benchstack.Ms(cpu) / n
 	return p
 }
@@ -383,6 +408,7 @@ type report struct {
 	Clearings          int     `json:"clearings"`
 	StoredRequestBytes int64   `json:"stored_provider_request_bytes_total"`
 	EventsBytes        int64   `json:"stored_event_payload_bytes_total"`
+	RowBytes           int64   `json:"database_row_bytes_total"`
 	Wall               float64 `json:"wall_s"`
 }
 
@@ -397,8 +423,8 @@ func (r *report) print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\ncompacting session: %d turns of ~600 bytes, %s wire format, context window %d tokens; %.0f s\n",
 		o.turns, o.kind, o.windowTokens, r.Wall)
-	fmt.Fprintf(w, "summaries %d, clearings %d, too-long refusals %d; stored provider.request payloads %.1f MiB, all event payloads %.1f MiB\n\n",
-		r.Summaries, r.Clearings, r.Refusals, float64(r.StoredRequestBytes)/(1<<20), float64(r.EventsBytes)/(1<<20))
+	fmt.Fprintf(w, "summaries %d, clearings %d, too-long refusals %d; stored provider.request payloads %.1f MiB, all event payloads %.1f MiB, the long session's rows %.1f MiB\n\n",
+		r.Summaries, r.Clearings, r.Refusals, float64(r.StoredRequestBytes)/(1<<20), float64(r.EventsBytes)/(1<<20), float64(r.RowBytes)/(1<<20))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\tturns %d–%d\tturns %d–%d\tlate ÷ early\n", r.Early.From, r.Early.Through, r.Late.From, r.Late.Through)
 	row := func(name string, e, l float64, unit string) {
@@ -406,6 +432,8 @@ func (r *report) print(w io.Writer) {
 	}
 	row("provider.request bytes sent", r.Early.RequestBytes, r.Late.RequestBytes, "B")
 	row("provider.request bytes stored", r.Early.StoredBytes, r.Late.StoredBytes, "B")
+	row("database bytes written (rows, compressed)", r.Early.DBBytes, r.Late.DBBytes, "B")
+	row("event payloads + messages (uncompressed)", r.Early.RawBytes, r.Late.RawBytes, "B")
 	row("server-added p50", r.Early.ServerAdded.P50, r.Late.ServerAdded.P50, "ms")
 	row("server-added mean", r.Early.ServerAdded.Mean, r.Late.ServerAdded.Mean, "ms")
 	row("server-added p50, no summarizing", r.Early.ServerAddedPlain.P50, r.Late.ServerAddedPlain.P50, "ms")
@@ -419,4 +447,9 @@ func (r *report) print(w io.Writer) {
 		verdict = "PASS"
 	}
 	fmt.Fprintf(w, "\ntarget: late ÷ early ≤ 1.2× for provider.request bytes and server-added p50: %s\n", verdict)
+	verdict = "MISS"
+	if r.Early.DBBytes > 0 && r.Late.DBBytes/r.Early.DBBytes <= 1.2 {
+		verdict = "PASS"
+	}
+	fmt.Fprintf(w, "target: late ÷ early ≤ 1.2× for database bytes written per turn: %s\n", verdict)
 }

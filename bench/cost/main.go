@@ -28,11 +28,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,17 +76,12 @@ func main() {
 	})
 }
 
-// fake times the fakeprovider's handler: sessions take turns, so whatever
-// it served while a turn ran belongs to that turn.
+// fake is the caching fakeprovider, timed: sessions take turns, so
+// whatever it served while a turn ran (benchstack.TimedFake) belongs to
+// that turn.
 type fake struct {
+	*benchstack.TimedFake
 	inner *fakeprovider.Server
-	ns    atomic.Int64
-}
-
-func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	f.inner.ServeHTTP(w, r)
-	f.ns.Add(int64(time.Since(start)))
 }
 
 // scenario is one wire format and window.
@@ -134,13 +127,11 @@ func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 			scenarios = append(scenarios, sc)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the fake provider: %w", err)
+	var err error
+	if f.TimedFake, err = benchstack.ServeTimed(f.inner, nil); err != nil {
+		return nil, err
 	}
-	fsrv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer f.Close()
 
 	var toml strings.Builder
 	for _, sc := range scenarios {
@@ -149,13 +140,13 @@ func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 [[providers.entries]]
 name = %q
 provider = %q
-base_url = "http://%s/%s"
+base_url = "%s/%s"
 model = "bench-model"
 auth_token = "not-a-secret"
 context_window = %d
 max_tokens = %d
 prompt_cache = %v
-`, lane, sc.kind, ln.Addr(), lane, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-") && !strings.HasPrefix(lane, "sp-"))
+`, lane, sc.kind, f.URL, lane, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-") && !strings.HasPrefix(lane, "sp-"))
 		}
 	}
 	var srvLog *slog.Logger
@@ -265,14 +256,14 @@ func (d *drive) turn(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	before := d.f.ns.Load()
+	before := int64(d.f.Served())
 	start := time.Now()
 	err := sendTurn(ctx, d.hc, d.base, d.id, d.key, d.n, userText(d.n))
 	lat := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("session %s (%s) turn %d: %w", d.id, d.lane, d.n+1, err)
 	}
-	d.added = append(d.added, lat-time.Duration(d.f.ns.Load()-before))
+	d.added = append(d.added, lat-time.Duration(int64(d.f.Served())-before))
 	d.n++
 	return nil
 }

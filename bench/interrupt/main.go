@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -125,20 +124,18 @@ func (f *fake) end(tok string) fakeprovider.StreamEnd {
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
 	f := newFake()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	served, err := benchstack.ServeTimed(f.inner, nil)
 	if err != nil {
-		return fmt.Errorf("listen for the fake provider: %w", err)
+		return err
 	}
-	fsrv := &http.Server{Handler: f.inner, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer served.Close()
 	var srvLog *slog.Logger
 	if o.verbose {
 		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
 		BaseDatabaseURL: o.db, ServerLog: srvLog,
-		ConfigTOML: fmt.Sprintf("\n[[providers.entries]]\nname = \"fake\"\nprovider = \"anthropic\"\nbase_url = \"http://%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\n", ln.Addr()),
+		ConfigTOML: fmt.Sprintf("\n[[providers.entries]]\nname = \"fake\"\nprovider = \"anthropic\"\nbase_url = \"%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\n", served.URL),
 	})
 	if err != nil {
 		return err

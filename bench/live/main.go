@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,8 +50,7 @@ import (
 )
 
 const (
-	tokens   = 200
-	tokenGap = 10 * time.Millisecond
+	tokens = 200
 	// reqHeader joins a provider request to the turn it answers.
 	reqHeader = "X-Bench-Request"
 )
@@ -61,6 +59,7 @@ type options struct {
 	sessions, turns   int
 	rate              float64
 	observers, obsRun int
+	tokenGap          time.Duration
 	db                string
 	verbose           bool
 	child             string
@@ -79,6 +78,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the streaming load phase to this file, and of each observer phase to this file.<profile>-<observers>")
 	flag.BoolVar(&o.fanout, "fanout", true, "run the observer phases")
+	flag.DurationVar(&o.tokenGap, "token-gap", 10*time.Millisecond, "time between the fake's tokens (deltas closer than 2 ms share a stream's flush)")
 	flag.StringVar(&o.child, "observe", "", "internal: run observers (url,session,key,n) and read until killed")
 	flag.Parse()
 	if o.child != "" {
@@ -113,7 +113,7 @@ type fake struct {
 	perTurn sync.Map // turn token -> *fakeTurn
 }
 
-func newFake() *fake {
+func newFake(tokenGap time.Duration) *fake {
 	f := &fake{inner: fakeprovider.NewHandler()}
 	f.inner.OnRequest(func(rec fakeprovider.Recorded) { f.tokens.Store(rec.Header.Get(reqHeader), rec.LastUserText()) })
 	f.inner.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
@@ -186,20 +186,18 @@ type clientTurn struct {
 }
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
-	f := newFake()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	f := newFake(o.tokenGap)
+	served, err := benchstack.ServeTimed(f, nil)
 	if err != nil {
-		return fmt.Errorf("listen for the fake provider: %w", err)
+		return err
 	}
-	fsrv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go fsrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed
-	defer fsrv.Close()
+	defer served.Close()
 	var srvLog *slog.Logger
 	if o.verbose {
 		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	entry := func(name string, stream bool) string {
-		return fmt.Sprintf("\n[[providers.entries]]\nname = %q\nprovider = \"anthropic\"\nbase_url = \"http://%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\nstream = %t\n", name, ln.Addr(), stream)
+		return fmt.Sprintf("\n[[providers.entries]]\nname = %q\nprovider = \"anthropic\"\nbase_url = \"%s\"\nmodel = \"fake-model\"\nauth_token = \"not-a-secret\"\nstream = %t\n", name, served.URL, stream)
 	}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
 		BaseDatabaseURL: o.db, ServerLog: srvLog,
@@ -533,7 +531,7 @@ func q(ds []time.Duration) benchstack.Dist { return benchstack.Summarise(ds) }
 func print(w io.Writer, o options, phases map[string]*phase, fan map[string]map[int]fanout) {
 	s, wh := phases["streaming"], phases["whole"]
 	fmt.Fprintf(w, "\nlive turns: fake streams %d tokens %s apart; %d sessions, offered %.0f turns/s, %d turns per session per phase\n\n",
-		tokens, tokenGap, o.sessions, o.rate, o.turns)
+		tokens, o.tokenGap, o.sessions, o.rate, o.turns)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tstreaming\tstream = false\tstreaming ÷ false")
 	fmt.Fprintf(tw, "turns (errors)\t%d (%d)\t%d (%d)\t\n", s.turns, s.errors, wh.turns, wh.errors)

@@ -35,11 +35,11 @@ func (s *stack) startReplicas(ctx context.Context, o stackOptions, frontend stri
 	if o.BaesrvBin == "" {
 		return errors.New("-replicas needs -baesrv (a baesrv binary: go build -o bin/baesrv ./cmd/baesrv)")
 	}
-	cfgPath := filepath.Join(s.dataDir, "bae-config.toml")
+	cfgPath := filepath.Join(s.DataDir, "bae-config.toml")
 	if err := os.WriteFile(cfgPath, []byte(benchstack.ProviderTOML(s.FakeURL)), 0o600); err != nil {
 		return fmt.Errorf("write bench config: %w", err)
 	}
-	base := s.serverEnv()
+	base := s.ServerEnv()
 	base["BAE_CONFIG"] = cfgPath
 	base["BAE_TEMPORAL_ADDR"] = frontend
 	ports, err := benchstack.FreePorts(2 * o.Replicas)
@@ -53,7 +53,7 @@ func (s *stack) startReplicas(ctx context.Context, o stackOptions, frontend stri
 		}
 		env = append(env, fmt.Sprintf("BAE_ADDR=127.0.0.1:%d", ports[2*i]), fmt.Sprintf("BAE_ADMIN_ADDR=127.0.0.1:%d", ports[2*i+1]))
 		r := &replica{
-			logPath:   filepath.Join(s.dataDir, fmt.Sprintf("baesrv-%d.log", i)),
+			logPath:   filepath.Join(s.DataDir, fmt.Sprintf("baesrv-%d.log", i)),
 			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
 			AdminURL:  fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
 		}
