@@ -98,6 +98,11 @@ type queuedTurn struct {
 func Session(ctx workflow.Context, p SessionParams) error {
 	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}}
 	s.signals = workflow.GetSignalChannel(ctx, SignalEnqueue)
+	// Set before any handler is registered: SendIdle's validator reads it.
+	s.limit = p.TurnsPerRun
+	if s.limit <= 0 {
+		s.limit = defaultTurnsPerRun
+	}
 	if p.Carry != nil {
 		s.turns = p.Carry.Turns
 		if p.Carry.Paused != nil {
@@ -121,6 +126,9 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}); err != nil {
 		return fmt.Errorf("register send update: %w", err)
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendIdle, s.sendIdle, workflow.UpdateHandlerOptions{Validator: s.validateIdle}); err != nil {
+		return fmt.Errorf("register send-idle update: %w", err)
+	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.close); err != nil {
 		return fmt.Errorf("register close update: %w", err)
 	}
@@ -131,10 +139,6 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return fmt.Errorf("register interrupt update: %w", err)
 	}
 
-	s.limit = p.TurnsPerRun
-	if s.limit <= 0 {
-		s.limit = defaultTurnsPerRun
-	}
 	// Signalled turns still queued are carried to the next run; one that
 	// holds the gate, or is recording its result, is not, and neither is
 	// a signal not yet taken from the channel.
