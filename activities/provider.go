@@ -15,6 +15,7 @@ import (
 	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -390,9 +391,11 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		status = 200
 	}
 	call := a.usageCall(in, idem(in.TurnID, step+"/resp"), kindName, resp.Raw)
+	var rec *workflows.RecordTurnResultInput
 	// The answer is kept while the database is away: it is stored when the
 	// database is back, never fetched again from the provider.
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
+		rec = nil
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
 			// Made first, the message rides with the append's first round trip.
 			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
@@ -413,11 +416,18 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 			// response's key: once, whatever retries the attempt.
 			tx.RecordUsage(call)
 			res.LastSeq = lastSeq(stored)
+			if rec = turnRecord(in, res); rec != nil {
+				return tx.RecordTurnResult(in.TurnID, rec.Result)
+			}
 			return nil
 		})
 	})
 	if err != nil {
 		return workflows.CallProviderResult{}, err
+	}
+	if rec != nil {
+		res.Recorded = true
+		telemetry.TurnEnded(a.Spans, a.Log, rec.SessionID, rec.In, rec.Started, rec.Result, nil)
 	}
 	// Counted once, after the commit: a retry finds the stored response and
 	// returns through storedAttempt instead.
@@ -427,6 +437,18 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	}
 	a.clientDispatchSpans(ctx, in.Span, content, res.ToolCalls)
 	return res, nil
+}
+
+// turnRecord is the result of the turn whose final answer the attempt
+// stores, when the workflow asked for it to be stored with the answer
+// (CallProviderInput.Record): the one the workflow would record.
+func turnRecord(in workflows.CallProviderInput, res workflows.CallProviderResult) *workflows.RecordTurnResultInput {
+	if in.Record == nil || !res.Final {
+		return nil
+	}
+	rec := *in.Record
+	rec.Result.Outcome, rec.Result.LastSeq, rec.Result.Provider = workflows.OutcomeCompleted, res.LastSeq, in.Provider
+	return &rec
 }
 
 // classifyAssistant turns the assistant content into the attempt result and

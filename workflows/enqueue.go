@@ -65,10 +65,15 @@ func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, starte
 	defer func() { s.recording-- }()
 	res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
 	if !s.closed {
-		var err error
-		if res, err = s.runGated(ctx, in); err != nil {
+		var (
+			recorded bool
+			err      error
+		)
+		if res, recorded, err = s.runGated(ctx, in, true, started); err != nil {
 			workflow.GetLogger(ctx).Error("turn failed in the workflow", "turn_id", in.TurnID, "error", err)
 			res = TurnResult{Outcome: OutcomeFailed, FailedStep: "workflow"}
+		} else if recorded {
+			return res // stored with the turn's final answer
 		}
 	}
 	s.recordingIDs = append(s.recordingIDs, in.TurnID)

@@ -109,3 +109,26 @@ func (s *sessionSuite) TestSendIdleRefusesABusySession() {
 	var ae *temporal.ApplicationError
 	s.Require().ErrorAs(o.refused["a2"], &ae, "a turn id seen before is refused")
 }
+
+// A turn whose final answer stored its result (versionResultWithAppend)
+// runs no RecordTurnResult; a paused one still does, and the resume's
+// stored result carries what the workflow adds (Resumed, its span).
+func (s *sessionSuite) TestResultStoredWithTheAnswer() {
+	r := s.recorded()
+	s.acts.withAnswer = true
+	s.acts.pauseFor["key_a"] = true
+	o := newIdleOutcomes()
+	s.sendIdle(time.Second, workflows.SendMessageInput{TurnID: "b1", ClientKeyID: "key_b"}, o)
+	s.signal(2*time.Second, workflows.SendMessageInput{TurnID: "a1", ClientKeyID: "key_a", Span: "span-a1"})
+	s.signal(3*time.Second, workflows.SendMessageInput{TurnID: "a2", ClientKeyID: "key_a"})
+	s.closeAt(time.Hour)
+	s.run()
+	s.Equal([]string{"b1", "a1", "a2"}, s.turnOrder())
+	s.Equal([]string{"a1"}, r.order, "only the paused turn recorded on its own")
+	s.Require().Len(s.acts.stored, 2)
+	s.Equal("b1", s.acts.stored[0].TurnID)
+	s.Equal("a2", s.acts.stored[1].TurnID)
+	s.True(s.acts.stored[1].Result.Resumed)
+	s.Equal("span-a1", s.acts.stored[1].Result.ResumedSpan)
+	s.Equal(workflows.OutcomeCompleted, o.done["b1"].Outcome)
+}
