@@ -260,7 +260,14 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if prep.compacting {
 		cal = &calibration{bytes: len(messages) + len(tools), prev: prep.bytesPerToken}
 	}
-	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
+	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
+	if rec != nil {
+		// The turn ended with this attempt: its span ends after the
+		// attempt's (a second End is ignored).
+		span.End()
+		telemetry.TurnEnded(a.Spans, a.Log, rec.SessionID, rec.In, rec.Started, rec.Result, nil)
+	}
+	return res, err
 }
 
 // beginThenCall begins the turn and makes its first attempt in one local
@@ -380,7 +387,10 @@ type calibration struct {
 	prev  float64
 }
 
-func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, error) {
+// attemptSucceeded stores a successful attempt's answer. rec is the turn's
+// result when it was stored with the answer (turnRecord), for the caller
+// to report the turn.
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
 	content := resp.Canonical.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage(`[]`)
@@ -423,12 +433,9 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		})
 	})
 	if err != nil {
-		return workflows.CallProviderResult{}, err
+		return workflows.CallProviderResult{}, nil, err
 	}
-	if rec != nil {
-		res.Recorded = true
-		telemetry.TurnEnded(a.Spans, a.Log, rec.SessionID, rec.In, rec.Started, rec.Result, nil)
-	}
+	res.Recorded = rec != nil
 	// Counted once, after the commit: a retry finds the stored response and
 	// returns through storedAttempt instead.
 	a.Metrics.ProviderUsage(ctx, call.Provider, call.Input, call.Output, call.CacheRead, call.CacheWrite, call.CostNanoUSD)
@@ -436,7 +443,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}
 	a.clientDispatchSpans(ctx, in.Span, content, res.ToolCalls)
-	return res, nil
+	return res, rec, nil
 }
 
 // turnRecord is the result of the turn whose final answer the attempt
