@@ -15,6 +15,7 @@ import (
 	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/provider"
+	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -259,7 +260,14 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if prep.compacting {
 		cal = &calibration{bytes: len(messages) + len(tools), prev: prep.bytesPerToken}
 	}
-	return a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
+	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
+	if rec != nil {
+		// The turn ended with this attempt: its span ends after the
+		// attempt's (a second End is ignored).
+		span.End()
+		telemetry.TurnEnded(a.Spans, a.Log, rec.SessionID, rec.In, rec.Started, rec.Result, nil)
+	}
+	return res, err
 }
 
 // beginThenCall begins the turn and makes its first attempt in one local
@@ -379,7 +387,10 @@ type calibration struct {
 	prev  float64
 }
 
-func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, error) {
+// attemptSucceeded stores a successful attempt's answer. rec is the turn's
+// result when it was stored with the answer (turnRecord), for the caller
+// to report the turn.
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
 	content := resp.Canonical.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage(`[]`)
@@ -390,9 +401,11 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		status = 200
 	}
 	call := a.usageCall(in, idem(in.TurnID, step+"/resp"), kindName, resp.Raw)
+	var rec *workflows.RecordTurnResultInput
 	// The answer is kept while the database is away: it is stored when the
 	// database is back, never fetched again from the provider.
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
+		rec = nil
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
 			// Made first, the message rides with the append's first round trip.
 			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
@@ -413,12 +426,16 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 			// response's key: once, whatever retries the attempt.
 			tx.RecordUsage(call)
 			res.LastSeq = lastSeq(stored)
+			if rec = turnRecord(in, res); rec != nil {
+				return tx.RecordTurnResult(in.TurnID, rec.Result)
+			}
 			return nil
 		})
 	})
 	if err != nil {
-		return workflows.CallProviderResult{}, err
+		return workflows.CallProviderResult{}, nil, err
 	}
+	res.Recorded = rec != nil
 	// Counted once, after the commit: a retry finds the stored response and
 	// returns through storedAttempt instead.
 	a.Metrics.ProviderUsage(ctx, call.Provider, call.Input, call.Output, call.CacheRead, call.CacheWrite, call.CostNanoUSD)
@@ -426,7 +443,19 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		a.Metrics.ToolCall(ctx, c.Dispatch)
 	}
 	a.clientDispatchSpans(ctx, in.Span, content, res.ToolCalls)
-	return res, nil
+	return res, rec, nil
+}
+
+// turnRecord is the result of the turn whose final answer the attempt
+// stores, when the workflow asked for it to be stored with the answer
+// (CallProviderInput.Record): the one the workflow would record.
+func turnRecord(in workflows.CallProviderInput, res workflows.CallProviderResult) *workflows.RecordTurnResultInput {
+	if in.Record == nil || !res.Final {
+		return nil
+	}
+	rec := *in.Record
+	rec.Result.Outcome, rec.Result.LastSeq, rec.Result.Provider = workflows.OutcomeCompleted, res.LastSeq, in.Provider
+	return &rec
 }
 
 // classifyAssistant turns the assistant content into the attempt result and

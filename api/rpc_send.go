@@ -104,7 +104,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		return
 	}
 
-	arrived, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key, c.Caps)
+	arrived, idle, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key, c.Caps)
 	var queued *store.QuotaError
 	switch {
 	case errors.As(err, &queued):
@@ -125,7 +125,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		// It replaces the turn it interrupted: ahead of the queue.
 		Front: policy == wire.BusyInterrupt, Arrived: arrived.UnixMicro()}
 	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
-		return c.runTurn(ctx, sessionRef(call.sess), in)
+		return c.runTurn(ctx, sessionRef(call.sess), in, idle)
 	})
 }
 
@@ -162,7 +162,7 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput, ticket *stream
 			// Queued, or its submission was lost with a server: the
 			// workflow drops a turn id it holds, so a live submission is
 			// joined, a lost one made again.
-			return c.runTurn(ctx, ref, in)
+			return c.runTurn(ctx, ref, in, false)
 		}
 		// A turn that began is never submitted again: that could run it a
 		// second time after a continue-as-new.

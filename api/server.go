@@ -23,6 +23,12 @@ type Engine interface {
 	// starts with its first message). The workflow records the turn's
 	// result in the store when the turn ends.
 	Enqueue(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error
+	// SendIdle offers a stored message's turn to the session's workflow
+	// as a SendIdle Update, starting the workflow if it is not running,
+	// and returns the turn's result. refused says the workflow refused it
+	// (the session is busy; the turn did not run); err, that no outcome
+	// came back (the turn may or may not run).
+	SendIdle(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (res workflows.TurnResult, refused bool, err error)
 	// AwaitTurn waits for the result of a turn submitted as an Update (by a
 	// server from before Enqueue) without submitting it; found is false
 	// when the current workflow run has no such Update.

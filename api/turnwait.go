@@ -20,15 +20,80 @@ const turnCheckInterval = 5 * time.Second
 // call answers only once the call's workflow task ends.
 const controlWaitForCheck = 10 * time.Second
 
-// runTurn puts a stored turn in the session's queue and waits for the
-// result the workflow records when the turn ends.
-func (c *clientAPI) runTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, error) {
+// runTurn runs a stored turn and waits for the result the workflow records
+// when it ends. A turn that found no other unfinished message when it was
+// stored (idle) is first offered to the workflow as a SendIdle Update,
+// which runs it at once or is refused; any other, or a refused one, is put
+// in the session's queue with an Enqueue signal.
+func (c *clientAPI) runTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, idle bool) (workflows.TurnResult, error) {
 	done, stop := c.Hub.WatchTurn(in.TurnID)
 	defer stop()
+	read := false
+	if idle {
+		res, fate := c.sendIdle(ctx, ref, in, done)
+		switch fate {
+		case idleAnswered:
+			return res, nil
+		case idleRecorded:
+			return c.awaitTurnResult(ctx, ref, in, done, true)
+		case idleUnknown:
+			// It may have been admitted: the signal is then dropped, and
+			// the result may be stored already.
+			read = true
+		}
+	}
 	if err := c.Engine.Enqueue(ctx, ref, in); err != nil {
 		return workflows.TurnResult{}, err
 	}
-	return c.awaitTurnResult(ctx, ref, in, done, false)
+	return c.awaitTurnResult(ctx, ref, in, done, read)
+}
+
+// idleFate is what became of a SendIdle Update.
+type idleFate int
+
+const (
+	idleAnswered idleFate = iota // its result is known
+	idleRecorded                 // its result is recorded, to be read
+	idleRefused                  // the session was busy: the turn did not run
+	idleUnknown                  // no outcome came back (an error, an old worker)
+)
+
+// sendIdle submits the SendIdle Update and waits for its outcome or the
+// turn's recorded result, whichever comes first: the result is announced
+// when it is stored, before the workflow task that ran the turn completes
+// the Update.
+func (c *clientAPI) sendIdle(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte) (workflows.TurnResult, idleFate) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res     workflows.TurnResult
+		refused bool
+		err     error
+	}
+	sent := make(chan outcome, 1)
+	go func() {
+		res, refused, err := c.Engine.SendIdle(ctx, ref, in)
+		sent <- outcome{res, refused, err}
+	}()
+	select {
+	case b := <-done:
+		var res workflows.TurnResult
+		if b != nil && json.Unmarshal(b, &res) == nil {
+			return res, idleAnswered
+		}
+		return workflows.TurnResult{}, idleRecorded
+	case o := <-sent:
+		switch {
+		case o.refused:
+			return workflows.TurnResult{}, idleRefused
+		case o.err != nil:
+			if ctx.Err() == nil {
+				c.Log.Warn("send idle turn: falling back to the queue", "turn_id", in.TurnID, "err", o.err)
+			}
+			return workflows.TurnResult{}, idleUnknown
+		}
+		return o.res, idleAnswered
+	}
 }
 
 // awaitBegunTurn waits for the result of a turn that already began: one

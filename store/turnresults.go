@@ -24,25 +24,12 @@ const maxNoticeResult = 7000
 // again after it ended (a late resubmission after a continue-as-new) is
 // refused by its begin, and that refusal must not replace the answer.
 func (s *Store) RecordTurnResult(ctx context.Context, turnID string, result any) error {
-	b, err := json.Marshal(result)
+	b, notice, err := turnResultNotice(turnID, result)
 	if err != nil {
-		return fmt.Errorf("marshal turn result: %w", err)
-	}
-	// The notice carries the result only when this call stored it: a late
-	// refusal of a turn that ran in an earlier run must not be announced
-	// as its answer.
-	notice := turnID
-	if len(b) <= maxNoticeResult {
-		notice += " " + string(b)
+		return err
 	}
 	var stored bool
-	err = s.Pool.QueryRow(ctx, `WITH upd AS (
-			UPDATE turn_inputs SET result = $2 WHERE turn_id = $1 AND result IS NULL RETURNING 1
-		), n AS (
-			SELECT pg_notify($3, CASE WHEN EXISTS (SELECT 1 FROM upd) THEN $4 ELSE $1 END)
-		)
-		SELECT EXISTS (SELECT 1 FROM upd) FROM n`,
-		turnID, string(b), TurnsChannel, notice).Scan(&stored)
+	err = s.Pool.QueryRow(ctx, recordTurnResultSQL, turnID, string(b), TurnsChannel, notice).Scan(&stored)
 	if err != nil {
 		return fmt.Errorf("record turn result: %w", err)
 	}
@@ -54,6 +41,64 @@ func (s *Store) RecordTurnResult(ctx context.Context, turnID string, result any)
 		}
 	}
 	return nil
+}
+
+// recordTurnResultSQL stores a result unless one is stored, and notifies
+// TurnsChannel (with the result only when this statement stored it: a late
+// refusal of a turn that ran in an earlier run must not be announced as
+// its answer). Its row says whether it stored the result.
+const recordTurnResultSQL = `WITH upd AS (
+		UPDATE turn_inputs SET result = $2 WHERE turn_id = $1 AND result IS NULL RETURNING 1
+	), n AS (
+		SELECT pg_notify($3, CASE WHEN EXISTS (SELECT 1 FROM upd) THEN $4 ELSE $1 END)
+	)
+	SELECT EXISTS (SELECT 1 FROM upd) FROM n`
+
+// turnResultNotice encodes a result and the notice that announces it.
+func turnResultNotice(turnID string, result any) (b []byte, notice string, err error) {
+	b, err = json.Marshal(result)
+	if err != nil {
+		return nil, "", fmt.Errorf("marshal turn result: %w", err)
+	}
+	notice = turnID
+	if len(b) <= maxNoticeResult {
+		notice += " " + string(b)
+	}
+	return b, notice, nil
+}
+
+// RecordTurnResult is Store.RecordTurnResult inside the transaction that
+// stores the turn's final answer: held back to go with the commit (no
+// round trip of its own), its notice sent by the commit, and this
+// process's waiters told once the transaction committed.
+func (t *Tx) RecordTurnResult(turnID string, result any) error {
+	b, notice, err := turnResultNotice(turnID, result)
+	if err != nil {
+		return err
+	}
+	t.db.queue(queuedWrite{what: "record turn result", sql: recordTurnResultSQL, rows: -1, args: []any{turnID, string(b), TurnsChannel, notice}})
+	if len(b) > maxNoticeResult {
+		b = nil
+	}
+	t.results = append(t.results, recordedResult{turnID: turnID, result: b})
+	return nil
+}
+
+// recordedResult is a result a transaction stored, for this process's
+// waiters once it committed.
+type recordedResult struct {
+	turnID string
+	result []byte // nil: too long for the notice, read from the table
+}
+
+// announceResults tells this process's waiters of the results a committed
+// transaction stored.
+func (s *Store) announceResults(rs []recordedResult) {
+	if fn := s.onTurnResult; fn != nil {
+		for _, r := range rs {
+			fn(r.turnID, r.result)
+		}
+	}
 }
 
 // TurnNotice reads a TurnsChannel payload: the turn id and, when the

@@ -18,8 +18,10 @@ import (
 // is refused with *QuotaError when the session, or the client key over
 // its open sessions, already holds caps' queued turns (stored, not yet
 // begun): counted under a lock on each, so the caps hold across replicas
-// and concurrent sends.
-func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string, caps Caps) (arrived time.Time, prior *TurnInput, err error) {
+// and concurrent sends. idle says the session held no other unfinished
+// message (queued or running) when this one was stored, read in the same
+// statement: the turn may take the workflow's SendIdle path.
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string, caps Caps) (arrived time.Time, idle bool, prior *TurnInput, err error) {
 	if caps.QueuedTurnsPerSession <= 0 && caps.QueuedTurnsPerKey <= 0 {
 		return putTurnInput(ctx, s.Pool, sessionID, turnID, clientKeyID, message, idemKey)
 	}
@@ -42,10 +44,10 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 		if err := checkQueueCaps(ctx, tx, caps, sessionID, clientKeyID); err != nil {
 			return err
 		}
-		arrived, prior, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
+		arrived, idle, prior, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
 		return err
 	})
-	return arrived, prior, err
+	return arrived, idle, prior, err
 }
 
 // lockQueues takes the transaction's locks on the session's and the client
@@ -94,26 +96,32 @@ func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKe
 	return nil
 }
 
-func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, prior *TurnInput, err error) {
+// putTurnInput stores the message. Its RETURNING subquery reads the
+// statement's snapshot, without the new row: any other message of the
+// session without a recorded result (since turn results were recorded,
+// as in TurnGate) makes the session not idle.
+func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, idle bool, prior *TurnInput, err error) {
 	err = db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-		ON CONFLICT DO NOTHING RETURNING created_at`, turnID, sessionID, clientKeyID, string(message), idemKey).Scan(&arrived)
+		ON CONFLICT DO NOTHING RETURNING created_at, NOT EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
+			AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity'))`,
+		turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration).Scan(&arrived, &idle)
 	switch {
 	case err == nil:
-		return arrived, nil, nil
+		return arrived, idle, nil, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return time.Time{}, nil, fmt.Errorf("store turn input: %w", err)
+		return time.Time{}, false, nil, fmt.Errorf("store turn input: %w", err)
 	case idemKey == "":
-		return time.Time{}, nil, nil // this very turn id, stored before
+		return time.Time{}, false, nil, nil // this very turn id, stored before
 	}
 	// Another request stored a message under this key first.
 	ti, err := turnInputByKey(ctx, db, sessionID, idemKey)
 	if errors.Is(err, ErrNotFound) {
-		return time.Time{}, nil, nil // the conflict was this very turn id, stored before
+		return time.Time{}, false, nil, nil // the conflict was this very turn id, stored before
 	}
 	if err != nil {
-		return time.Time{}, nil, err
+		return time.Time{}, false, nil, err
 	}
-	return ti.Arrived, &ti, nil
+	return ti.Arrived, false, &ti, nil
 }
 
 // TurnOfSession reports whether turnID is a turn of sessionID: turn ids

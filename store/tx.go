@@ -17,6 +17,8 @@ type Tx struct {
 	// them after; see ReadBudgetsWithAttempt).
 	budgetKey *string
 	budgets   []BudgetState
+	// results are the turn results stored in it (RecordTurnResult).
+	results []recordedResult
 }
 
 // reads are the lookups that run alike on a pool connection (Store) or
@@ -38,9 +40,15 @@ func (r reads) GetProfile(ctx context.Context, id string) (Profile, error) {
 // Tx runs fn in a transaction. Events appended in it with Tx.AppendEvents
 // reach this process's followers without a query once it committed.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.tx(ctx, func(t *trackedTx) error {
-		return fn(&Tx{reads: reads{q: t}, db: t, s: s})
+	var tx *Tx
+	err := s.tx(ctx, func(t *trackedTx) error {
+		tx = &Tx{reads: reads{q: t}, db: t, s: s}
+		return fn(tx)
 	})
+	if err == nil && tx != nil {
+		s.announceResults(tx.results)
+	}
+	return err
 }
 
 // tx runs fn in a tracked transaction (see trackedTx).

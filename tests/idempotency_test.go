@@ -160,7 +160,7 @@ func TestResendOfALostSubmissionRunsItOnce(t *testing.T) {
 	d := e.open()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, prior, err := e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostkeyed00000000000000000000", d.keyID, []byte(`{"role":"user","content":"stored, never submitted"}`), "lost-1", store.Caps{})
+	_, _, prior, err := e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostkeyed00000000000000000000", d.keyID, []byte(`{"role":"user","content":"stored, never submitted"}`), "lost-1", store.Caps{})
 	require.NoError(t, err)
 	require.Nil(t, prior)
 	term := testenv.Terminal(t, d.keyed(ctx, "lost-1", "stored, never submitted"))

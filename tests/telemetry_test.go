@@ -86,7 +86,8 @@ auth_token = "literal-token"
 	require.True(t, ok, "spans in the client's trace: %v", names)
 	assert.Equal(t, spanID, httpSpan.Parent().SpanID().String())
 	assert.Contains(t, httpSpan.Attributes(), attribute.String("bae.session.id", sid))
-	for _, n := range []string{"SignalWithStartWorkflow:Session", "HandleSignal:Enqueue", "RunActivity:CallProvider"} {
+	// The session is idle: the turn is a SendIdle Update.
+	for _, n := range []string{"UpdateWithStartWorkflow:SendIdle", "HandleUpdate:SendIdle", "RunActivity:CallProvider"} {
 		assert.Contains(t, byName, n, "spans in the client's trace: %v", names)
 	}
 

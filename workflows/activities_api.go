@@ -110,6 +110,12 @@ type CallProviderInput struct {
 	// under first and, when one is spent, answers BudgetSpent instead of
 	// calling.
 	Budgets bool `json:",omitempty"`
+	// Record (versionResultWithAppend) asks the attempt, when it stores a
+	// final answer, to store the turn's result in the same transaction
+	// and report the turn, as RecordTurnResult would (its Result holds
+	// what the workflow adds: Resumed, ResumedSpan); the result then says
+	// Recorded.
+	Record *RecordTurnResultInput `json:",omitempty"`
 }
 
 // BudgetSpent names the budget that stopped an attempt before its call.
@@ -178,6 +184,9 @@ type CallProviderResult struct {
 	// LastSeq is the sequence of the last event the attempt appended, when
 	// known (0 otherwise): the relay of the turn reads up to it.
 	LastSeq int64 `json:",omitempty"`
+	// Recorded: the turn's result was stored with the final answer
+	// (CallProviderInput.Record).
+	Recorded bool `json:",omitempty"`
 	// Begin is BeginTurn's result when the input carried Begin.
 	Begin *BeginTurnResult `json:",omitempty"`
 	// NeedsCompaction (Compact inputs only): the attempt stopped before

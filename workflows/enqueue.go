@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -51,26 +52,40 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 			return // the run ended (continue-as-new carries the turn)
 		}
 		s.dequeue(ticket)
-		s.recording++
-		defer func() { s.recording-- }()
-		res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
-		if !s.closed {
-			var err error
-			if res, err = s.runGated(ctx, in); err != nil {
-				workflow.GetLogger(ctx).Error("turn failed in the workflow", "turn_id", in.TurnID, "error", err)
-				res = TurnResult{Outcome: OutcomeFailed, FailedStep: "workflow"}
-			}
-		}
-		s.recordingIDs = append(s.recordingIDs, in.TurnID)
-		defer func() {
-			s.recordingIDs = slices.DeleteFunc(s.recordingIDs, func(id string) bool { return id == in.TurnID })
-		}()
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		rec := RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, Result: res, In: in, Started: started}
-		if _, err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
-			workflow.GetLogger(ctx).Error("record turn result", "turn_id", in.TurnID, "error", err)
-		}
+		s.runAndRecord(ctx, in, started)
 	})
+}
+
+// runAndRecord runs a turn that holds the gate (taken by the caller in the
+// same workflow step: the session is marked busy before anything yields)
+// and records its result in PostgreSQL, where the server relaying the turn
+// waits for it. A turn the session's close reached first is refused.
+func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, started time.Time) TurnResult {
+	s.recording++
+	defer func() { s.recording-- }()
+	res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
+	if !s.closed {
+		var (
+			recorded bool
+			err      error
+		)
+		if res, recorded, err = s.runGated(ctx, in, true, started); err != nil {
+			workflow.GetLogger(ctx).Error("turn failed in the workflow", "turn_id", in.TurnID, "error", err)
+			res = TurnResult{Outcome: OutcomeFailed, FailedStep: "workflow"}
+		} else if recorded {
+			return res // stored with the turn's final answer
+		}
+	}
+	s.recordingIDs = append(s.recordingIDs, in.TurnID)
+	defer func() {
+		s.recordingIDs = slices.DeleteFunc(s.recordingIDs, func(id string) bool { return id == in.TurnID })
+	}()
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	rec := RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, Result: res, In: in, Started: started}
+	if _, err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
+		workflow.GetLogger(ctx).Error("record turn result", "turn_id", in.TurnID, "error", err)
+	}
+	return res
 }
 
 // carriedQueue is the signalled turns still waiting, in queue order, for

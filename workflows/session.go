@@ -48,6 +48,13 @@ const (
 	// a spent one fails the turn (StepBudget) with the session still open.
 	changeBudgets  = "budgets"
 	versionBudgets = 1
+
+	// versionResultWithAppend: a turn that ends with a final answer
+	// stores its result in the answer's transaction (CallProviderInput.
+	// Record) instead of a RecordTurnResult local activity of its own.
+	// Histories recorded before it run RecordTurnResult for every turn.
+	changeResultWithAppend  = "result-with-append"
+	versionResultWithAppend = 1
 )
 
 // defaultTurnsPerRun bounds history growth; the workflow continues as new
@@ -98,6 +105,11 @@ type queuedTurn struct {
 func Session(ctx workflow.Context, p SessionParams) error {
 	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}}
 	s.signals = workflow.GetSignalChannel(ctx, SignalEnqueue)
+	// Set before any handler is registered: SendIdle's validator reads it.
+	s.limit = p.TurnsPerRun
+	if s.limit <= 0 {
+		s.limit = defaultTurnsPerRun
+	}
 	if p.Carry != nil {
 		s.turns = p.Carry.Turns
 		if p.Carry.Paused != nil {
@@ -121,6 +133,9 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}); err != nil {
 		return fmt.Errorf("register send update: %w", err)
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendIdle, s.sendIdle, workflow.UpdateHandlerOptions{Validator: s.validateIdle}); err != nil {
+		return fmt.Errorf("register send-idle update: %w", err)
+	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateClose, s.close); err != nil {
 		return fmt.Errorf("register close update: %w", err)
 	}
@@ -131,10 +146,6 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return fmt.Errorf("register interrupt update: %w", err)
 	}
 
-	s.limit = p.TurnsPerRun
-	if s.limit <= 0 {
-		s.limit = defaultTurnsPerRun
-	}
 	// Signalled turns still queued are carried to the next run; one that
 	// holds the gate, or is recording its result, is not, and neither is
 	// a signal not yet taken from the channel.
@@ -187,7 +198,8 @@ func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnRe
 		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
 	}
 	s.dequeue(ticket)
-	return s.runGated(ctx, in)
+	res, _, err := s.runGated(ctx, in, false, time.Time{})
+	return res, err
 }
 
 // enqueue gives a turn the next ticket, at the tail of the queue, or at
@@ -242,8 +254,10 @@ func (s *session) awaitGate(ctx workflow.Context, in SendMessageInput, ticket in
 
 // runGated runs one turn that holds the gate: it marks the session busy,
 // resumes or abandons a paused turn, runs the turn and applies its outcome
-// to the session (pause, or end on a session-ending failure).
-func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
+// to the session (pause, or end on a session-ending failure). record says
+// the caller records the result (the turn started then): the turn's final
+// answer may store it instead, which recorded reports.
+func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record bool, started time.Time) (res TurnResult, recorded bool, err error) {
 	s.busy, s.running = true, in.TurnID
 	defer func() { s.busy, s.running = false, "" }()
 
@@ -270,22 +284,27 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResul
 	o.interruptible = workflow.GetVersion(ctx, changeInterrupt, workflow.DefaultVersion, versionInterrupt) >= versionInterrupt
 	o.stoppable = o.interruptible && o.localProvider && workflow.GetVersion(ctx, changeStopCall, workflow.DefaultVersion, versionStopCall) >= versionStopCall
 	o.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, versionBudgets) >= versionBudgets
-	res, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
-	if err != nil {
-		return TurnResult{}, err
+	if record && workflow.GetVersion(ctx, changeResultWithAppend, workflow.DefaultVersion, versionResultWithAppend) >= versionResultWithAppend {
+		o.record = &RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, In: in, Started: started,
+			Result: TurnResult{Resumed: resumed, ResumedSpan: resumedSpan}}
 	}
+	lres, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
+	if err != nil {
+		return TurnResult{}, false, err
+	}
+	res, recorded = lres.TurnResult, lres.recorded
 	res.Resumed, res.ResumedSpan = resumed, resumedSpan
 	if o.observable {
-		s.keepMemo(ctx, in.TurnID, res)
+		s.keepMemo(ctx, in.TurnID, lres)
 	}
 	switch {
 	case res.Outcome == OutcomePaused:
 		s.pause(ctx, PausedTurn{Owner: in.ClientKeyID, TurnID: in.TurnID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout), Span: in.Span})
-	case res.sessionEnded:
+	case lres.sessionEnded:
 		s.markClosed(ctx, "error")
 		s.cleanup(ctx, CleanupInput{SessionID: s.p.SessionID, ClientKeyID: in.ClientKeyID, Reason: "session_error"})
 	}
-	return res.TurnResult, nil
+	return res, recorded, nil
 }
 
 // keepMemo puts the profile's name (once per run) and the last failed turn

@@ -27,6 +27,10 @@ type fakeActivities struct {
 	pauseFor map[string]bool
 	start    time.Time
 	now      func() time.Time
+	// withAnswer makes a final answer store the turn's result when the
+	// workflow asks (CallProviderInput.Record), kept here.
+	withAnswer bool
+	stored     []workflows.RecordTurnResultInput
 }
 
 func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
@@ -45,6 +49,12 @@ func (f *fakeActivities) CallProvider(ctx context.Context, in workflows.CallProv
 	defer f.mu.Unlock()
 	if f.pauseFor[in.ClientKeyID] && !resumed(f.begins, in.TurnID) {
 		return workflows.CallProviderResult{OK: true, ToolCalls: []workflows.ToolCall{{ID: "tu_1", Name: "t", Dispatch: events.DispatchClient}}}, nil
+	}
+	if f.withAnswer && in.Record != nil {
+		rec := *in.Record
+		rec.Result.Outcome, rec.Result.Provider = workflows.OutcomeCompleted, in.Provider
+		f.stored = append(f.stored, rec)
+		return workflows.CallProviderResult{OK: true, Final: true, Recorded: true}, nil
 	}
 	return workflows.CallProviderResult{OK: true, Final: true}, nil
 }

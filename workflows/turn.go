@@ -14,6 +14,8 @@ type turnResult struct {
 	TurnResult
 	sessionEnded bool
 	profileName  string
+	// recorded: the final attempt stored the result (turnOptions.record).
+	recorded bool
 }
 
 // turnNotes is what a turn learns on the way, for its result and the memo.
@@ -50,6 +52,9 @@ type turnOptions struct {
 	stoppable bool
 	// budgets (versionBudgets): attempts check the budgets before calling.
 	budgets bool
+	// record (versionResultWithAppend): the turn's result is stored with
+	// its final answer; nil when the caller records it (or never does).
+	record *RecordTurnResultInput
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -257,7 +262,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				if it == 0 && attempt == 0 && retry == 0 && first != nil {
 					res, err = first.res, first.err // made with the begin
 				} else {
-					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry, Budgets: o.budgets})
+					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry, Budgets: o.budgets, Record: o.record})
 				}
 				if err == nil && res.BudgetSpent != nil {
 					// No fallback spends another budget: the turn ends here.
@@ -307,7 +312,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonAllProvidersFailed, Attempts: len(begin.Providers)})
 		}
 		if res.Final {
-			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted, LastSeq: res.LastSeq}}, nil
+			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted, LastSeq: res.LastSeq}, recorded: res.Recorded}, nil
 		}
 		for _, call := range res.ToolCalls {
 			tool, ok := serverToolFor(call.Dispatch)
@@ -367,7 +372,7 @@ func startTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions) (BeginTur
 		b, err := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, nil, err
 	}
-	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in, Compact: o.compaction, Budgets: o.budgets})
+	res, err := runAttempt(ctx, o, CallProviderInput{TurnRef: in.TurnRef, FailAsError: o.observable, Begin: &in, Compact: o.compaction, Budgets: o.budgets, Record: o.record})
 	if _, failed := attemptFailure(err); failed {
 		b, berr := beginTurn.runLocal(dbCtx(ctx, o), in)
 		return b, &firstAttempt{err: err}, berr

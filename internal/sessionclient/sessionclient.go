@@ -148,6 +148,27 @@ func (e *Client) Enqueue(ctx context.Context, ref workflows.SessionRef, in workf
 	return nil
 }
 
+// SendIdle submits a stored message's turn as a SendIdle Update, starting
+// the workflow first when it is not running, and waits for the turn's
+// result. The workflow accepts it only when the session is idle (see
+// workflows.UpdateSendIdle); refused reports its refusal, which is not
+// written to history. The Update's id is the turn id, so a repeated call
+// gets the first one's outcome.
+func (e *Client) SendIdle(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (res workflows.TurnResult, refused bool, err error) {
+	h, err := e.updateWithStart(ctx, ref, in.TurnID, workflows.UpdateSendIdle, in, client.WorkflowUpdateStageCompleted)
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.Type() == workflows.ErrSessionBusy {
+			return workflows.TurnResult{}, true, nil
+		}
+		return workflows.TurnResult{}, false, fmt.Errorf("send idle turn %s: %w", in.TurnID, err)
+	}
+	return res, false, nil
+}
+
 // AwaitTurn waits for the outcome of a SendMessage update already submitted
 // by a server from before the Enqueue signal (an idempotent resend of such
 // a turn relays it) without submitting anything. found is
