@@ -76,6 +76,8 @@ type session struct {
 	live *liveTurn
 	// running is the turn holding the gate ("" when none).
 	running string
+	// rewinding counts the Rewind updates holding the gate (see rewind.go).
+	rewinding int
 	// signals is the queue's signal channel; seen, pending and recording
 	// account for the signalled turns (see enqueue.go).
 	signals      workflow.ReceiveChannel
@@ -129,6 +131,9 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateInterrupt, s.interrupt); err != nil {
 		return fmt.Errorf("register interrupt update: %w", err)
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateRewind, s.rewind); err != nil {
+		return fmt.Errorf("register rewind update: %w", err)
 	}
 
 	s.limit = p.TurnsPerRun
@@ -225,7 +230,7 @@ func (s *session) awaitGate(ctx workflow.Context, in SendMessageInput, ticket in
 		if s.closed {
 			return true
 		}
-		if s.busy || (signalled && s.rolloverDue(ctx)) {
+		if s.busy || s.rewinding > 0 || (signalled && s.rolloverDue(ctx)) {
 			return false
 		}
 		if s.paused != nil {
