@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/api/wire"
@@ -104,6 +106,8 @@ func (c *clientAPI) rewind(call *rpcCall) {
 		call.fail(rewindRefusal(out.refusal))
 		return
 	}
+	trace.SpanFromContext(call.r.Context()).SetAttributes(attribute.Int("bae.rewind.turns", len(out.res.Rewind.TurnIDs)),
+		attribute.Int("bae.rewind.tool_calls", len(out.res.Rewind.ToolCalls)))
 	call.result(rewindView{EventID: out.res.EventID, RewindPayload: out.res.Rewind})
 }
 

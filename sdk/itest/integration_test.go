@@ -631,6 +631,11 @@ func (e *env) forkAndRewind(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, e.fake.Requests()[n].Messages(), 3, "alpha, its answer, delta")
 
+	// The same point again takes the turn sent since; then nothing is left.
+	again, err := s.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
+	require.NoError(t, err)
+	assert.Len(t, again.TurnIDs, 1)
+	assert.NotEqual(t, res.TurnIDs[0], again.TurnIDs[0])
 	_, err = s.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
 	assert.True(t, sdk.IsNothingToRewind(err), "%v", err)
 	_, err = f.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
