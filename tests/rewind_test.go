@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -326,4 +327,54 @@ func TestRewindRefusals(t *testing.T) {
 	d.closeSession()
 	rpcErr := d.call("session.rewind", map[string]any{"turn_id": turns[0]})
 	require.NotNil(t, rpcErr["error"])
+}
+
+// TestRewindBeforeCompaction: a rewind of the turn that compacted the
+// conversation restores the view from before it ("context_restored"): the
+// source's next request is the bytes a fork taken just before that turn
+// sends, which never saw the summary.
+func TestRewindBeforeCompaction(t *testing.T) {
+	e, _, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	d := e.openOn(pid, nil)
+	d.register()
+	var lastBefore any // the last event before the compacting turn
+	compacted := false
+	for i := 0; i < 120 && !compacted; i++ {
+		evs := d.allEvents()
+		lastBefore = evs[len(evs)-1]["id"]
+		_, term := d.send(userText(i))
+		require.Nil(t, term["error"], "turn %d", i)
+		for _, ev := range resultEvents(term) {
+			compacted = compacted || ev["event_type"] == "session.compaction" && payload(ev)["layer"] == "summary"
+		}
+	}
+	require.True(t, compacted, "the session compacted")
+	f, _ := d.forkOf(map[string]any{"at_event_id": lastBefore, "client_version": "test"})
+
+	res := d.rewindOf(map[string]any{"before_event_id": nextEventID(t, d, lastBefore)})
+	assert.Equal(t, true, res["context_restored"])
+	require.Len(t, res["turn_ids"], 1)
+
+	n := len(e.fake.Requests())
+	_, term := f.send("after the rewind")
+	require.Nil(t, term["error"])
+	forkReq := lastRequestOn(t, e.fake, "small", n)
+	n = len(e.fake.Requests())
+	_, term = d.send("after the rewind")
+	require.Nil(t, term["error"])
+	srcReq := lastRequestOn(t, e.fake, "small", n)
+	assert.Equal(t, string(forkReq), string(srcReq), fmt.Sprintf("fork request %d bytes, source %d", len(forkReq), len(srcReq)))
+}
+
+// nextEventID is the id of the event after id in d's log.
+func nextEventID(t *testing.T, d *driver, id any) string {
+	t.Helper()
+	evs := d.allEvents()
+	for i, ev := range evs[:len(evs)-1] {
+		if ev["id"] == id {
+			return evs[i+1]["id"].(string)
+		}
+	}
+	t.Fatalf("no event after %v", id)
+	return ""
 }
