@@ -57,17 +57,24 @@ func (d *Deps) runRewind(ctx context.Context, sessionID string, p wire.RewindPar
 		}
 		in.BeforeSeq = seq
 	}
-	if in.TurnID != "" {
-		// A turn's running provider call stops now rather than at its end.
-		d.stopCall(ctx, d.Log, sessionID, "")
+	req := store.RewindRequest{RewindID: in.RewindID, TurnID: in.TurnID, BeforeSeq: in.BeforeSeq, ClientKeyID: clientKeyID, By: in.By}
+	// A rewind refused anyway leaves a running turn alone.
+	err := d.Store.CheckRewind(ctx, sessionID, req)
+	if refusal, ok := activities.RewindRefusal(err); ok {
+		return rewindOutcome{refusal: refusal}, nil
 	}
+	if err != nil {
+		return rewindOutcome{}, err
+	}
+	// A running turn is interrupted first: its provider call stops now
+	// rather than when the call ends (see stopCall).
+	d.stopCall(ctx, d.Log, sessionID, "")
 	res, running, err := d.Engine.Rewind(ctx, sessionID, in)
 	if err != nil {
 		return rewindOutcome{}, err
 	}
 	if !running {
-		pl, id, err := d.Store.Rewind(ctx, sessionID, store.RewindRequest{RewindID: in.RewindID, TurnID: in.TurnID,
-			BeforeSeq: in.BeforeSeq, ClientKeyID: clientKeyID, By: in.By})
+		pl, id, err := d.Store.Rewind(ctx, sessionID, req)
 		if refusal, ok := activities.RewindRefusal(err); ok {
 			return rewindOutcome{refusal: refusal}, nil
 		}

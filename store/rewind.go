@@ -115,6 +115,36 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, req RewindRequest)
 	return out, eventID, err
 }
 
+// CheckRewind is Rewind's refusals without the rewind: nil when, as the
+// log stands, req would rewind at least one turn. A rewind interrupts the
+// running turn before it reads the log, so a request it would refuse is
+// refused here first, leaving a running turn alone. Rewind still decides.
+func (s *Store) CheckRewind(ctx context.Context, sessionID string, req RewindRequest) error {
+	var state string
+	var forkedAt int64
+	if err := s.Pool.QueryRow(ctx, `SELECT state, coalesce(forked_event_seq, 0) FROM sessions WHERE id = $1`, sessionID).Scan(&state, &forkedAt); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("rewind: session %s: %w", sessionID, ErrNotFound)
+		}
+		return fmt.Errorf("rewind: read session: %w", err)
+	}
+	if state != StateOpen {
+		return &NotOpenError{State: state}
+	}
+	point, err := rewindPoint(ctx, s.Pool, sessionID, req, forkedAt)
+	if err != nil {
+		return err
+	}
+	turns, err := rewindableTurns(ctx, s.Pool, sessionID, point)
+	if err != nil {
+		return err
+	}
+	if len(turns) == 0 {
+		return ErrNothingToRewind
+	}
+	return nil
+}
+
 // rewindPoint is the last event kept: the one before the first event of
 // the turn named, or of the turn holding the event named, or before the
 // event named when it is in no turn.

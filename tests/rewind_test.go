@@ -184,8 +184,10 @@ func TestRewindWhileTurnRunning(t *testing.T) {
 		return n == 2
 	}, time.Minute, 20*time.Millisecond, "the second message is queued")
 
+	// A rewind refused anyway leaves the running turn alone.
+	rpcError(t, d.call("session.rewind", map[string]any{"turn_id": "trn_" + strings.Repeat("0", 32)}), -32602)
 	res := d.rewindOf(map[string]any{"turn_id": running})
-	assert.Equal(t, running, res["interrupted_turn_id"])
+	assert.Equal(t, running, res["interrupted_turn_id"], "the refused rewind did not interrupt it")
 	assert.Equal(t, []any{running}, res["turn_ids"])
 	_, out := untilTerminal(t, send)
 	assert.Equal(t, true, out["result"].(map[string]any)["interrupted"])
