@@ -124,6 +124,10 @@ func (a *Activities) endSessionSpan(ctx context.Context, in workflows.CleanupInp
 			attribute.String(telemetry.AttrClientKeyID, sp.ClientKeyID),
 		},
 	}
+	if sp.ForkedFrom != "" {
+		r.Attrs = append(r.Attrs, attribute.String(telemetry.AttrForkedFrom, sp.ForkedFrom),
+			attribute.Int64(telemetry.AttrForkedEventSeq, sp.ForkedEventSeq))
+	}
 	if sp.State == "error" {
 		r.Error = "session error"
 	}

@@ -68,6 +68,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 		r.Post("/budgets/{scope}/{subject}/reset", handle(a.resetBudget))
 		r.Delete("/budgets/{scope}/{subject}", handle(a.deleteBudget))
 		r.Post("/sessions/{id}/fork", handle(a.adminFork))
+		r.Post("/sessions/{id}/rewind", handle(a.adminRewind))
 		r.Get("/sessions/{id}/lineage", handle(a.sessionLineage))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/store"
@@ -87,4 +88,34 @@ func toolRefusal(e *sessiontools.RefusedError) *RPCError {
 		return NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", e.Detail)
 	}
 	return NewRPCError(-32603, "Internal error: %s", fmt.Sprint(e))
+}
+
+// rewindRefusal is the client's error for a refused session.rewind.
+func rewindRefusal(r workflows.RewindRefusal) *RPCError {
+	switch r {
+	case workflows.RewindSessionNotOpen:
+		return NewRPCError(-32000, "session is not open")
+	case workflows.RewindNoSuchPoint:
+		return NewRPCError(-32602, "Invalid params: no such turn in this session (a queued turn has not begun)")
+	case workflows.RewindBeforeFork:
+		return NewRPCError(-32000, "rewind_before_fork: the point is in what this fork inherited; fork the source at that point instead")
+	case workflows.RewindNothingToDo:
+		return NewRPCError(-32000, "nothing_to_rewind: no turn after that point is left in the conversation")
+	}
+	return NewRPCError(-32603, "Internal error: rewind refused (%s)", r)
+}
+
+// rewindProblem is the admin route's problem for a refused rewind.
+func rewindProblem(r workflows.RewindRefusal) *Problem {
+	switch r {
+	case workflows.RewindSessionNotOpen:
+		return conflict("session_not_open", "session is not open")
+	case workflows.RewindNoSuchPoint:
+		return badRequest("no such turn in this session (a queued turn has not begun)")
+	case workflows.RewindBeforeFork:
+		return conflict("rewind_before_fork", "the point is in what this fork inherited; fork the source at that point instead")
+	case workflows.RewindNothingToDo:
+		return conflict("nothing_to_rewind", "no turn after that point is left in the conversation")
+	}
+	return problem(http.StatusInternalServerError, "internal", "rewind refused ("+string(r)+")")
 }

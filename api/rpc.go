@@ -242,6 +242,8 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.interrupt(call)
 	case methodFork:
 		c.fork(call)
+	case methodRewind:
+		c.rewind(call)
 	case "session.startRemoteSandbox", "session.stopRemoteSandbox", "session.execRemoteSandbox", "session.cancelSubagent":
 		c.sessionTool(call)
 	default:

@@ -42,6 +42,9 @@ type Engine interface {
 	Interrupt(ctx context.Context, sessionID string, in workflows.InterruptInput) (workflows.InterruptResult, error)
 	// Control reads the session's turn gate (running, queued, paused).
 	Control(ctx context.Context, sessionID string) (workflows.ControlView, error)
+	// Rewind submits a Rewind update and returns once it is stored or
+	// refused; running is false when the session's workflow is not running.
+	Rewind(ctx context.Context, sessionID string, in workflows.RewindInput) (res workflows.RewindResult, running bool, err error)
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

@@ -139,6 +139,8 @@ func (c *Console) routes() http.Handler {
 		r.Get("/sessions/{id}/stream", c.sessionStream)
 		r.Get("/sessions/{id}/turns/{turn}/temporal", c.turnTemporal)
 		r.Post("/sessions/{id}/turns/{turn}/stop", c.turnStop)
+		r.Post("/sessions/{id}/turns/{turn}/rewind", c.turnRewind)
+		r.Post("/sessions/{id}/fork", c.sessionFork)
 		r.Get("/sessions/{id}/events", c.compactionOriginals)
 		r.Get("/profiles", c.profilesPage)
 		r.Get("/profiles/new", c.profileNew)

@@ -157,7 +157,7 @@ func (c *Console) sessionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := c.viewOf(sess, evs)
 	v.CSRF = c.auth.csrfToken(loginFrom(r.Context()))
-	data := map[string]any{"V": v, "ProfileName": profileName}
+	data := map[string]any{"V": v, "ProfileName": profileName, "Forks": c.forkTreeOf(r.Context(), sess)}
 	var usage wire.SessionUsage
 	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/sessions/"+sess.ID+"/usage", nil, &usage); p == nil {
 		data["Usage"] = usage

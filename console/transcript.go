@@ -43,6 +43,13 @@ type turnView struct {
 	// providers receive ("summarized", "tool results cleared"); the log,
 	// and so this transcript, keep it whole.
 	Compacted string
+	// RewoundBy is set once a rewind took the turn out of the
+	// conversation (who asked); the log keeps it, drawn struck through.
+	RewoundBy string
+	// Inherited: the turn is a fork's source's (no rewind from here).
+	Inherited bool
+	// LastEventID is the turn's last event, where "fork from here" forks.
+	LastEventID string
 }
 
 // entry is one bubble of a turn. Exactly one of its parts is set.
@@ -146,6 +153,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 		if endsTurn(e.Type) {
 			t.Done = true
 		}
+		t.LastEventID, t.Inherited = e.ID, e.Inherited
 		switch e.Type {
 		case events.ClientMessageSend:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, User: messageOf(payloadContent(e.Payload), calls, false)})
@@ -196,7 +204,25 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 		}
 	}
 	markCompacted(items)
+	markRewound(evs, turns)
 	return items
+}
+
+// markRewound marks the turns session.rewind events took out of the
+// conversation.
+func markRewound(evs []store.Event, turns map[string]*turnView) {
+	for _, e := range evs {
+		if e.Type != events.SessionRewind {
+			continue
+		}
+		var p events.RewindPayload
+		_ = json.Unmarshal(e.Payload, &p)
+		for _, id := range p.TurnIDs {
+			if t := turns[id]; t != nil {
+				t.RewoundBy = orDash(p.By).(string)
+			}
+		}
+	}
 }
 
 func orDash(v any) any {
@@ -245,6 +271,17 @@ func systemOf(e store.Event) *systemLine {
 		}
 	case events.SessionJoin:
 		s.Text = "Client joined" + by
+	case events.SessionRewind:
+		var rp events.RewindPayload
+		_ = json.Unmarshal(e.Payload, &rp)
+		s.Text = fmt.Sprintf("Rewound %d turn(s) by %s: out of the conversation, kept in the log", len(rp.TurnIDs), rp.By)
+		if n := len(rp.ToolCalls); n > 0 {
+			names := make([]string, 0, n)
+			for _, c := range rp.ToolCalls {
+				names = append(names, c.Name)
+			}
+			s.Text += fmt.Sprintf("; %d tool call(s) not undone (%s)", n, strings.Join(names, ", "))
+		}
 	case events.SessionDriverRegister:
 		s.Text = "Driver registered" + by
 	case events.SessionClose:

@@ -84,6 +84,13 @@ func TestPayloadShapes(t *testing.T) {
 		want string
 	}{events.InterruptedMessage{Content: json.RawMessage(`[{"type":"text","text":"par"}]`), Partial: true, By: "ck_1"}, events.ServerMessageInterrupted,
 		`{"role":"assistant","content":[{"type":"text","text":"par"}],"partial":true,"closed_tool_use_ids":[],"by":"ck_1"}`})
+	cases = append(cases, struct {
+		p    events.Payload
+		typ  events.Type
+		want string
+	}{events.RewindPayload{RewindID: "rwd_1", ToEventSeq: 4, TurnIDs: []string{"trn_a"}, By: "operator", MessageSeq: 7,
+		ToolCalls: []events.RewoundToolCall{{TurnID: "trn_a", ToolUseID: "tu", Name: "ls", Dispatch: events.DispatchMCP, ServerName: &srv}}}, events.SessionRewind,
+		`{"rewind_id":"rwd_1","to_event_seq":4,"turn_ids":["trn_a"],"tool_calls":[{"turn_id":"trn_a","tool_use_id":"tu","name":"ls","dispatch":"mcp","server_name":"fs"}],"context_restored":false,"message_seq":7,"by":"operator"}`})
 	covered := map[events.Type]bool{}
 	for _, c := range cases {
 		assert.Equal(t, c.typ, c.p.EventType())

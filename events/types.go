@@ -41,6 +41,10 @@ const (
 	// interrupted: the assistant's partial answer (bae-go only, see
 	// docs/api.md; payload InterruptedMessage).
 	ServerMessageInterrupted Type = "server.message.interrupted"
+	// SessionRewind takes turns out of the conversation the model sees,
+	// keeping them in the log (bae-go only, see docs/api.md; payload
+	// RewindPayload).
+	SessionRewind Type = "session.rewind"
 )
 
 // All returns every event type, in catalog order.
@@ -52,7 +56,7 @@ func All() []Type {
 		SessionCompaction, SessionSandboxAvailable, SessionSandboxStart, SessionSandboxRunning,
 		SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
 		SubagentStart, SubagentRunning, SubagentCompleted, SubagentFailed, SubagentCancelled,
-		ServerMessageInterrupted,
+		ServerMessageInterrupted, SessionRewind,
 	}
 }
 

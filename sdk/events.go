@@ -44,6 +44,9 @@ const (
 	// EventServerMessageInterrupted ends an interrupted turn (a bae-go
 	// extension; see InterruptedPayload).
 	EventServerMessageInterrupted = events.ServerMessageInterrupted
+	// EventSessionRewind records a rewind (a bae-go extension; see
+	// RewindPayload).
+	EventSessionRewind = events.SessionRewind
 )
 
 // EventTypes returns every known event type, in catalog order.
@@ -156,7 +159,7 @@ func Describe(e Event) string {
 		return fmt.Sprintf("%s (%s, %s)", base, str("harness"), str("dispatch"))
 	case EventSubagentFailed, EventSubagentCancelled:
 		return fmt.Sprintf("%s (%s, %s)", base, str("reason"), str("dispatch"))
-	case EventServerMessageInterrupted:
+	case EventServerMessageInterrupted, EventSessionRewind:
 		return fmt.Sprintf("%s (by %s)", base, str("by"))
 	}
 	if base == "" {
@@ -224,6 +227,8 @@ func describeType(t EventType) string {
 		return "subagent cancelled"
 	case EventServerMessageInterrupted:
 		return "server → client: interrupted assistant turn"
+	case EventSessionRewind:
+		return "turns rewound out of the conversation"
 	}
 	return ""
 }

@@ -207,6 +207,11 @@ func (e *convEntry) apply(ctx context.Context, q dbtx, br pgx.BatchResults, sess
 		fresh = fresh[:len(fresh)-1]
 	}
 	accounted := map[int64]bool{}
+	// A removal that took a row appended since also accounts for its
+	// counter value, but it may have taken cached rows too (a turn whose
+	// first messages were read before its last was appended): then the
+	// cached rows' removals are read as well.
+	freshDrop := false
 	for i := range fresh {
 		accounted[fresh[i].seq] = true
 		if fresh[i].dropped > head {
@@ -214,6 +219,7 @@ func (e *convEntry) apply(ctx context.Context, q dbtx, br pgx.BatchResults, sess
 		}
 		if d := fresh[i].dropped; d != 0 {
 			accounted[d] = true
+			freshDrop = true
 		}
 	}
 	unaccounted := func() bool {
@@ -225,7 +231,7 @@ func (e *convEntry) apply(ctx context.Context, q dbtx, br pgx.BatchResults, sess
 		return false
 	}
 	var drops []drop
-	if e.last != 0 && unaccounted() { // the full history accounts for itself
+	if e.last != 0 && (freshDrop || unaccounted()) { // the full history accounts for itself
 		// Finish the batch before the next query on the connection.
 		if err := br.Close(); err != nil {
 			return false, fmt.Errorf("read conversation: %w", err)

@@ -72,6 +72,9 @@ type ForkPoint struct {
 	// Moved: the event asked for was inside a turn, and the fork starts
 	// before that turn instead.
 	Moved bool
+	// rewoundAfter: the source was rewound after the fork point, so its
+	// current compaction state may not be the one at the fork point.
+	rewoundAfter bool
 }
 
 // ErrForkPoint: the event asked for is not in the source's log.
@@ -116,6 +119,17 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 		fp.EventSeq, fp.Moved = *cut, true
 	}
 	fp.MessageSeq = counter
+	// A rewind after the fork point took its turns out after it: the fork
+	// sees the conversation as it was before that removal.
+	var rewound *int64
+	err = q.QueryRow(ctx, `SELECT min(nullif((payload->>'message_seq')::bigint, 0)) - 1, count(*) > 0 FROM `+eventLog("$1", "e.event_type = $3 AND e.seq > $2", "")+` e`,
+		sourceID, fp.EventSeq, string(events.SessionRewind)).Scan(&rewound, &fp.rewoundAfter)
+	if err != nil {
+		return fp, fmt.Errorf("fork: find later rewinds: %w", err)
+	}
+	if rewound != nil {
+		fp.MessageSeq = *rewound
+	}
 	if !later {
 		return fp, nil // every turn is inherited: the counter is the source's
 	}
@@ -131,7 +145,7 @@ func resolveForkPoint(ctx context.Context, q dbtx, sourceID string, at int64) (F
 		return fp, fmt.Errorf("fork: find message counter: %w", err)
 	}
 	if first != nil {
-		fp.MessageSeq = *first - 1
+		fp.MessageSeq = min(fp.MessageSeq, *first-1)
 	}
 	return fp, nil
 }
@@ -201,6 +215,9 @@ func (s *Store) ForkSession(ctx context.Context, sourceID string, at int64, decl
 // point left (the summary of the last summary layer, the cleared boundary
 // of the furthest layer). A source never compacted has no state to give.
 func copyForkContext(ctx context.Context, tx dbtx, forkID string, fp ForkPoint) error {
+	if fp.rewoundAfter {
+		return deriveContext(ctx, tx, forkID, fp.SourceID, fp.EventSeq)
+	}
 	tag, err := tx.Exec(ctx, `INSERT INTO session_context (session_id, through_seq, cleared_seq, summary, summary_id, bytes_per_token)
 		SELECT $1, through_seq, cleared_seq, summary, summary_id, bytes_per_token FROM session_context
 		WHERE session_id = $2 AND through_seq <= $3 AND cleared_seq <= $3`, forkID, fp.SourceID, fp.MessageSeq)
@@ -210,19 +227,36 @@ func copyForkContext(ctx context.Context, tx dbtx, forkID string, fp ForkPoint) 
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO session_context (session_id, through_seq, cleared_seq, summary, summary_id, bytes_per_token)
+	return deriveContext(ctx, tx, forkID, fp.SourceID, fp.EventSeq)
+}
+
+// deriveContext sets targetID's compaction state to the one the
+// session.compaction events of logID's log up to event seq at left (the
+// summary of the last summary layer, the cleared boundary of the furthest
+// layer): a fork's at its fork point, a rewound session's at its rewind
+// point. A log never compacted has no state to give.
+func deriveContext(ctx context.Context, tx dbtx, targetID, logID string, at int64) error {
+	// A turn rewound before that point compacted nothing anyone sees.
+	_, err := tx.Exec(ctx, `WITH rewound AS (
+			SELECT json_array_elements_text(payload->'turn_ids') AS turn_id
+			FROM `+eventLog("$2", "e.event_type = $6", "")+` r WHERE seq <= $3
+		), comp AS (
+			SELECT seq, payload FROM `+eventLog("$2", "e.event_type = $4", "")+` e
+			WHERE seq <= $3 AND (turn_id IS NULL OR turn_id NOT IN (SELECT turn_id FROM rewound))
+		)
+		INSERT INTO session_context (session_id, through_seq, cleared_seq, summary, summary_id, bytes_per_token)
 		SELECT $1, coalesce(sm.through, 0), greatest(coalesce(cl.cleared, 0), coalesce(sm.through, 0)),
 			coalesce(sm.summary, ''), coalesce(sm.id, ''), coalesce((SELECT bytes_per_token FROM session_context WHERE session_id = $2), 0)
 		FROM (SELECT 1 FROM session_context WHERE session_id = $2) one
 		LEFT JOIN LATERAL (SELECT (payload->'messages'->>'through_seq')::bigint AS through, payload->>'summary' AS summary,
 				payload->>'compaction_id' AS id
-			FROM `+eventLog("$2", "true", "")+` e WHERE event_type = $4 AND seq <= $3 AND payload->>'layer' = $5
-			ORDER BY seq DESC LIMIT 1) sm ON true
-		LEFT JOIN LATERAL (SELECT max((payload->'messages'->>'through_seq')::bigint) AS cleared
-			FROM `+eventLog("$2", "true", "")+` e WHERE event_type = $4 AND seq <= $3) cl ON true`,
-		forkID, fp.SourceID, fp.EventSeq, string(events.SessionCompaction), events.LayerSummary)
+			FROM comp WHERE payload->>'layer' = $5 ORDER BY seq DESC LIMIT 1) sm ON true
+		LEFT JOIN LATERAL (SELECT max((payload->'messages'->>'through_seq')::bigint) AS cleared FROM comp) cl ON true
+		ON CONFLICT (session_id) DO UPDATE SET through_seq = excluded.through_seq, cleared_seq = excluded.cleared_seq,
+			summary = excluded.summary, summary_id = excluded.summary_id`,
+		targetID, logID, at, string(events.SessionCompaction), events.LayerSummary, string(events.SessionRewind))
 	if err != nil {
-		return fmt.Errorf("fork: derive context: %w", err)
+		return fmt.Errorf("derive context: %w", err)
 	}
 	return nil
 }

@@ -136,6 +136,10 @@ type SessionSpan struct {
 	ClientKeyID string
 	State       string
 	CreatedAt   time.Time
+	// ForkedFrom is the source of a fork ("" for a session that is not
+	// one), ForkedEventSeq the last event it inherited.
+	ForkedFrom     string
+	ForkedEventSeq int64
 }
 
 // TakeSessionSpan claims an ended session's span ref for emitting, so that
@@ -146,8 +150,8 @@ func (s *Store) TakeSessionSpan(ctx context.Context, sessionID string) (SessionS
 	err := s.Pool.QueryRow(ctx, `UPDATE sessions s SET span = NULL
 		FROM (SELECT id, span FROM sessions WHERE id = $1 AND span IS NOT NULL AND state <> 'open' FOR UPDATE) old
 		WHERE s.id = old.id
-		RETURNING old.span, s.profile_id, s.client_key_id, s.state, s.created_at`, sessionID).
-		Scan(&sp.Ref, &sp.ProfileID, &sp.ClientKeyID, &sp.State, &sp.CreatedAt)
+		RETURNING old.span, s.profile_id, s.client_key_id, s.state, s.created_at, coalesce(s.forked_from, ''), coalesce(s.forked_event_seq, 0)`, sessionID).
+		Scan(&sp.Ref, &sp.ProfileID, &sp.ClientKeyID, &sp.State, &sp.CreatedAt, &sp.ForkedFrom, &sp.ForkedEventSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionSpan{}, false, nil
 	}

@@ -43,6 +43,22 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "session_history")
 	})
+	t.Run("rewind", func(t *testing.T) {
+		// A Rewind update that interrupts a paused turn first, then
+		// rewinds it and the turn before; a turn after it; a close.
+		e := newEnv(t, envOpts{})
+		d := e.open("get_time")
+		d.send("one")
+		d.send("two")
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "get_time", nil))
+		d.send("what time?")
+		turns := turnIDs(t, e, d.sid)
+		res := d.rewindOf(map[string]any{"turn_id": turns[1]})
+		require.Equal(t, turns[2], res["interrupted_turn_id"])
+		d.send("again")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "rewind")
+	})
 	t.Run("begin_in_attempt", func(t *testing.T) {
 		// BeginTurn inside the first provider attempt (versionBeginInAttempt):
 		// a text turn, a failed primary (its begin read back) answered by

@@ -22,6 +22,7 @@ const (
 	ActCompactContext   = "CompactContext"
 	ActInterruptTurn    = "InterruptTurn"
 	ActRecordTurnResult = "RecordTurnResult"
+	ActRewindSession    = "RewindSession"
 )
 
 // RecordTurnResultInput stores a signalled turn's result for the server

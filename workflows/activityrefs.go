@@ -28,6 +28,7 @@ type Activities interface {
 	CompactContext(ctx context.Context, in CompactContextInput) error
 	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
 	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) (TurnResult, error)
+	RewindSession(ctx context.Context, in RewindSessionInput) (RewindResult, error)
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -91,6 +92,7 @@ var (
 	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
 	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
 	recordResult    = call[RecordTurnResultInput, TurnResult]{ActRecordTurnResult, Activities.RecordTurnResult}
+	rewindSession   = call[RewindSessionInput, RewindResult]{ActRewindSession, Activities.RewindSession}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -103,6 +105,7 @@ func refMethods() map[string]any {
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
 		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
 		interruptTurn.name: interruptTurn.method, recordResult.name: recordResult.method,
+		rewindSession.name: rewindSession.method,
 	}
 }
 

@@ -83,6 +83,8 @@ type session struct {
 	live *liveTurn
 	// running is the turn holding the gate ("" when none).
 	running string
+	// rewinding counts the Rewind updates holding the gate (see rewind.go).
+	rewinding int
 	// signals is the queue's signal channel; seen, pending and recording
 	// account for the signalled turns (see enqueue.go).
 	signals      workflow.ReceiveChannel
@@ -144,6 +146,9 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateInterrupt, s.interrupt); err != nil {
 		return fmt.Errorf("register interrupt update: %w", err)
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateRewind, s.rewind); err != nil {
+		return fmt.Errorf("register rewind update: %w", err)
 	}
 
 	// Signalled turns still queued are carried to the next run; one that
@@ -237,7 +242,7 @@ func (s *session) awaitGate(ctx workflow.Context, in SendMessageInput, ticket in
 		if s.closed {
 			return true
 		}
-		if s.busy || (signalled && s.rolloverDue(ctx)) {
+		if s.busy || s.rewinding > 0 || (signalled && s.rolloverDue(ctx)) {
 			return false
 		}
 		if s.paused != nil {

@@ -79,6 +79,8 @@ func commands() []command {
 			summary: "Show a session's event history (works for closed sessions too)."},
 		{path: "fork session", args: []string{"session_id", "client_key_id"}, setup: forkSessionCmd,
 			summary: "Fork a session for one of its participants (client_key_id): a new idle session whose history is the source's, shared. The session key is shown once."},
+		{path: "rewind session", args: []string{"session_id"}, setup: rewindSessionCmd,
+			summary: "Rewind a session to before a turn (--turn) or an event (--before-event): the turns after it leave the conversation the model sees and stay in the log; a running turn is interrupted first. Tool side effects are not undone."},
 		{path: "get lineage", args: []string{"session_id"}, setup: lineageCmd,
 			summary: "Show where a session was forked from and the sessions forked from it."},
 		{path: "list providers", setup: listProvidersCmd,

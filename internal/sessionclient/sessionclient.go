@@ -254,6 +254,30 @@ func (e *Client) Interrupt(ctx context.Context, sessionID string, in workflows.I
 	return res, nil
 }
 
+// Rewind submits a Rewind update under the rewind's id (a retried request
+// is the same update) and waits for its result. running is false when the
+// session's workflow is not running: no turn can run then either.
+func (e *Client) Rewind(ctx context.Context, sessionID string, in workflows.RewindInput) (workflows.RewindResult, bool, error) {
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateID:     in.RewindID,
+		UpdateName:   workflows.UpdateRewind,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.RewindResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		if notRunning(err) {
+			return workflows.RewindResult{}, false, nil
+		}
+		return workflows.RewindResult{}, true, fmt.Errorf("rewind update: %w", err)
+	}
+	return res, true, nil
+}
+
 // Control reads the session's turn gate (the Control query). A session
 // whose workflow is not running is idle.
 func (e *Client) Control(ctx context.Context, sessionID string) (workflows.ControlView, error) {

@@ -25,7 +25,11 @@ const (
 	SpanSandboxExec     = "bae.sandbox.exec"
 	SpanSubagent        = "bae.subagent"
 
-	AttrSessionID           = "bae.session.id"
+	AttrSessionID = "bae.session.id"
+	// AttrForkedFrom and AttrForkedEventSeq link a fork's bae.session
+	// span to its source (bae-go only).
+	AttrForkedFrom          = "bae.session.forked_from"
+	AttrForkedEventSeq      = "bae.session.forked_event_seq"
 	AttrProfileID           = "bae.profile.id"
 	AttrClientKeyID         = "bae.client_key.id"
 	AttrTurnOutcome         = "bae.turn.outcome"

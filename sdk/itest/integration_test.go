@@ -110,6 +110,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("ErrorsAndDeclarations", e.errorsAndDeclarations)
 	t.Run("SandboxDeclarationsAndReports", e.sandboxDeclarations)
 	t.Run("Deltas", e.deltas)
+	t.Run("ForkAndRewind", e.forkAndRewind)
 }
 
 // deltas: an OnDelta hook sees the answer as it is written; the text
@@ -574,4 +575,71 @@ func (e *env) sandboxDeclarations(t *testing.T) {
 	last := evs[len(evs)-1]
 	assert.Equal(t, sdk.EventSessionSandboxError, last.Type)
 	assert.JSONEq(t, `{"dispatch":"local","image":"alpine:3","unsandboxed":false,"container_id":"c1","detail":"oom"}`, string(last.Payload))
+}
+
+// forkAndRewind: Fork returns a registered driver on a session that starts
+// where the source is; Rewind takes a turn out of the next request, and
+// its refusals are typed.
+func (e *env) forkAndRewind(t *testing.T) {
+	ctx := ctxT(t)
+	cfg, _ := e.config(t, e.profile(t, "misc"))
+	s, err := sdk.Connect(ctx, cfg)
+	require.NoError(t, err)
+	lane := e.fake.Lane("misc")
+	var firstEvent string
+	for i, m := range []string{"alpha", "beta"} {
+		lane.Enqueue(fakeprovider.Text("answer " + m))
+		_, err := s.Send(ctx, m)
+		require.NoError(t, err, "turn %d", i)
+		if i == 0 {
+			firstEvent = s.LastEventID()
+		}
+	}
+
+	f, at, err := s.Fork(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, s.ID, at.SessionID)
+	assert.False(t, at.MovedToTurnStart)
+	lane.Enqueue(fakeprovider.Text("on the fork"))
+	n := len(e.fake.Requests())
+	_, err = f.Send(ctx, "gamma")
+	require.NoError(t, err)
+	assert.Len(t, e.fake.Requests()[n].Messages(), 5)
+
+	_, _, err = s.Fork(ctx, "evt_nope")
+	assert.True(t, sdk.IsInvalidParams(err), "%v", err)
+
+	// Rewind to after the first turn's last event: the second turn goes.
+	var before string
+	passed := false
+	for ev, err := range s.Events(ctx, sdk.EventsQuery{}) {
+		require.NoError(t, err)
+		if passed && before == "" && ev.Type == sdk.EventClientMessageSend {
+			before = ev.ID
+		}
+		passed = passed || ev.ID == firstEvent
+	}
+	require.NotEmpty(t, before)
+	res, err := s.Rewind(ctx, sdk.RewindPoint{BeforeEventID: before})
+	require.NoError(t, err)
+	require.Len(t, res.TurnIDs, 1)
+	assert.Empty(t, res.ToolCalls)
+	assert.NotEmpty(t, res.EventID)
+	lane.Enqueue(fakeprovider.Text("after the rewind"))
+	n = len(e.fake.Requests())
+	_, err = s.Send(ctx, "delta")
+	require.NoError(t, err)
+	assert.Len(t, e.fake.Requests()[n].Messages(), 3, "alpha, its answer, delta")
+
+	// The same point again takes the turn sent since; then nothing is left.
+	again, err := s.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
+	require.NoError(t, err)
+	assert.Len(t, again.TurnIDs, 1)
+	assert.NotEqual(t, res.TurnIDs[0], again.TurnIDs[0])
+	_, err = s.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
+	assert.True(t, sdk.IsNothingToRewind(err), "%v", err)
+	_, err = f.Rewind(ctx, sdk.RewindPoint{TurnID: res.TurnIDs[0]})
+	assert.True(t, sdk.IsRewindBeforeFork(err), "%v", err)
+	_, err = s.Rewind(ctx, sdk.RewindPoint{TurnID: "trn_nope"})
+	assert.True(t, sdk.IsInvalidParams(err), "%v", err)
 }

@@ -22,6 +22,7 @@ const (
 	EventPrefix    = "evt_"
 	SubagentPrefix = "sba_"
 	TurnPrefix     = "trn_"
+	RewindPrefix   = "rwd_"
 
 	ClientKeyPrefix  = "bae_"
 	SessionKeyPrefix = "bae_ses_"
