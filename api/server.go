@@ -122,7 +122,7 @@ type Deps struct {
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when
 // AuthFailures is negative.
-func (d *Deps) newAuthLimiter() *authLimiter {
+func (d *Deps) newAuthLimiter(port string) *authLimiter {
 	n, win := d.AuthFailures, d.AuthWindow
 	if n < 0 {
 		return nil
@@ -133,7 +133,14 @@ func (d *Deps) newAuthLimiter() *authLimiter {
 	if win <= 0 {
 		win = time.Minute
 	}
-	return newAuthLimiter(n, win)
+	l := newAuthLimiter(n, win)
+	if d.Store != nil {
+		// Counted across replicas (see authLimiter).
+		l.shared = func(ctx context.Context, addr string) (int, time.Duration, error) {
+			return d.Store.RecordAuthFailure(ctx, port, addr, win)
+		}
+	}
+	return l
 }
 
 func (d *Deps) maxBody() int64 {
