@@ -104,10 +104,13 @@ type Deps struct {
 	// and one profile (zero fields: no bound).
 	Caps store.Caps
 	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
-	// session.subscribe streams on one session and one client key on this
-	// replica (0: no bound).
+	// session.subscribe streams on one session and one client key (0: no
+	// bound).
 	MaxStreamsPerSession int
 	MaxStreamsPerKey     int
+	// StreamCounts adds the other replicas' live streams to the caps (nil:
+	// this replica's only).
+	StreamCounts *StreamCounts
 
 	// SlowInterrupt turns an interrupt's fast path off (stopCall): the
 	// interrupt then reaches a running provider call only with the

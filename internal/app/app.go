@@ -179,6 +179,7 @@ func Run(ctx context.Context, opts Options) error {
 		},
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,
+		StreamCounts:         api.NewStreamCounts(st, log, 0),
 		OnProfileWritten:     func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
 	svc.tools.Caps = deps.Caps
@@ -209,6 +210,7 @@ func Run(ctx context.Context, opts Options) error {
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	go hub.Run(hubCtx)
+	go deps.StreamCounts.Run(hubCtx)
 	go svc.sweepSandboxes(hubCtx, st, tel.Metrics, cfg.SandboxSweepInterval, log)
 	go sweepOrphans(hubCtx, st, eng, log)
 	go closeIdleSessions(hubCtx, st, eng, cfg.SessionIdleTTL, log)
