@@ -44,6 +44,9 @@ func NewStreamCounts(st *store.Store, log *slog.Logger, every time.Duration) *St
 
 // Run shares the counts until ctx ends, then withdraws this replica's.
 func (c *StreamCounts) Run(ctx context.Context) {
+	if c == nil {
+		return
+	}
 	t := time.NewTicker(c.every)
 	defer t.Stop()
 	for {
@@ -84,7 +87,12 @@ func (c *StreamCounts) share(ctx context.Context) {
 }
 
 // Replica is the id this replica's counts are written under.
-func (c *StreamCounts) Replica() string { return c.replica }
+func (c *StreamCounts) Replica() string {
+	if c == nil {
+		return ""
+	}
+	return c.replica
+}
 
 // attach names where this replica's counts come from.
 func (c *StreamCounts) attach(local func() map[store.StreamSubject]int) {

@@ -179,8 +179,11 @@ func Run(ctx context.Context, opts Options) error {
 		},
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession,
 		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,
-		StreamCounts:         api.NewStreamCounts(st, log, 0),
 		OnProfileWritten:     func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
+	}
+	if cfg.MaxStreamsPerSession > 0 || cfg.MaxStreamsPerKey > 0 {
+		// The caps count every replica's streams (nothing to share without).
+		deps.StreamCounts = api.NewStreamCounts(st, log, 0)
 	}
 	svc.tools.Caps = deps.Caps
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
