@@ -124,6 +124,15 @@ func (r *deltaRun) end(ctx context.Context, err error) {
 	r.a.Deltas.Flush(fctx)
 }
 
+// runNo is the stream run the call was (0: its deltas were not numbered).
+func (r *deltaRun) runNo() int {
+	<-r.numbered
+	if !r.ok {
+		return 0
+	}
+	return int(r.base / live.RunSpan)
+}
+
 // splitUTF8 cuts s into pieces of at most max bytes on rune boundaries.
 func splitUTF8(s string, max int) []string {
 	if len(s) <= max {

@@ -109,6 +109,16 @@ func lastCalls(ctx context.Context, tx *store.Tx, sessionID, turnID string, last
 	return it, calls, nil
 }
 
+// nextIteration is the iteration a turn whose last message is the user
+// message keyed key calls the provider in: 0 after the turn's own message,
+// N+1 after iteration N's tool results ("<turn>/iN/results").
+func nextIteration(turnID, key string) int {
+	if it, err := iterationOfKey(turnID, key); err == nil {
+		return it + 1
+	}
+	return 0
+}
+
 // iterationOfKey is N of an assistant message keyed "<turn>/iN/asst".
 func iterationOfKey(turnID, key string) (int, error) {
 	rest, ok := strings.CutPrefix(key, turnID+"/i")
@@ -206,8 +216,17 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 		}
 		raw, _ := json.Marshal(blocks)
 		tx.AppendMessage(sid, idem(turn, stepIntResults), "user", raw)
-	} else if len(partial) > 0 {
-		content, isPart = partial, true
+	} else {
+		if len(partial) == 0 {
+			// The call ran on another worker (or this one restarted since):
+			// what it kept is in the database.
+			if partial, err = tx.KeptPartial(ctx, turn, nextIteration(turn, last.IdemKey)); err != nil {
+				return workflows.InterruptTurnResult{}, err
+			}
+		}
+		if len(partial) > 0 {
+			content, isPart = partial, true
+		}
 	}
 	if paused {
 		if err := tx.SetPendingTurn(ctx, sid, nil); err != nil {
@@ -341,4 +360,21 @@ func (p *partialText) content() json.RawMessage {
 	}
 	raw, _ := json.Marshal(out)
 	return raw
+}
+
+// partialStoreWait bounds the write of a stopped call's partial answer
+// (the call's own context is cancelled by then).
+const partialStoreWait = 2 * time.Second
+
+// storePartial stores the text a stopped provider call had streamed, for
+// the worker that closes the interrupted turn: the next workflow task may
+// run on another worker than the call's. The write is made only when a
+// call is stopped; a failed one leaves this worker's copy.
+func (a *Activities) storePartial(ctx context.Context, in workflows.CallProviderInput, run int, content json.RawMessage) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), partialStoreWait)
+	defer cancel()
+	k := store.KeptPartial{Content: content, Run: run, Iteration: in.Iteration}
+	if err := a.Store.KeepPartial(sctx, in.TurnID, k); err != nil {
+		a.logger(ctx, in.TurnID).Warn("keep the stopped call's partial answer", "err", err)
+	}
 }

@@ -207,8 +207,11 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		// A stopped call's deltas are not superseded: the interrupt keeps them.
 		run.end(callCtx, err)
 		if err != nil && callCtx.Err() != nil {
-			// Kept for an interrupt (see InterruptTurn).
-			a.work.keepPartial(in.TurnID, got.content())
+			// Kept for an interrupt (see InterruptTurn), here and in the
+			// database for the worker that runs the turn's next task.
+			content := got.content()
+			a.work.keepPartial(in.TurnID, content)
+			a.storePartial(ctx, in, run.runNo(), content)
 		}
 	}
 	stopped := err != nil && stoppedCall(callCtx)

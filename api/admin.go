@@ -43,7 +43,7 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.Log))
-	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
+	r.Use(limitAuthFailures(d.newAuthLimiter("admin"), d.TrustedProxies))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)
 	r.Route("/admin/v1", func(r chi.Router) {

@@ -34,7 +34,7 @@ func ClientRouter(d *Deps) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(requestLog(d.Log))
-	r.Use(limitAuthFailures(d.newAuthLimiter(), d.TrustedProxies))
+	r.Use(limitAuthFailures(d.newAuthLimiter("client"), d.TrustedProxies))
 	r.Use(bodyDeadline(d.bodyReadTimeout()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", d.readyz)

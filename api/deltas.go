@@ -73,14 +73,31 @@ func (d *deltaStream) close() {
 	}
 }
 
-// resume writes what this replica kept of a turn's deltas after the last
-// one the client saw, or a reset marker when it did not keep them all.
+// resumeWait bounds how long a resume waits for the replica that kept a
+// turn's deltas to send them here (one NOTIFY round trip when it has
+// them; the whole wait when no replica kept the turn any more).
+const resumeWait = time.Second
+
+// resume writes a turn's deltas after the last one the client saw, or a
+// reset marker when they are not all kept: this replica's buffer, or, when
+// it holds less (it had no stream on the session), another replica's,
+// which the stream's interest brings here. A turn that is not the
+// session's gets the reset at once.
 func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 	if d == nil || turnID == "" {
 		return nil
 	}
 	d.seenTurn, d.seenSeq = turnID, after
-	backlog, complete := c.Hub.Deltas().Backlog(d.call.sess.ID, turnID, after)
+	sid, deltas := d.call.sess.ID, c.Hub.Deltas()
+	backlog, complete := deltas.Backlog(sid, turnID, after)
+	if !complete {
+		ctx := d.call.r.Context()
+		if ours, err := c.Store.TurnOfSession(ctx, sid, turnID); err != nil {
+			d.call.log.Warn("resume deltas: check the turn's session", "turn_id", turnID, "err", err)
+		} else if ours {
+			backlog, complete = deltas.AwaitBacklog(ctx, sid, turnID, after, resumeWait)
+		}
+	}
 	if !complete {
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,14 +17,26 @@ import (
 // authentication a limited number of times per window, after which its
 // requests get 429 until the window passes. Keys carry 192 random bits, so
 // this is about noise and log volume more than brute force. The count is
-// per replica.
+// across replicas: a failure is counted in PostgreSQL (shared), and the
+// count it returns blocks the address here; a request that passes costs
+// no round trip, as the block is checked in this replica's memory. An
+// address is therefore blocked everywhere after the limit plus at most one
+// more failure per replica (the one that tells a replica the count).
 type authLimiter struct {
 	mu       sync.Mutex
 	max      int
 	window   time.Duration
 	now      func() time.Time
 	failures map[string]*failWindow
+	// shared counts a failure of addr across replicas and returns the
+	// count in its window and what is left of the window (nil: this
+	// replica's count only).
+	shared func(ctx context.Context, addr string) (int, time.Duration, error)
 }
+
+// sharedCountWait bounds the shared count's round trip; past it (the
+// database is slow or away) the failure counts on this replica only.
+const sharedCountWait = time.Second
 
 type failWindow struct {
 	start time.Time
@@ -108,9 +121,20 @@ func (l *authLimiter) blocked(addr string) (bool, time.Duration) {
 	return w.count >= l.max, l.window - elapsed
 }
 
-func (l *authLimiter) fail(addr string) {
+func (l *authLimiter) fail(ctx context.Context, addr string) {
 	if l == nil {
 		return
+	}
+	if l.shared != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedCountWait)
+		n, left, err := l.shared(sctx, addr)
+		cancel()
+		if err == nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.failures[addr] = &failWindow{start: l.now().Add(left - l.window), count: n}
+			return
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -155,7 +179,7 @@ func limitAuthFailures(l *authLimiter, trusted []netip.Prefix) func(http.Handler
 			sw := httpstatus.Wrap(w)
 			next.ServeHTTP(sw, r)
 			if sw.Status == http.StatusUnauthorized {
-				l.fail(addr)
+				l.fail(r.Context(), addr)
 			}
 		})
 	}

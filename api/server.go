@@ -113,10 +113,13 @@ type Deps struct {
 	// and one profile (zero fields: no bound).
 	Caps store.Caps
 	// MaxStreamsPerSession and MaxStreamsPerKey bound the live
-	// session.subscribe streams on one session and one client key on this
-	// replica (0: no bound).
+	// session.subscribe streams on one session and one client key (0: no
+	// bound).
 	MaxStreamsPerSession int
 	MaxStreamsPerKey     int
+	// StreamCounts adds the other replicas' live streams to the caps (nil:
+	// this replica's only).
+	StreamCounts *StreamCounts
 
 	// SlowInterrupt turns an interrupt's fast path off (stopCall): the
 	// interrupt then reaches a running provider call only with the
@@ -131,7 +134,7 @@ type Deps struct {
 
 // newAuthLimiter builds one port's limiter; nil (no limit) when
 // AuthFailures is negative.
-func (d *Deps) newAuthLimiter() *authLimiter {
+func (d *Deps) newAuthLimiter(port string) *authLimiter {
 	n, win := d.AuthFailures, d.AuthWindow
 	if n < 0 {
 		return nil
@@ -142,7 +145,14 @@ func (d *Deps) newAuthLimiter() *authLimiter {
 	if win <= 0 {
 		win = time.Minute
 	}
-	return newAuthLimiter(n, win)
+	l := newAuthLimiter(n, win)
+	if d.Store != nil {
+		// Counted across replicas (see authLimiter).
+		l.shared = func(ctx context.Context, addr string) (int, time.Duration, error) {
+			return d.Store.RecordAuthFailure(ctx, port, addr, win)
+		}
+	}
+	return l
 }
 
 func (d *Deps) maxBody() int64 {

@@ -41,7 +41,24 @@ type sessionWatch struct {
 }
 
 func newStreamWatch(c *clientAPI) *streamWatch {
-	return &streamWatch{c: c, sessions: map[string]*sessionWatch{}, perKey: map[string]int{}}
+	w := &streamWatch{c: c, sessions: map[string]*sessionWatch{}, perKey: map[string]int{}}
+	c.StreamCounts.attach(w.counts)
+	return w
+}
+
+// counts is this replica's live streams by session and client key, for
+// the other replicas' caps (StreamCounts).
+func (w *streamWatch) counts() map[store.StreamSubject]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[store.StreamSubject]int, len(w.sessions)+len(w.perKey))
+	for id, s := range w.sessions {
+		out[store.StreamSubject{Scope: store.ScopeSession, Subject: id}] = s.streams
+	}
+	for id, n := range w.perKey {
+		out[store.StreamSubject{Scope: store.ScopeClientKey, Subject: id}] = n
+	}
+	return out
 }
 
 // streamTicket is one stream's place in the watch.
@@ -57,15 +74,22 @@ type streamTicket struct {
 
 // join admits a stream of call's session (a relay of turnID, or a
 // subscribe stream when turnID is ""), or refuses it with the cap it would
-// exceed.
+// exceed, counting the other replicas' streams as last read.
 func (w *streamWatch) join(call *rpcCall, turnID string) (*streamTicket, *store.QuotaError) {
+	sc := w.c.StreamCounts
+	elsewhereSession := sc.elsewhere(store.ScopeSession, call.sess.ID)
+	elsewhereKey := sc.elsewhere(store.ScopeClientKey, call.clientID)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.sessions[call.sess.ID]
-	if n := w.c.MaxStreamsPerSession; n > 0 && s != nil && s.streams >= n {
+	here := 0
+	if s != nil {
+		here = s.streams
+	}
+	if n := w.c.MaxStreamsPerSession; n > 0 && here+elsewhereSession >= n {
 		return nil, &store.QuotaError{Scope: store.ScopeSession, Resource: store.ResourceStreams, Limit: n}
 	}
-	if n := w.c.MaxStreamsPerKey; n > 0 && w.perKey[call.clientID] >= n {
+	if n := w.c.MaxStreamsPerKey; n > 0 && w.perKey[call.clientID]+elsewhereKey >= n {
 		return nil, &store.QuotaError{Scope: store.ScopeClientKey, Resource: store.ResourceStreams, Limit: n}
 	}
 	if s == nil {

@@ -181,6 +181,10 @@ func Run(ctx context.Context, opts Options) error {
 		MaxStreamsPerKey:     cfg.MaxStreamsPerKey,
 		OnProfileWritten:     func(p store.Profile) { svc.provisioner.Provision(p.ID, p.AvailableSandboxes) },
 	}
+	if cfg.MaxStreamsPerSession > 0 || cfg.MaxStreamsPerKey > 0 {
+		// The caps count every replica's streams (nothing to share without).
+		deps.StreamCounts = api.NewStreamCounts(st, log, 0)
+	}
 	svc.tools.Caps = deps.Caps
 	acts.Metrics, deps.Metrics = tel.Metrics, tel.Metrics
 	acts.Spans, deps.Spans = tel.Spans, tel.Spans
@@ -209,6 +213,7 @@ func Run(ctx context.Context, opts Options) error {
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	go hub.Run(hubCtx)
+	go deps.StreamCounts.Run(hubCtx)
 	go svc.sweepSandboxes(hubCtx, st, tel.Metrics, cfg.SandboxSweepInterval, log)
 	go sweepOrphans(hubCtx, st, eng, log)
 	go closeIdleSessions(hubCtx, st, eng, cfg.SessionIdleTTL, log)

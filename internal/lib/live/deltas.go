@@ -127,6 +127,9 @@ type Deltas struct {
 	// remote: the other replicas interested in a session, by origin, with
 	// when they last said so.
 	remote map[string]map[string]time.Time
+	// waiters: resuming streams waiting for a turn's deltas (AwaitBacklog),
+	// woken by the next delta of the turn.
+	waiters map[turnKey][]chan struct{}
 
 	outMu   sync.Mutex
 	out     []Delta  // deltas waiting for a notification
@@ -142,7 +145,8 @@ func newDeltas(pool *pgxpool.Pool) *Deltas {
 		pool: pool, origin: ids.New("rep_"),
 		subs: map[string]map[*DeltaSub]struct{}{}, buffers: map[turnKey]*turnBuffer{},
 		interested: map[string]time.Time{}, remote: map[string]map[string]time.Time{},
-		kick: make(chan struct{}, 1), sentSig: make(chan struct{}),
+		waiters: map[turnKey][]chan struct{}{},
+		kick:    make(chan struct{}, 1), sentSig: make(chan struct{}),
 	}
 }
 
@@ -245,7 +249,58 @@ func (d *Deltas) Subscribe(sessionID string) *DeltaSub {
 func (d *Deltas) Backlog(sessionID, turnID string, after int64) ([]Delta, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := d.buffers[turnKey{sessionID, turnID}]
+	return d.backlogLocked(turnKey{sessionID, turnID}, after)
+}
+
+// AwaitBacklog is Backlog for a stream that subscribed to the session
+// just now: while what this replica holds is not all of the turn's deltas
+// after after, it waits up to wait for more of them. A replica whose
+// first stream on a session opens announces its interest, and the replica
+// running the turn answers by sending what it kept of the session's
+// turns, so a resume on a replica that had no stream on the session is
+// served whole within a notification round trip while the turn's text is
+// still kept somewhere.
+func (d *Deltas) AwaitBacklog(ctx context.Context, sessionID, turnID string, after int64, wait time.Duration) ([]Delta, bool) {
+	k := turnKey{sessionID, turnID}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		out, complete := d.backlogLocked(k, after)
+		if complete {
+			d.mu.Unlock()
+			return out, true
+		}
+		ch := make(chan struct{})
+		d.waiters[k] = append(d.waiters[k], ch)
+		d.mu.Unlock()
+		select {
+		case <-ch:
+			continue
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		d.mu.Lock()
+		ws := d.waiters[k]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(d.waiters, k)
+		} else {
+			d.waiters[k] = ws
+		}
+		out, complete = d.backlogLocked(k, after)
+		d.mu.Unlock()
+		return out, complete
+	}
+}
+
+func (d *Deltas) backlogLocked(k turnKey, after int64) ([]Delta, bool) {
+	b := d.buffers[k]
 	if b == nil {
 		return nil, false
 	}
@@ -361,6 +416,12 @@ func (d *Deltas) deliverLocked(x Delta) Delta {
 	b.deltas = append(b.deltas, x)
 	for s := range d.subs[x.SessionID] {
 		s.push(x)
+	}
+	if len(d.waiters) > 0 {
+		for _, w := range d.waiters[k] {
+			close(w)
+		}
+		delete(d.waiters, k)
 	}
 	return x
 }
