@@ -288,7 +288,7 @@ func (r *run) resetBudget(ctx context.Context, s *chaosSession) {
 func joinRaw(ctx context.Context, hc *http.Client, clientKey, sessionID string, out any) error {
 	_, err := retry(ctx, func() (struct{}, error) {
 		b := benchstack.Admin{HTTP: hc, URL: "http://lb", Key: clientKey}
-		return struct{}{}, b.Do(ctx, http.MethodPost, "/api/v1/sessions/"+sessionID+"/join", map[string]any{"client_version": "bae-chaos-observer"}, out, http.StatusOK)
+		return struct{}{}, b.Do(ctx, http.MethodPost, "/api/v1/sessions/"+sessionID+"/join", map[string]any{"client_version": "bae-chaos-observer"}, out, http.StatusCreated)
 	})
 	return err
 }

@@ -68,6 +68,7 @@ type replica struct {
 	incarnation int
 	up          bool
 	startedAt   time.Time
+	unexpected  []string
 }
 
 // moduleRoot finds the repository (scripts/ live there) from the working
@@ -159,6 +160,8 @@ func startTopology(ctx context.Context, o Options, configTOML string) (_ *topolo
 		"TEMPORAL_FRONTEND_MEMBERSHIP_PORT": strconv.Itoa(ports[4]), "TEMPORAL_HISTORY_MEMBERSHIP_PORT": strconv.Itoa(ports[5]),
 		"TEMPORAL_MATCHING_MEMBERSHIP_PORT": strconv.Itoa(ports[6]), "TEMPORAL_WORKER_MEMBERSHIP_PORT": strconv.Itoa(ports[7]),
 		"TEMPORAL_HTTP_PORT": strconv.Itoa(ports[8]),
+		// The script's defaults, which a restart of the binary needs too.
+		"TEMPORAL_PG_USER": envOr("TEMPORAL_PG_USER", "postgres"), "TEMPORAL_PG_PASSWORD": os.Getenv("TEMPORAL_PG_PASSWORD"),
 	}
 	t.temporalEnv = os.Environ()
 	for k, v := range env {
@@ -262,23 +265,40 @@ func (t *topology) killTemporal(ctx context.Context) error {
 	case <-time.After(30 * time.Second):
 		return errors.New("temporal server survived SIGKILL for 30s")
 	}
+	return t.startTemporal(ctx)
+}
+
+// startTemporal starts the Temporal server binary on the run's ports and
+// databases, again while it exits before it listens (a supervisor's loop).
+func (t *topology) startTemporal(ctx context.Context) error {
 	t.tmu.Lock()
 	defer t.tmu.Unlock()
-	t.temporalN++
-	logf, err := os.Create(filepath.Join(t.workDir, fmt.Sprintf("temporal-%02d.log", t.temporalN)))
-	if err != nil {
-		return err
+	var err error
+	for range 40 {
+		t.temporalN++
+		logf, ferr := os.Create(filepath.Join(t.workDir, fmt.Sprintf("temporal-%02d.log", t.temporalN)))
+		if ferr != nil {
+			return ferr
+		}
+		c := exec.Command(filepath.Join(t.root, "bin/temporal-server"), "--allow-no-auth", "--config-file", "scripts/temporal/config.yaml", "start")
+		c.Dir, c.Env, c.Stdout, c.Stderr = t.root, t.temporalEnv, logf, logf
+		if err = c.Start(); err != nil {
+			logf.Close()
+			return fmt.Errorf("restart temporal: %w", err)
+		}
+		d := make(chan struct{})
+		go func() { _ = c.Wait(); logf.Close(); close(d) }()
+		t.temporal, t.temporalDone = c, d
+		if err = awaitTCP(ctx, t.temporalAddr, d); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
 	}
-	c := exec.Command(filepath.Join(t.root, "bin/temporal-server"), "--allow-no-auth", "--config-file", "scripts/temporal/config.yaml", "start")
-	c.Dir, c.Env, c.Stdout, c.Stderr = t.root, t.temporalEnv, logf, logf
-	if err := c.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("restart temporal: %w", err)
-	}
-	d := make(chan struct{})
-	go func() { _ = c.Wait(); logf.Close(); close(d) }()
-	t.temporal, t.temporalDone = c, d
-	return awaitTCP(ctx, t.temporalAddr, d)
+	return err
 }
 
 func awaitTCP(ctx context.Context, addr string, exited <-chan struct{}) error {
@@ -312,8 +332,27 @@ func serverEnv(vars map[string]string) []string {
 	return env
 }
 
-// start runs a new incarnation and waits until it is ready.
+// start runs a new incarnation and waits until it is ready. Like a
+// supervisor, it starts the process again while it exits before it is
+// ready (its database or Temporal server may be away).
 func (r *replica) start(ctx context.Context) error {
+	var err error
+	for range 40 {
+		if err = r.startOnce(ctx); err == nil || !errors.Is(err, errExited) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return err
+}
+
+var errExited = errors.New("exited before it was ready")
+
+func (r *replica) startOnce(ctx context.Context) error {
 	r.mu.Lock()
 	r.incarnation++
 	logPath := filepath.Join(r.logDir, fmt.Sprintf("baesrv-%s-%02d.log", r.name, r.incarnation))
@@ -332,8 +371,27 @@ func (r *replica) start(ctx context.Context) error {
 	done := make(chan struct{})
 	r.cmd, r.done = cmd, done
 	r.mu.Unlock()
-	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		close(done)
+		r.mu.Lock()
+		mine := r.cmd == cmd && r.up
+		if mine {
+			// It died on its own: note it, and restart it as a
+			// supervisor would.
+			r.up = false
+			r.unexpected = append(r.unexpected, fmt.Sprintf("baesrv %s incarnation %d exited on its own (%v); log %s", r.name, r.incarnation, err, logPath))
+		}
+		r.mu.Unlock()
+		if mine {
+			go func() { _ = r.start(context.Background()) }()
+		}
+	}()
 	if err := awaitReady(ctx, r.clientAddr, done); err != nil {
+		if errors.Is(err, errExited) {
+			return err
+		}
 		log, _ := os.ReadFile(logPath)
 		if len(log) > 3000 {
 			log = log[len(log)-3000:]
@@ -393,7 +451,7 @@ func awaitReady(ctx context.Context, addr string, exited <-chan struct{}) error 
 		}
 		select {
 		case <-exited:
-			return errors.New("exited before it was ready")
+			return errExited
 		case <-ctx.Done():
 			return fmt.Errorf("not ready within %s", readyWithin)
 		case <-time.After(100 * time.Millisecond):
@@ -462,4 +520,11 @@ func dropDatabases(baseURL string, names ...string) {
 	for _, n := range names {
 		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+n+" WITH (FORCE)")
 	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }
