@@ -147,6 +147,17 @@ func errSuffix(s string) string {
 // terminals are the events that answer a turn.
 var terminals = []string{"server.message.send", "server.message.interrupted", "session.error"}
 
+// answers counts a turn's answers: its assistant messages (the reply, or
+// the kept text of an interrupt), else one for a turn that ended in
+// errors (a failed turn logs a session.error per failed step).
+func answers(t *turn) int {
+	n := t.count("server.message.send", "server.message.interrupted")
+	if n == 0 && t.count("session.error") > 0 {
+		return 1
+	}
+	return n
+}
+
 // Check evaluates every invariant over in. breakInv, when set, corrupts a
 // copy of the input first so that invariant must fire (see breakInput).
 func Check(in *Input, breakInv string) []Violation {
@@ -207,8 +218,8 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 		if len(found) == 1 {
 			t := found[0]
 			turnOf[c] = t
-			if n := t.count(terminals...); n != 1 {
-				add(InvAnsweredOnce, s.ID, fmt.Sprintf("%d answers (server.message.send, server.message.interrupted, session.error) in the turn of %s, want 1", n, c.String()), t.describe())
+			if n := answers(t); n != 1 {
+				add(InvAnsweredOnce, s.ID, fmt.Sprintf("%d answers (server.message.send or server.message.interrupted, else a session.error) in the turn of %s, want 1", n, c.String()), t.describe())
 			}
 			if c.Reply != nil {
 				if last := lastOf(t, terminals[:2]...); last != nil && !sameJSON(contentOf(c.Reply), contentOf(last.Payload)) {

@@ -223,6 +223,10 @@ func (d *driver) sendContent(ctx context.Context, kind string, content any, text
 			d.run.refusedQuota.Add(1)
 			d.run.resetBudget(ctx, d.s)
 			return c
+		case errors.As(err, &re) && strings.Contains(re.Message, "not open"):
+			// The session ended (closed, or in the error state): final.
+			c.Outcome = outRefused
+			return c
 		case errors.As(err, &re) && strings.HasPrefix(re.Message, "Internal error: the turn failed"):
 			c.Outcome = outFailed
 			return c

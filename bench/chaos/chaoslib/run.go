@@ -31,17 +31,20 @@ const budgetTokens = 3000
 
 // run is one campaign in progress.
 type run struct {
-	o          Options
-	id         string
-	topo       *topology
-	fake       *fakeprovider.Server
-	pf         *providerFaults
-	mcp        *httpMCP
-	stdioFile  string
-	image      string
-	tc         client.Client
-	admin      benchstack.Admin
-	clientKey  string
+	o         Options
+	id        string
+	topo      *topology
+	fake      *fakeprovider.Server
+	pf        *providerFaults
+	mcp       *httpMCP
+	stdioFile string
+	image     string
+	tc        client.Client
+	admin     benchstack.Admin
+	// keys are the client keys: one per driver index, then one per
+	// observer index (a participant's declarations are its key's, so two
+	// participants of a session never share one).
+	keys       []string
 	sessions   []*chaosSession
 	faultOrder []string
 
@@ -104,19 +107,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.fake = fakeprovider.Start()
 	defer r.fake.Close()
+	// The primary misbehaves when a provider fault is armed; the fallback
+	// (another lane of the same fake) never does, so a session survives a
+	// failing primary as it would in production.
 	lane := r.fake.Lane("chaos")
 	lane.ContextWindow(fakeWindow)
 	lane.Respond(respond(r.pf, sandboxCommand))
-	cfg := fmt.Sprintf(`
+	fb := r.fake.Lane("chaos-fallback")
+	fb.ContextWindow(fakeWindow)
+	fb.Respond(respond(&providerFaults{}, sandboxCommand))
+	entry := `
 [[providers.entries]]
-name = "fake"
+name = %q
 provider = "anthropic"
 base_url = %q
 model = "fake-model"
 auth_token = "not-a-secret"
 context_window = %d
 max_tokens = 1000
-`, lane.URL(), windowTokens) + r.mcp.toml() + stdio
+`
+	cfg := fmt.Sprintf(entry, "fake", lane.URL(), windowTokens) + fmt.Sprintf(entry, "fallback", fb.URL(), windowTokens) + r.mcp.toml() + stdio
 
 	rep := &Report{Options: o, RunID: r.id}
 	if r.topo, err = startTopology(ctx, o, cfg); err != nil {
@@ -140,12 +150,12 @@ max_tokens = 1000
 		return nil, err
 	}
 	r.admin = benchstack.Admin{HTTP: &http.Client{Transport: newBalancer(r.topo, true), Timeout: 30 * time.Second}, URL: "http://lb", Key: key}
-	profile := map[string]any{"name": "chaos", "primary_provider": "fake", "allowed_tools": []string{clientTool},
+	profile := map[string]any{"name": "chaos", "primary_provider": "fake", "fallback_providers": []string{"fallback"}, "allowed_tools": []string{clientTool},
 		"mcp_servers": []string{mcpHTTPName, mcpStdioName}}
 	if r.image != "" {
 		profile["available_sandboxes"] = []string{r.image}
 	}
-	if r.clientKey, err = r.admin.Setup(ctx, profile); err != nil {
+	if err := r.createKeys(ctx, profile); err != nil {
 		return nil, err
 	}
 	if err := r.openSessions(ctx); err != nil {
@@ -216,8 +226,6 @@ max_tokens = 1000
 // others join and register, the observers join without registering.
 func (r *run) openSessions(ctx context.Context) error {
 	hc := &http.Client{Transport: newBalancer(r.topo, false)}
-	cfg := sdk.Config{ServerURL: "http://lb", ClientKey: r.clientKey, HTTPClient: hc, ClientVersion: "bae-chaos", SendRetries: 8,
-		Logger: slog.New(slog.DiscardHandler)}
 	for n := range r.o.Sessions {
 		s := &chaosSession{n: n, budget: n%7 == 3}
 		withSandbox := n < r.o.Sandboxes && r.image != ""
@@ -233,6 +241,8 @@ func (r *run) openSessions(ctx context.Context) error {
 				opts = append(opts, sdk.WithSandboxTool(sdk.ToolSpec{Name: sandboxTool, Description: "Runs a shell command in the session's sandbox.",
 					InputSchema: map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []string{"command"}}}))
 			}
+			cfg := sdk.Config{ServerURL: "http://lb", ClientKey: r.keys[j], HTTPClient: hc, ClientVersion: "bae-chaos", SendRetries: 8,
+				Logger: slog.New(slog.DiscardHandler)}
 			var err error
 			if j == 0 {
 				d.sess, err = retry(ctx, func() (*sdk.Session, error) { return sdk.Connect(ctx, cfg, opts...) })
@@ -251,7 +261,7 @@ func (r *run) openSessions(ctx context.Context) error {
 			var resp struct {
 				SessionKey string `json:"session_key"`
 			}
-			if err := joinRaw(ctx, hc, r.clientKey, s.id, &resp); err != nil {
+			if err := joinRaw(ctx, hc, r.keys[r.o.Drivers+j], s.id, &resp); err != nil {
 				return fmt.Errorf("session %d observer %d: %w", n, j, err)
 			}
 			s.observers = append(s.observers, &observer{n: j, s: s, key: resp.SessionKey, run: r, hc: hc})
@@ -270,6 +280,26 @@ func (r *run) openSessions(ctx context.Context) error {
 			}
 		}
 		r.sessions = append(r.sessions, s)
+	}
+	return nil
+}
+
+// createKeys creates the profile and a client key per participant index.
+func (r *run) createKeys(ctx context.Context, profile map[string]any) error {
+	var prof struct {
+		ID string `json:"id"`
+	}
+	if err := r.admin.Do(ctx, http.MethodPost, "/admin/v1/profiles", profile, &prof, http.StatusCreated); err != nil {
+		return fmt.Errorf("create profile: %w", err)
+	}
+	for i := range r.o.Drivers + r.o.Observers {
+		var key struct {
+			Key string `json:"key"`
+		}
+		if err := r.admin.Do(ctx, http.MethodPost, "/admin/v1/keys", map[string]any{"name": fmt.Sprintf("chaos-%d", i), "profile_id": prof.ID}, &key, http.StatusCreated); err != nil {
+			return fmt.Errorf("create client key: %w", err)
+		}
+		r.keys = append(r.keys, key.Key)
 	}
 	return nil
 }
