@@ -270,10 +270,11 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 			open = &turn{id: e.TurnID}
 		}
 	}
-	// Nothing after session.close.
+	// Nothing after session.close, but the stop of its sandbox that the
+	// close itself starts (reason session_close).
 	closeSeq := int64(-1)
 	for _, e := range s.Events {
-		if closeSeq >= 0 {
+		if closeSeq >= 0 && !closingSandbox(e) {
 			add(InvAfterClose, s.ID, "an event after session.close", []string{describeEvent(e)})
 		}
 		if e.Type == "session.close" && closeSeq < 0 {
@@ -408,6 +409,18 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 	case s.Control != nil && (s.Control.Busy || s.Control.Queued > 0 || s.Control.Paused != nil):
 		add(InvStuck, s.ID, fmt.Sprintf("the Session workflow is not idle at the end: busy=%v queued=%d running=%q paused=%v", s.Control.Busy, s.Control.Queued, s.Control.Running, s.Control.Paused != nil), nil)
 	}
+}
+
+// closingSandbox reports the sandbox stop a close starts: it is logged
+// after session.close, as part of closing.
+func closingSandbox(e logEvent) bool {
+	if e.Type != "session.sandbox.stop" && e.Type != "session.sandbox.stopped" {
+		return false
+	}
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	return json.Unmarshal(e.Payload, &p) == nil && p.Reason == "session_close"
 }
 
 func single(t *turn) []*turn {

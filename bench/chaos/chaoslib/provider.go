@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bae-go/bae-go/internal/compaction"
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 )
 
@@ -83,8 +84,15 @@ func respond(pf *providerFaults, sandboxCmd func(tag string) string) func(fakepr
 			return fakeprovider.Text(fmt.Sprintf("Summary: the user sent tagged chaos messages (%d bytes replaced).", len(rec.RawBody)))
 		}
 		reply := fakeprovider.Echo().Streamed(6, 15*time.Millisecond)
-		text := rec.LastUserText()
-		if !rec.HasToolResult() {
+		// The markers are read from the last message only: a continuation
+		// (tool results) is answered with text, but a message that follows
+		// an abandoned pause carries the abandonment's results and its
+		// own text.
+		text := ""
+		if msgs := rec.Messages(); len(msgs) > 0 && msgs[len(msgs)-1]["role"] == "user" {
+			text = provider.Text(msgs[len(msgs)-1]["content"])
+		}
+		{
 			switch {
 			case strings.Contains(text, markTool):
 				reply = fakeprovider.ToolUse("", clientTool, map[string]any{"n": text})

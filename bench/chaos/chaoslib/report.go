@@ -24,6 +24,12 @@ type Report struct {
 	BudgetResets       int64
 	Input              *Input
 	Violations         []Violation
+	// Unexpected lists replica exits nobody asked for (restarted, and
+	// counted apart: a crash of its own is a finding, not a fault).
+	Unexpected []string
+	// Resumes and Resets are the observers' reconnects that asked for
+	// deltas after a seq, and the reset deltas they got.
+	Resumes, Resets int
 }
 
 // OK reports a campaign with no violation.
@@ -102,8 +108,12 @@ func (r *Report) Print(w io.Writer) {
 			r.Turns, sum(outcomes), events, r.Interrupts, r.RefusedBusy, r.RefusedQuota, r.BudgetResets)
 		fmt.Fprintf(w, "  by kind:    %s\n", fmtMap(kinds))
 		fmt.Fprintf(w, "  by outcome: %s\n", fmtMap(outcomes))
-		_ = resumes
-		_ = resets
+		fmt.Fprintf(w, "  observers: %d delta resumes, %d resets\n", r.Resumes, r.Resets)
+		_, _ = resumes, resets
+	}
+	fmt.Fprintf(w, "\nreplica exits nobody asked for: %d\n", len(r.Unexpected))
+	for _, u := range r.Unexpected {
+		fmt.Fprintln(w, "  "+u)
 	}
 	vc := r.ViolationCounts()
 	fmt.Fprintf(w, "\ninvariants (violations):\n")

@@ -216,7 +216,21 @@ max_tokens = 1000
 	if err != nil {
 		return nil, fmt.Errorf("collect: %w", err)
 	}
+	in.Faults = rep.Faults
 	rep.Input = in
+	for _, rp := range r.topo.replicas {
+		rp.mu.Lock()
+		rep.Unexpected = append(rep.Unexpected, rp.unexpected...)
+		rp.mu.Unlock()
+	}
+	for _, s := range r.sessions {
+		for _, ob := range s.observers {
+			ob.mu.Lock()
+			rep.Resumes += ob.resumes
+			rep.Resets += ob.resets
+			ob.mu.Unlock()
+		}
+	}
 	rep.Violations = Check(in, o.Break)
 	rep.Wall = time.Since(t0)
 	return rep, nil
