@@ -77,6 +77,7 @@ func TestChaosCampaign(t *testing.T) {
 		assert.Positive(t, n, "no %s fault was injected", kind)
 	}
 	assert.Empty(t, rep.Violations, "rerun with BAE_CHAOS_SEED=%d", rep.Options.Seed)
+	assert.NotEmpty(t, rep.Input.Samples, "the replicas' runtime metrics were scraped (the growth check has data)")
 
 	// Each invariant fires when its guarantee is broken on purpose in the
 	// checker's input (the same data, one corruption each).

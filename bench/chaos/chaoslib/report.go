@@ -109,6 +109,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  by kind:    %s\n", fmtMap(kinds))
 		fmt.Fprintf(w, "  by outcome: %s\n", fmtMap(outcomes))
 		fmt.Fprintf(w, "  observers: %d delta resumes, %d resets\n", r.Resumes, r.Resets)
+		fmt.Fprintf(w, "  replica runtime scrapes: %d\n", len(r.Input.Samples))
 		_, _ = resumes, resets
 	}
 	fmt.Fprintf(w, "\nreplica exits nobody asked for: %d\n", len(r.Unexpected))
