@@ -152,6 +152,16 @@ var terminals = []string{"server.message.send", "server.message.interrupted", "s
 // errors (a failed turn logs a session.error per failed step).
 func answers(t *turn) int {
 	n := t.count("server.message.send", "server.message.interrupted")
+	// A paused turn (its reply asks the client for a tool) that is then
+	// interrupted ends with the interruption: the pause and the end are
+	// one answer (docs/api.md: an interrupt stops a paused turn too).
+	if n == 2 && t.count("server.message.interrupted") == 1 {
+		for _, e := range t.events {
+			if e.Type == "server.message.send" && clientToolUseID(e.Payload) != "" {
+				return 1
+			}
+		}
+	}
 	if n == 0 && t.count("session.error") > 0 {
 		return 1
 	}
@@ -221,10 +231,13 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 			if n := answers(t); n != 1 {
 				add(InvAnsweredOnce, s.ID, fmt.Sprintf("%d answers (server.message.send or server.message.interrupted, else a session.error) in the turn of %s, want 1", n, c.String()), t.describe())
 			}
-			if c.Reply != nil {
-				if last := lastOf(t, terminals[:2]...); last != nil && !sameJSON(contentOf(c.Reply), contentOf(last.Payload)) {
-					add(InvAnsweredOnce, s.ID, fmt.Sprintf("the client saw %s, the log stores %s: %s", truncate(contentOf(c.Reply)), truncate(contentOf(last.Payload)), c.String()), t.describe())
+			if c.Reply != nil && !storedAnswer(t, c.Reply) {
+				last := lastOf(t, terminals[:2]...)
+				stored := json.RawMessage("none")
+				if last != nil {
+					stored = contentOf(last.Payload)
 				}
+				add(InvAnsweredOnce, s.ID, fmt.Sprintf("the client saw %s, the log stores %s: %s", truncate(contentOf(c.Reply)), truncate(stored), c.String()), t.describe())
 			}
 		}
 	}
@@ -436,6 +449,17 @@ func turnEvents(ts []*turn) []string {
 		out = append(out, t.describe()...)
 	}
 	return out
+}
+
+// storedAnswer reports whether the answer a client saw is one the turn
+// stored: its reply, its pause, or its kept text.
+func storedAnswer(t *turn, reply json.RawMessage) bool {
+	for _, e := range t.events {
+		if (e.Type == "server.message.send" || e.Type == "server.message.interrupted") && sameJSON(contentOf(reply), contentOf(e.Payload)) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastOf(t *turn, types ...string) *logEvent {

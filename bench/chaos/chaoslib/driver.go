@@ -101,6 +101,15 @@ func (d *driver) loop(stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
+			// A last plain message: it abandons any pause this session
+			// still has, so every workflow can be idle at the end.
+			for try := range 3 {
+				d.seq++
+				c := d.send(ctx, kindPlain, fmt.Sprintf("chaos %s s%02d d%d final %d", d.run.id, d.s.n, d.n, try), "", "")
+				if c.Outcome != outRefused {
+					break
+				}
+			}
 			return
 		default:
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,10 +29,12 @@ type observer struct {
 	// resumes counts reconnects that asked for deltas after a seq;
 	// resets the reset deltas those got.
 	resumes, resets int
-	slowUntil       time.Time
-	lastTurn        string
-	lastSeq         int64
-	lastEvent       string
+	// ends counts streams that ended early, by reason.
+	ends      map[string]int
+	slowUntil time.Time
+	lastTurn  string
+	lastSeq   int64
+	lastEvent string
 }
 
 // seenEvent is one event as an observer received it.
@@ -72,8 +75,16 @@ func (o *observer) loop(stop <-chan struct{}) {
 		err := o.stream(ctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			time.Sleep(500 * time.Millisecond)
+			o.mu.Lock()
+			if o.ends == nil {
+				o.ends = map[string]int{}
+			}
+			o.ends[endReason(err)]++
+			o.mu.Unlock()
 		}
+		// Never a tight loop: a stream the server ends at once is
+		// reopened after a pause.
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
@@ -165,7 +176,34 @@ func (o *observer) stream(ctx context.Context) error {
 			o.mu.Unlock()
 		}
 		if len(bytes.TrimSpace(f.ID)) > 0 && string(bytes.TrimSpace(f.ID)) != "null" {
-			return nil // the stream's terminal line
+			var t struct {
+				Error *struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(line, &t) == nil && t.Error != nil {
+				return fmt.Errorf("terminal error: %s", t.Error.Message)
+			}
+			return errors.New("terminal result")
+		}
+		if f.Method == "" {
+			var t struct {
+				Error *struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(line, &t) == nil && t.Error != nil {
+				return fmt.Errorf("error notification: %s", t.Error.Message)
+			}
 		}
 	}
+}
+
+// endReason shortens a stream's end for the report.
+func endReason(err error) string {
+	s := err.Error()
+	if len(s) > 60 {
+		s = s[:60]
+	}
+	return s
 }

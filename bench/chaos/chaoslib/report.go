@@ -30,6 +30,8 @@ type Report struct {
 	// Resumes and Resets are the observers' reconnects that asked for
 	// deltas after a seq, and the reset deltas they got.
 	Resumes, Resets int
+	// StreamEnds counts observer streams that ended early, by reason.
+	StreamEnds map[string]int
 }
 
 // OK reports a campaign with no violation.
@@ -109,6 +111,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  by kind:    %s\n", fmtMap(kinds))
 		fmt.Fprintf(w, "  by outcome: %s\n", fmtMap(outcomes))
 		fmt.Fprintf(w, "  observers: %d delta resumes, %d resets\n", r.Resumes, r.Resets)
+		fmt.Fprintf(w, "  observer streams ended early: %s\n", fmtMap(r.StreamEnds))
 		fmt.Fprintf(w, "  replica runtime scrapes: %d\n", len(r.Input.Samples))
 		_, _ = resumes, resets
 	}

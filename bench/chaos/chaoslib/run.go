@@ -228,6 +228,12 @@ max_tokens = 1000
 			ob.mu.Lock()
 			rep.Resumes += ob.resumes
 			rep.Resets += ob.resets
+			if rep.StreamEnds == nil {
+				rep.StreamEnds = map[string]int{}
+			}
+			for k, v := range ob.ends {
+				rep.StreamEnds[k] += v
+			}
 			ob.mu.Unlock()
 		}
 	}
