@@ -35,6 +35,7 @@ func main() {
 	flag.DurationVar(&o.FaultEvery, "fault-every", 0, "mean pause between faults (default duration/400, 2s..10s)")
 	flag.DurationVar(&o.OutageLength, "outage", 0, "the long PostgreSQL outage (default 1m; 15s in runs under 20m)")
 	flag.IntVar(&o.Sandboxes, "sandboxes", 0, "sessions with sandbox execs (default every fifth; -1 none)")
+	flag.BoolVar(&o.InterruptAny, "interrupt-any", true, "interrupts name no turn (stop the running turn, or else the paused one); false names the turn")
 	flag.Uint64Var(&o.Seed, "seed", 0, "random seed (0 picks one; printed)")
 	flag.StringVar(&o.BaesrvPath, "baesrv", "", "prebuilt baesrv binary (default: go build ./cmd/baesrv)")
 	flag.StringVar(&o.DatabaseURL, "db", chaoslib.DefaultDatabaseURL(), "PostgreSQL maintenance database")

@@ -167,8 +167,23 @@ func (d *driver) slow(ctx context.Context, text string) {
 		return
 	case <-t.C:
 	}
+	// The turn to stop, as a UI names it: the one the deltas are about.
+	// With InterruptAny the interrupt names none and stops whatever turn
+	// runs, or else the paused one.
+	turnID := ""
+	if !d.run.o.InterruptAny {
+		d.mu.Lock()
+		if d.cur != nil && len(d.cur.Deltas) > 0 {
+			turnID = d.cur.Deltas[0].TurnID
+		}
+		d.mu.Unlock()
+		if turnID == "" {
+			<-done // no delta yet: nothing to name
+			return
+		}
+	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err := other.sess.Interrupt(ictx, "")
+	_, err := other.sess.Interrupt(ictx, turnID)
 	cancel()
 	if err == nil {
 		d.run.interrupts.Add(1)

@@ -42,6 +42,9 @@ type Options struct {
 	// Sandboxes is how many sessions run sandbox execs (Docker): every
 	// fifth session by default, -1 for none.
 	Sandboxes int
+	// InterruptAny makes the interrupts name no turn (stop the running
+	// turn, or else the paused one) instead of the turn being interrupted.
+	InterruptAny bool
 	// Seed makes the plan and the fault schedule reproducible; 0 picks one.
 	Seed uint64
 	// BaesrvPath is a prebuilt baesrv; "" builds ./cmd/baesrv.

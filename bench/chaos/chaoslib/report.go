@@ -69,8 +69,8 @@ func (r *Report) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "chaos campaign %s: seed %d, %s of faults and turns, %d sessions × %d drivers + %d observers, %d replicas\n",
 		r.RunID, o.Seed, o.Duration, o.Sessions, o.Drivers, o.Observers, o.Replicas)
-	fmt.Fprintf(w, "reproduce: go run ./bench/chaos -seed %d -duration %s -sessions %d -drivers %d -observers %d -replicas %d -sandboxes %d\n",
-		o.Seed, o.Duration, o.Sessions, o.Drivers, o.Observers, o.Replicas, o.Sandboxes)
+	fmt.Fprintf(w, "reproduce: go run ./bench/chaos -seed %d -duration %s -sessions %d -drivers %d -observers %d -replicas %d -sandboxes %d -interrupt-any=%v\n",
+		o.Seed, o.Duration, o.Sessions, o.Drivers, o.Observers, o.Replicas, o.Sandboxes, o.InterruptAny)
 	fmt.Fprintf(w, "setup %s, drive %s, wall %s\n", r.Setup.Round(time.Second), r.Drive.Round(time.Second), r.Wall.Round(time.Second))
 	fc := r.FaultCounts()
 	failed := 0
