@@ -247,6 +247,11 @@ func (d *driver) sendContent(ctx context.Context, kind string, content any, text
 			d.run.refusedQuota.Add(1)
 			d.run.resetBudget(ctx, d.s)
 			return c
+		case errors.As(err, &re) && strings.Contains(re.Message, "no turn is paused"):
+			// A late tool_result: the pause expired and was abandoned by
+			// another driver's message, or was interrupted. Final.
+			c.Outcome = outRefused
+			return c
 		case errors.As(err, &re) && strings.Contains(re.Message, "not open"):
 			// The session ended (closed, or in the error state): final.
 			c.Outcome = outRefused

@@ -37,6 +37,17 @@ type Report struct {
 // OK reports a campaign with no violation.
 func (r *Report) OK() bool { return len(r.Violations) == 0 }
 
+// New is the violations that are no instance of a known open bug.
+func (r *Report) New() []Violation {
+	var out []Violation
+	for _, v := range r.Violations {
+		if v.Known == "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // ViolationCounts is each invariant's count of violations (every
 // invariant present, zero or not).
 func (r *Report) ViolationCounts() map[string]int {
@@ -126,6 +137,16 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if o.Break != "" {
 		fmt.Fprintf(w, "  (-break %s: that invariant's input was corrupted on purpose)\n", o.Break)
+	}
+	known := map[string]int{}
+	for _, v := range r.Violations {
+		if v.Known != "" {
+			known[v.Known]++
+		}
+	}
+	fmt.Fprintf(w, "  of which instances of known open server bugs: %d; new: %d\n", len(r.Violations)-len(r.New()), len(r.New()))
+	for k, n := range known {
+		fmt.Fprintf(w, "    %4d  %s\n", n, k)
 	}
 	for i, v := range r.Violations {
 		if i == 50 {
