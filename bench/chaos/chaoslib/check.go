@@ -243,6 +243,9 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 			if n := answers(t); n != 1 {
 				add(InvAnsweredOnce, s.ID, fmt.Sprintf("%d answers (server.message.send or server.message.interrupted, else a session.error) in the turn of %s, want 1", n, c.String()), t.describe())
 			}
+			if want := "echo: " + c.Text; c.Outcome == outAnswered && echoes(c.Kind) && messageText(c.Reply) != want {
+				add(InvAnsweredOnce, s.ID, fmt.Sprintf("answered %q, which answers another message (want %q): %s", messageText(c.Reply), want, c.String()), t.describe())
+			}
 			if c.Reply != nil && !storedAnswer(t, c.Reply) {
 				last := lastOf(t, terminals[:2]...)
 				stored := json.RawMessage("none")
@@ -465,6 +468,16 @@ func turnEvents(ts []*turn) []string {
 		out = append(out, t.describe()...)
 	}
 	return out
+}
+
+// echoes reports the kinds whose answer is the fake's echo of their own
+// text: any other answer is another message's.
+func echoes(kind string) bool {
+	switch kind {
+	case kindPlain, kindSlow, kindMCPHTTP, kindMCPStdio, kindSandbox, kindReject, kindBusyInt:
+		return true
+	}
+	return false
 }
 
 // storedAnswer reports whether the answer a client saw is one the turn
@@ -711,7 +724,7 @@ func truncate(b []byte) string {
 // violation that is an instance of one is tagged, so a short run can
 // require no new violation while the bug is open.
 const (
-	knownReanswered = "finding 2: an interrupted turn answered again after a worker loss"
+	knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
 	knownDeltaTail  = "finding 3: a stream ended without its last deltas, and no reset"
 )
 
@@ -720,9 +733,26 @@ const (
 // server.message.interrupted, and deltas that are a strict prefix of the
 // answer (the tail never came).
 func tagKnown(s *SessionInput, vs []Violation) {
+	// A turn is late when it has events after a later turn began, or
+	// after its own server.message.interrupted.
 	reanswered := map[string]bool{}
 	interrupted := map[string]bool{}
+	began := map[string]int{}
+	n := 0
 	for _, e := range s.Events {
+		if e.TurnID == "" {
+			continue
+		}
+		if e.Type == "client.message.send" {
+			if _, ok := began[e.TurnID]; !ok {
+				began[e.TurnID] = n
+				n++
+			}
+			continue
+		}
+		if b, ok := began[e.TurnID]; ok && b < n-1 {
+			reanswered[e.TurnID] = true
+		}
 		switch {
 		case e.Type == "server.message.interrupted":
 			interrupted[e.TurnID] = true
@@ -733,7 +763,7 @@ func tagKnown(s *SessionInput, vs []Violation) {
 	for i := range vs {
 		v := &vs[i]
 		switch v.Invariant {
-		case InvAnsweredOnce, InvFIFO:
+		case InvAnsweredOnce, InvFIFO, InvProviderPairs:
 			for _, e := range v.Events {
 				for id := range reanswered {
 					if strings.Contains(e, "turn="+id+" ") {
