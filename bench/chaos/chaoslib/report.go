@@ -148,12 +148,19 @@ func (r *Report) Print(w io.Writer) {
 	for k, n := range known {
 		fmt.Fprintf(w, "    %4d  %s\n", n, k)
 	}
-	for i, v := range r.Violations {
-		if i == 50 {
-			fmt.Fprintf(w, "… and %d more\n", len(r.Violations)-50)
-			break
+	// Up to 20 of each invariant, so that a flood of one kind never hides
+	// another.
+	shown, hidden := map[string]int{}, 0
+	for _, v := range r.Violations {
+		if shown[v.Invariant] == 20 {
+			hidden++
+			continue
 		}
+		shown[v.Invariant]++
 		fmt.Fprintln(w, "  "+v.String())
+	}
+	if hidden > 0 {
+		fmt.Fprintf(w, "… and %d more (past 20 of their invariant)\n", hidden)
 	}
 	if !r.OK() {
 		fmt.Fprintf(w, "\nwork dir (logs) %s and database %s kept\n", r.WorkDir, r.Database)
