@@ -162,7 +162,7 @@ func (r *Report) Print(w io.Writer) {
 	if hidden > 0 {
 		fmt.Fprintf(w, "… and %d more (past 20 of their invariant)\n", hidden)
 	}
-	if !r.OK() {
+	if len(r.New()) > 0 {
 		fmt.Fprintf(w, "\nwork dir (logs) %s and database %s kept\n", r.WorkDir, r.Database)
 	}
 }
