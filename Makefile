@@ -3,7 +3,7 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 BIN := bin
 
-.PHONY: all build dev test test-suite test-short test-topology topology topology-down vet check pg test-deps bench fuzz clean
+.PHONY: all build dev test test-suite test-short test-topology test-chaos topology topology-down vet check pg test-deps bench fuzz clean
 
 all: build
 
@@ -25,7 +25,8 @@ dev: pg build
 ## Plain go test already runs each fuzz target's seed corpus; the short
 ## fuzz run after it mutates beyond the seeds (2s per target). The
 ## production topology's suite (test-topology) runs after the rest, under
-## the same no-skip rule. All of it runs inside scripts/test-guard.sh, which
+## the same no-skip rule, and so does the five-minute chaos campaign
+## (test-chaos). All of it runs inside scripts/test-guard.sh, which
 ## gives the run an id (BAE_TEST_RUN) that labels every Docker image the
 ## tests build and every container started from one, and fails the run if
 ## any of them is still present at the end, listing them.
@@ -37,6 +38,7 @@ test: pg test-deps check
 test-suite:
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 25m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags topology -json ./tests/topology | $(BIN)/noskip -allow scripts/test-skips.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags chaos -json ./tests/chaos | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 ## test-short: the fast tests (-short skips the slow ones; skips allowed).
@@ -50,6 +52,13 @@ test-short: pg
 test-topology: pg
 	$(GO) test -count=1 -timeout 20m -tags topology -v ./tests/topology
 
+## test-chaos: the five-minute chaos campaign (tests/chaos, build tag
+## "chaos"; bench/chaos is the full one): the production topology under
+## every fault kind with zero violations required, then each invariant seen
+## to fire on purpose. `make test` runs it too, after test-topology.
+test-chaos: pg
+	$(GO) test -count=1 -timeout 20m -tags chaos -v ./tests/chaos
+
 ## topology: PostgreSQL, a real Temporal server, its Web UI and two
 ## `baesrv serve` replicas on one database (scripts/topology.sh); Ctrl-C or
 ## `make topology-down` stops them.
@@ -62,6 +71,7 @@ topology-down:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags dev ./cmd/baesrv
+	$(GO) vet -tags chaos ./tests/chaos
 
 ## check: vet, a tidy go.mod, and workflow code free of non-determinism.
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0

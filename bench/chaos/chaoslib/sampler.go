@@ -1,0 +1,86 @@
+package chaoslib
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sampleEvery is how often each replica's /metrics is scraped.
+const sampleEvery = 5 * time.Second
+
+// sample is one scrape of one replica incarnation.
+type sample struct {
+	Replica     string
+	Incarnation int
+	At          time.Time
+	Goroutines  float64
+	HeapBytes   float64
+	RSSBytes    float64
+}
+
+// sampler scrapes every live replica's Go runtime metrics.
+type sampler struct {
+	topo    *topology
+	samples []sample
+}
+
+func (s *sampler) loop(stop <-chan struct{}) {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	for {
+		for _, r := range s.topo.live() {
+			r.mu.Lock()
+			inc := r.incarnation
+			r.mu.Unlock()
+			if sm, ok := scrape(hc, r.adminAddr); ok {
+				sm.Replica, sm.Incarnation = r.name, inc
+				s.samples = append(s.samples, sm)
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(sampleEvery):
+		}
+	}
+}
+
+func scrape(hc *http.Client, addr string) (sample, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return sample{}, false
+	}
+	defer resp.Body.Close()
+	sm := sample{At: time.Now()}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	found := 0
+	for sc.Scan() {
+		line := sc.Text()
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			sm.Goroutines = v
+			found++
+		case "go_memstats_heap_inuse_bytes":
+			sm.HeapBytes = v
+			found++
+		case "process_resident_memory_bytes":
+			sm.RSSBytes = v
+		}
+	}
+	return sm, found == 2
+}
