@@ -451,12 +451,12 @@ headers = { anthropic-beta = "interleaved-thinking-2025-05-14" }
 	assert.Equal(t, []string{"END"}, s.Stop)
 
 	for src, want := range map[string]string{
-		entry + "[providers.entries.model_settings]\ntemprature = 0.5\n":                           `unknown model setting "temprature"`,
+		entry + "[providers.entries.model_settings]\ntemprature = 0.5\n":                              `unknown model setting "temprature"`,
 		entry + "[providers.entries.model_settings]\nthinking = { type = \"adaptive\", budgt = 1 }\n": `unknown model setting "thinking.budgt"`,
-		entry + "temperature = 0.5\n":                                                              `"temperature" is a model setting`,
-		entry + "[providers.entries.model_settings]\nthinking = { type = \"adaptive\" }\n":           `provider "x" has an invalid model_settings.thinking.type`,
+		entry + "temperature = 0.5\n": `"temperature" is a model setting`,
+		entry + "[providers.entries.model_settings]\nthinking = { type = \"adaptive\" }\n":                     `provider "x" has an invalid model_settings.thinking.type`,
 		entry + "[providers.entries.model_settings]\nthinking = { type = \"enabled\", budget_tokens = 512 }\n": `model_settings.thinking.budget_tokens: must be at least 1024`,
-		entry + "[providers.entries.model_settings]\nreasoning_effort = \"high\"\n":                  `model_settings.reasoning_effort: is an openai setting`,
+		entry + "[providers.entries.model_settings]\nreasoning_effort = \"high\"\n":                            `model_settings.reasoning_effort: is an openai setting`,
 	} {
 		_, err := Parse([]byte(src), noEnv)
 		var ve *ValidationError
