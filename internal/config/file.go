@@ -6,6 +6,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -121,6 +122,27 @@ func (p ProviderEntry) Budget() int {
 		maxTokens = provider.DefaultMaxTokens
 	}
 	return compaction.Budget(p.ContextWindow, maxTokens)
+}
+
+// EffectiveSettings are the entry's model settings with a profile's
+// overrides (its stored model_settings) for this entry laid over them,
+// validated together: the config file may have changed since the profile
+// was written.
+func (p ProviderEntry) EffectiveSettings(profile json.RawMessage) (provider.Settings, error) {
+	s := p.Settings
+	if len(profile) > 0 {
+		over, err := provider.ParseOverrides(profile)
+		if err != nil {
+			return provider.Settings{}, fmt.Errorf("profile model_settings: %w", err)
+		}
+		if o, ok := over[p.Name]; ok {
+			s = s.Merge(o)
+		}
+	}
+	if err := s.Validate(p.Kind, p.Model, p.MaxTokens); err != nil {
+		return provider.Settings{}, fmt.Errorf("model_settings.%w", err)
+	}
+	return s, nil
 }
 
 // EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.

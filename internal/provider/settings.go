@@ -552,3 +552,55 @@ func renameMaxTokens(payload []byte) []byte {
 	out = append(out, `,"max_completion_tokens":`...)
 	return append(out, payload[i+len(`,"max_tokens":`):]...)
 }
+
+// ParseOverrides decodes a profile's model_settings: an object of
+// settings by provider entry name. Shape errors are *SettingError with
+// Malformed set, the field prefixed with the entry's name.
+func ParseOverrides(raw json.RawMessage) (map[string]Settings, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	var byName map[string]json.RawMessage
+	if t[0] != '{' || json.Unmarshal(t, &byName) != nil {
+		return nil, &SettingError{Reason: "must be an object of settings by provider entry name", Malformed: true}
+	}
+	out := make(map[string]Settings, len(byName))
+	for name, r := range byName {
+		s, err := ParseSettings(r)
+		if err != nil {
+			var se *SettingError
+			if errors.As(err, &se) {
+				return nil, &SettingError{Field: joinField(name, se.Field), Reason: se.Reason, Malformed: true}
+			}
+			return nil, err
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+func joinField(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "." + b
+}
+
+// Shown is s as a provider.request event shows it: header values other
+// than the beta lists are masked, since a header may carry a credential.
+func (s Settings) Shown() Settings {
+	if len(s.Headers) == 0 {
+		return s
+	}
+	h := make(map[string]string, len(s.Headers))
+	for k, v := range s.Headers {
+		if strings.EqualFold(k, "anthropic-beta") || strings.EqualFold(k, "openai-beta") {
+			h[k] = v
+		} else {
+			h[k] = "••••••••" // config.Redacted
+		}
+	}
+	s.Headers = h
+	return s
+}
