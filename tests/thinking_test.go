@@ -382,7 +382,8 @@ auth_token = "literal-token"
 	over := map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048}, "stop": []any{"STOP"}}}
 	r := e.srv.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "tuned", "primary_provider": "old", "model_settings": over})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
-	assert.Equal(t, over, r.Body["model_settings"])
+	shown := e.srv.Admin(t, http.MethodGet, "/admin/v1/profiles/"+r.Body["id"].(string), nil)
+	assert.Equal(t, map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0}, "stop": []any{"STOP"}}}, shown.Body["model_settings"])
 	plain := e.srv.Profile(t, map[string]any{"name": "plain", "primary_provider": "old"})
 	got := e.srv.Admin(t, http.MethodGet, "/admin/v1/profiles/"+plain, nil)
 	assert.NotContains(t, got.Body, "model_settings", "a profile without settings shows none")
