@@ -236,7 +236,7 @@ func TestThinkingSurvivesCompaction(t *testing.T) {
 			pid := e.srv.Profile(t, map[string]any{"name": "thinking", "primary_provider": "thinker", "allowed_tools": []string{"get_file"}, "context": map[string]any{"keep_turns": 1}})
 			d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
 			d.register()
-			const turns = 8
+			const turns = 12
 			for turn := range turns {
 				term := runCycle(t, d, userText(turn), func(step int) string {
 					return strings.Repeat(fmt.Sprintf("line %d.%d of the file\n", turn, step), 60)
@@ -429,4 +429,51 @@ func keysOf(m map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// TestThinkingDeltasNeedTheirOwnOptIn: a stream with "Bae-Deltas: on"
+// gets the answer's text deltas but nothing of its thinking (no
+// thinking_delta, no thinking block_start); one with "on, thinking" gets
+// the thinking as it is written, which joins to the stored block's text.
+// Red when the stream's filter is dropped.
+func TestThinkingDeltasNeedTheirOwnOptIn(t *testing.T) {
+	fake := fakeprovider.New(t)
+	fake.Strict(true)
+	lane := fake.Lane("think")
+	e := newEnvOnFake(t, fake, thinkingEntry("anthropic", lane, true, ""))
+	pid := e.srv.Profile(t, map[string]any{"name": "thinking", "primary_provider": "thinker"})
+	d := e.openOn(pid, nil)
+	d.register()
+	const thought = "Let me think this through carefully."
+	for _, opt := range []string{"on", "on, thinking"} {
+		lane.Enqueue(fakeprovider.Text("the answer").WithThinking(thought))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		send := openRaw(t, ctx, e.srv, d.sid, d.sk, d.request("think"), http.Header{"Bae-Deltas": {opt}})
+		deltas, term := untilTerminal(t, send)
+		cancel()
+		require.Nil(t, term["error"])
+		var text, thinking strings.Builder
+		starts := []string{}
+		for _, m := range deltas {
+			p := m["params"].(map[string]any)
+			switch p["type"] {
+			case "text_delta":
+				text.WriteString(p["text"].(string))
+			case "thinking_delta":
+				thinking.WriteString(p["thinking"].(string))
+			case "block_start":
+				starts = append(starts, p["block"].(map[string]any)["type"].(string))
+			}
+		}
+		assert.Equal(t, "the answer", text.String(), opt)
+		if opt == "on" {
+			assert.Empty(t, thinking.String(), "no thinking without its opt-in")
+			assert.Equal(t, []string{"text"}, starts)
+		} else {
+			assert.Equal(t, thought, thinking.String())
+			assert.Equal(t, []string{"thinking", "text"}, starts)
+		}
+		blocks := message(term)["content"].([]any)
+		assert.Equal(t, thought, blocks[0].(map[string]any)["thinking"], "the stored answer keeps its thinking")
+	}
 }
