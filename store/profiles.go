@@ -38,7 +38,7 @@ type Profile struct {
 	// name (nil: none).
 	ModelSettings json.RawMessage
 	CreatedAt     time.Time
-	UpdatedAt time.Time
+	UpdatedAt     time.Time
 }
 
 // ProfileInput is the writable part of a profile.
