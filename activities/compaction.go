@@ -45,6 +45,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			return p, err
 		}
 		p.tools = p.ts.json()
+		p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
 		p.bytesPerToken = ci.State.BytesPerToken
 		policy := policyOf(ci.Policy)
 		p.off = !policy.Enabled
@@ -87,7 +88,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 		}
 		if p.need == nil {
 			p.messages = view
-			req := requestPayload(in.Attempt, entry, p.tools)
+			req := requestPayload(in.Attempt, entry, p.tools, p.settings)
 			ne := store.NewEvent{IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID}
 			// Stored by reference: the view is the conversation as of the
 			// counter, or what compaction makes of it (store.NewEvent.View).

@@ -89,6 +89,10 @@ type attemptPrep struct {
 	run *store.StreamRunNo
 	// budget: a spent budget stops the attempt before its call.
 	budget *workflows.BudgetSpent
+	// settings are the entry's model settings with the profile's
+	// overrides; settingsErr fails the attempt before its call.
+	settings    provider.Settings
+	settingsErr error
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
@@ -136,11 +140,12 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 			return p, err
 		}
 		p.messages, p.tools = conv, p.ts.json()
+		p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
 		// The conversation is stored once, as messages; the event names it
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
 			IdemKey: idem(in.TurnID, step+"/req"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-			Payload:    requestPayload(in.Attempt, entry, p.tools),
+			Payload:    requestPayload(in.Attempt, entry, p.tools, p.settings),
 			MessagesAt: &at,
 		})
 	}
@@ -174,6 +179,10 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
 	}
 
+	if prep.settingsErr != nil {
+		endAttempt(span, nil, "provider config error")
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+prep.settingsErr.Error(), nil)
+	}
 	lookup := a.Lookup
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -187,7 +196,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	started := time.Now()
 	ep := provider.Endpoint{
 		Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token,
-		PromptCache: !entry.NoPromptCache, CacheKey: in.SessionID,
+		PromptCache: !entry.NoPromptCache, CacheKey: in.SessionID, Settings: prep.settings,
 	}
 	var (
 		resp *provider.Response
@@ -542,9 +551,13 @@ func lastSeq(evs []store.Event) int64 {
 // requestPayload is the provider.request event of an attempt, naming the
 // provider's URL without user info or query (config.RedactURL); the
 // messages are added by the caller.
-func requestPayload(attempt int, entry config.ProviderEntry, tools json.RawMessage) events.ProviderRequestPayload {
-	return events.ProviderRequestPayload{
+func requestPayload(attempt int, entry config.ProviderEntry, tools json.RawMessage, settings provider.Settings) events.ProviderRequestPayload {
+	p := events.ProviderRequestPayload{
 		Attempt: attempt, Kind: attemptKind(attempt), Provider: entry.Kind, BaseURL: entry.DisplayBaseURL(),
 		Model: entry.Model, MaxTokens: entry.MaxTokens, Tools: tools,
 	}
+	if !settings.IsZero() {
+		p.ModelSettings = settings.Shown()
+	}
+	return p
 }

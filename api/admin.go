@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -119,6 +121,7 @@ type profileBody struct {
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
 	Sandbox            json.RawMessage `json:"sandbox"`
 	Context            json.RawMessage `json:"context"`
+	ModelSettings      json.RawMessage `json:"model_settings"`
 }
 
 // Admin-supplied fields are bounded (wire.MaxNameBytes and the list
@@ -207,7 +210,49 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 	if in.Context, p = a.contextPolicy(b.Context); p != nil {
 		return in, p
 	}
+	if in.ModelSettings, p = a.modelSettings(b.ModelSettings); p != nil {
+		return in, p
+	}
 	return in, nil
+}
+
+// modelSettings reads a profile's "model_settings" (overrides of provider
+// entries' model settings, by entry name): malformed (not an object, an
+// unknown key, a wrong type) is 400; a name not in the provider registry or
+// a setting the entry's model refuses, once laid over the entry's own, is
+// 422 invalid_model_settings, naming the field. Absent, null or {} stores
+// nothing.
+func (a *adminAPI) modelSettings(raw json.RawMessage) (json.RawMessage, *Problem) {
+	over, err := provider.ParseOverrides(raw)
+	var se *provider.SettingError
+	if errors.As(err, &se) {
+		return nil, badRequest("model_settings." + se.Error())
+	}
+	if err != nil {
+		return nil, badRequest("model_settings: " + err.Error())
+	}
+	if len(over) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(over))
+	for name := range over {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		entry, ok := a.Config.Provider(name)
+		if !ok {
+			return nil, unprocessable("invalid_model_settings", fmt.Sprintf("model_settings.%s: %q is not in the provider registry", name, name))
+		}
+		if err := entry.Settings.Merge(over[name]).Validate(entry.Kind, entry.Model, entry.MaxTokens); err != nil {
+			return nil, unprocessable("invalid_model_settings", fmt.Sprintf("model_settings.%s.%s", name, err))
+		}
+	}
+	enc, err := json.Marshal(over)
+	if err != nil {
+		return nil, badRequest("model_settings: " + err.Error())
+	}
+	return enc, nil
 }
 
 // sandboxSettings reads a profile's "sandbox" object: a malformed object
@@ -299,7 +344,7 @@ func profileView(p store.Profile) wire.Profile {
 	return wire.Profile{
 		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
 		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
-		Sandbox: sandbox, Context: policyOf(p.Context).JSON(),
+		Sandbox: sandbox, Context: policyOf(p.Context).JSON(), ModelSettings: p.ModelSettings,
 		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }

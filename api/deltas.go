@@ -29,6 +29,8 @@ type deltaStream struct {
 	// what it kept) does not send them twice.
 	seenTurn string
 	seenSeq  int64
+	// thinking: the stream opted in to thinking deltas as well.
+	thinking bool
 	// taken is the last batch drain wrote, reused for the next one.
 	taken []live.Delta
 	lines [][]byte
@@ -53,7 +55,7 @@ func (c *clientAPI) openDeltas(call *rpcCall, turnID string) (*deltaStream, wire
 	if !opt.On {
 		return nil, opt, true
 	}
-	return &deltaStream{call: call, sub: c.Hub.Deltas().Subscribe(call.sess.ID), turnID: turnID}, opt, true
+	return &deltaStream{call: call, sub: c.Hub.Deltas().Subscribe(call.sess.ID), turnID: turnID, thinking: opt.Thinking}, opt, true
 }
 
 // ready is the subscription's wake-up (nil, never firing, without one).
@@ -102,6 +104,10 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
 	}
 	for _, x := range backlog {
+		if !d.shows(x) {
+			d.seenSeq = max(d.seenSeq, x.Seq)
+			continue
+		}
 		if err := d.call.delta(x); err != nil {
 			return err
 		}
@@ -126,7 +132,7 @@ func (d *deltaStream) drain() error {
 		lines = append(lines, deltaLine(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}))
 	}
 	for _, x := range xs {
-		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq {
+		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq || !d.shows(x) {
 			continue
 		}
 		lines = append(lines, x.Line(deltaLine))
@@ -180,6 +186,24 @@ func (d *deltaStream) clock() time.Time {
 	return time.Now()
 }
 
+// shows reports whether the stream gets x: thinking (its deltas and its
+// blocks' starts) only when it opted in to thinking.
+func (d *deltaStream) shows(x live.Delta) bool {
+	if d.thinking {
+		return true
+	}
+	switch x.Type {
+	case provider.DeltaThinking:
+		return false
+	case provider.DeltaBlockStart:
+		var b struct {
+			Type string `json:"type"`
+		}
+		return json.Unmarshal(x.Block, &b) != nil || b.Type != "thinking" && b.Type != "redacted_thinking"
+	}
+	return true
+}
+
 // delta writes a session.delta notification.
 func (c *rpcCall) delta(x live.Delta) error {
 	return c.out.writeRaw(x.Line(deltaLine))
@@ -221,6 +245,9 @@ func deltaLine(x live.Delta) []byte {
 		b = appendJSONString(b, x.Text)
 	case provider.DeltaInputJSON:
 		b = append(b, `,"partial_json":`...)
+		b = appendJSONString(b, x.Text)
+	case provider.DeltaThinking:
+		b = append(b, `,"thinking":`...)
 		b = appendJSONString(b, x.Text)
 	case provider.DeltaBlockStart:
 		if len(x.Block) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/live"
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -31,6 +32,7 @@ type consoleDelta struct {
 	Type      string          `json:"type"`
 	Index     int             `json:"index"`
 	Text      string          `json:"text,omitempty"`
+	Thinking  string          `json:"thinking,omitempty"`
 	Block     json.RawMessage `json:"block,omitempty"`
 }
 
@@ -41,6 +43,10 @@ func deltaJSON(xs []live.Delta) string {
 		d := consoleDelta{TurnID: x.TurnID, Iteration: x.Iteration, Attempt: x.Attempt, Seq: x.Seq, Type: x.Type, Index: x.Index, Text: x.Text}
 		if json.Valid(x.Block) {
 			d.Block = x.Block
+		}
+		if x.Type == provider.DeltaThinking {
+			// As the client API's session.delta names it.
+			d.Text, d.Thinking = "", x.Text
 		}
 		out = append(out, d)
 	}

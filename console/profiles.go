@@ -28,6 +28,9 @@ type profileForm struct {
 	// Ctx is the profile's "context" (compaction) policy; Profile.Context
 	// is unused.
 	Ctx contextForm
+	// ModelSettingsText is the profile's "model_settings" as JSON text
+	// ("" for none), as SandboxText.
+	ModelSettingsText string
 }
 
 // contextForm is a context policy as the form edits it: numbers as typed,
@@ -52,7 +55,7 @@ func editForm(pr wire.Profile) profileForm {
 	if err != nil {
 		pol = compaction.DefaultPolicy()
 	}
-	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox), Ctx: contextFormOf(pol)}
+	return profileForm{Profile: pr, SandboxText: sandboxText(pr.Sandbox), Ctx: contextFormOf(pol), ModelSettingsText: sandboxText(pr.ModelSettings)}
 }
 
 // newForm is the form for a new profile: the default policy.
@@ -255,7 +258,8 @@ func profileFromForm(r *http.Request) profileForm {
 			AllowedTools:       formList(f.Get("allowed_tools")),
 			AvailableSandboxes: images,
 		},
-		SandboxText: strings.TrimSpace(f.Get("sandbox_json")),
+		SandboxText:       strings.TrimSpace(f.Get("sandbox_json")),
+		ModelSettingsText: strings.TrimSpace(f.Get("model_settings_json")),
 		Ctx: contextForm{
 			Enabled:            f.Get("context_enabled") != "",
 			ClearToolResults:   f.Get("context_clear_tool_results") != "",
@@ -317,10 +321,16 @@ func (f profileForm) body() (map[string]any, bool) {
 		}
 		b["sandbox"] = json.RawMessage(f.SandboxText)
 	}
+	if f.ModelSettingsText != "" {
+		if !json.Valid([]byte(f.ModelSettingsText)) {
+			return nil, false
+		}
+		b["model_settings"] = json.RawMessage(f.ModelSettingsText)
+	}
 	return b, true
 }
 
-const badSandboxJSON = "Sandbox limits must be a JSON object, such as {\"network\": \"bridge\"}"
+const badSandboxJSON = "Sandbox limits must be a JSON object, such as {\"network\": \"bridge\"} (and model settings too)"
 
 func (c *Console) profileCreate(w http.ResponseWriter, r *http.Request) {
 	f := profileFromForm(r)

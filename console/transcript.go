@@ -75,7 +75,12 @@ type message struct {
 
 type part struct {
 	Text string
-	Tool *toolView
+	// Thinking is a thinking block's text ("" and Redacted for a
+	// redacted_thinking block), shown collapsed.
+	Thinking    string
+	HasThinking bool
+	Redacted    bool
+	Tool        *toolView
 	// Other is a non-text, non-tool block, shown as JSON.
 	Other string
 }
@@ -304,6 +309,7 @@ func systemOf(e store.Event) *systemLine {
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -356,6 +362,8 @@ func messageOf(content json.RawMessage, calls map[string]*toolView, assistant bo
 				tv = &toolView{ID: b.ID, Name: b.Name, Input: pretty(b.Input)}
 			}
 			m.Parts = append(m.Parts, part{Tool: tv})
+		case "thinking", "redacted_thinking":
+			m.Parts = append(m.Parts, part{Thinking: b.Thinking, HasThinking: true, Redacted: b.Type == "redacted_thinking"})
 		case "tool_result":
 			results++ // drawn inside the tool call it answers
 		default:

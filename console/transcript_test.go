@@ -98,3 +98,16 @@ func TestContextFormBody(t *testing.T) {
 	assert.Equal(t, "context.keep_turns", errorField("context.keep_turns: must be between 1 and 100 (invalid_context)"))
 	assert.Empty(t, errorField("name: required"))
 }
+
+// TestThinkingShownCollapsed: an assistant message's thinking and
+// redacted_thinking blocks are drawn as collapsed parts before its text,
+// and a live thinking delta reaches the browser under "thinking".
+func TestThinkingShownCollapsed(t *testing.T) {
+	m := messageOf(json.RawMessage(`[{"type":"thinking","thinking":"let me see","signature":"sig"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"answer"}]`), map[string]*toolView{}, true)
+	require.Len(t, m.Parts, 3)
+	assert.Equal(t, part{Thinking: "let me see", HasThinking: true}, m.Parts[0])
+	assert.Equal(t, part{HasThinking: true, Redacted: true}, m.Parts[1])
+	assert.Equal(t, "answer", m.Parts[2].Text)
+	assert.JSONEq(t, `[{"turn_id":"trn_a","iteration":0,"attempt":0,"seq":1,"type":"thinking_delta","index":0,"thinking":"hmm"}]`,
+		deltaJSON([]live.Delta{{TurnID: "trn_a", Seq: 1, Type: "thinking_delta", Text: "hmm"}}))
+}

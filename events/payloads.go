@@ -49,6 +49,9 @@ type ProviderRequestPayload struct {
 	// (store.NewEvent.MessagesAt); readers always get them.
 	Messages any `json:"messages,omitempty"`
 	Tools    any `json:"tools"`
+	// ModelSettings are the model settings the request carried (bae-go's
+	// extension, absent when none: a BAE profile's event is unchanged).
+	ModelSettings any `json:"model_settings,omitempty"`
 }
 
 // ProviderResponsePayload is provider.response: one attempt's outcome.

@@ -256,6 +256,9 @@ type AttemptInputs struct {
 	MCPTools json.RawMessage
 	// TrackedSubagents is whether the session has subagents to report.
 	TrackedSubagents bool
+	// ModelSettings are the session profile's model_settings overrides
+	// (nil: none).
+	ModelSettings json.RawMessage
 }
 
 // AttemptInputs reads an attempt's inputs in one round trip.
@@ -275,7 +278,8 @@ func queueAttemptInputs(b *pgx.Batch, sessionID, clientKeyID, respIdem string) {
 	b.Queue(`SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, respIdem)
 	b.Queue(`SELECT client_key_id, client_version, tools, sandbox_tools, subagent_tools, registered_at
 		FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sessionID, clientKeyID)
-	b.Queue(`SELECT mcp_tools, EXISTS (SELECT 1 FROM subagents WHERE session_id = $1 AND evicted_at IS NULL) FROM sessions WHERE id = $1`, sessionID)
+	b.Queue(`SELECT mcp_tools, EXISTS (SELECT 1 FROM subagents WHERE session_id = $1 AND evicted_at IS NULL),
+		(SELECT p.model_settings FROM profiles p WHERE p.id = sessions.profile_id) FROM sessions WHERE id = $1`, sessionID)
 }
 
 func readAttemptInputs(br pgx.BatchResults) (AttemptInputs, error) {
@@ -298,13 +302,14 @@ func readAttemptInputs(br pgx.BatchResults) (AttemptInputs, error) {
 	}
 	in.Decl.Tools, in.Decl.SandboxTools, in.Decl.SubagentTools, in.Decl.Registered = tools, sb, sub, reg != nil
 	var mcp []byte
-	if err := br.QueryRow().Scan(&mcp, &in.TrackedSubagents); err != nil {
+	var settings []byte
+	if err := br.QueryRow().Scan(&mcp, &in.TrackedSubagents, &settings); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return in, fmt.Errorf("get session: %w", ErrNotFound)
 		}
 		return in, fmt.Errorf("get session: %w", err)
 	}
-	in.MCPTools = mcp
+	in.MCPTools, in.ModelSettings = mcp, settings
 	return in, nil
 }
 

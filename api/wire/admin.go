@@ -31,9 +31,12 @@ type Profile struct {
 	// Sandbox is the profile's overrides of the server's [sandbox] bounds.
 	Sandbox json.RawMessage `json:"sandbox"`
 	// Context is the profile's compaction policy, defaults filled in.
-	Context   json.RawMessage `json:"context"`
-	CreatedAt string          `json:"created_at"`
-	UpdatedAt string          `json:"updated_at"`
+	Context json.RawMessage `json:"context"`
+	// ModelSettings overrides provider entries' model settings, by entry
+	// name (bae-go's extension; absent when the profile has none).
+	ModelSettings json.RawMessage `json:"model_settings,omitempty"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
 }
 
 // ClientKey is a client key as the admin API lists it. Key, the plaintext,

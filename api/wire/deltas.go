@@ -7,7 +7,9 @@ import (
 
 // DeltasHeader opts a session.sendMessage or session.subscribe stream into
 // live deltas (a bae-go extension): "on", or "after=<turn_id>:<seq>" to
-// resume a turn's deltas after the last sequence the client saw.
+// resume a turn's deltas after the last sequence the client saw; either
+// followed by ", thinking" to get the model's thinking as it is written
+// too (a separate opt-in: without it thinking blocks are left out).
 const DeltasHeader = "Bae-Deltas"
 
 // DeltasMethod is the notification that carries one delta.
@@ -19,6 +21,8 @@ type DeltaOpt struct {
 	// TurnID and After name a turn's last delta seen, when resuming.
 	TurnID string
 	After  int64
+	// Thinking: thinking blocks' deltas too.
+	Thinking bool
 }
 
 // ParseDeltas validates the DeltasHeader values: absent is off.
@@ -31,8 +35,15 @@ func ParseDeltas(values []string) (DeltaOpt, *Error) {
 		return DeltaOpt{}, invalid("more than one %s header", DeltasHeader)
 	}
 	v := strings.TrimSpace(values[0])
+	thinking := false
+	if head, flag, ok := strings.Cut(v, ","); ok {
+		if strings.TrimSpace(flag) != "thinking" {
+			return DeltaOpt{}, invalid(`%s must be "on" or "after=<turn_id>:<seq>", optionally followed by ", thinking"`, DeltasHeader)
+		}
+		v, thinking = strings.TrimSpace(head), true
+	}
 	if v == "on" {
-		return DeltaOpt{On: true}, nil
+		return DeltaOpt{On: true, Thinking: thinking}, nil
 	}
 	rest, ok := strings.CutPrefix(v, "after=")
 	turn, seq, ok2 := strings.Cut(rest, ":")
@@ -40,5 +51,5 @@ func ParseDeltas(values []string) (DeltaOpt, *Error) {
 	if !ok || !ok2 || !strings.HasPrefix(turn, "trn_") || len(turn) > 64 || err != nil || n < 0 {
 		return DeltaOpt{}, invalid(`%s must be "on" or "after=<turn_id>:<seq>"`, DeltasHeader)
 	}
-	return DeltaOpt{On: true, TurnID: turn, After: n}, nil
+	return DeltaOpt{On: true, TurnID: turn, After: n, Thinking: thinking}, nil
 }

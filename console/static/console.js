@@ -103,6 +103,18 @@
       if (b.tool !== undefined) {
         n.className = "note";
         n.textContent = "calling " + (b.tool || "a tool") + "…";
+      } else if (b.thinking !== undefined) {
+        // Thinking is shown collapsed, as in the transcript.
+        n = document.createElement("details");
+        n.className = "thinking";
+        var sum = document.createElement("summary");
+        sum.className = "muted";
+        sum.textContent = "thinking…";
+        n.appendChild(sum);
+        var body = document.createElement("div");
+        body.className = "text";
+        body.textContent = b.thinking;
+        n.appendChild(body);
       } else {
         n.className = "text";
         n.textContent = b.text;
@@ -147,9 +159,15 @@
       case "block_start":
         if (d.block && d.block.type === "tool_use") {
           st.blocks[d.index] = { tool: typeof d.block.name === "string" ? d.block.name : "" };
+        } else if (d.block && (d.block.type === "thinking" || d.block.type === "redacted_thinking")) {
+          st.blocks[d.index] = { thinking: "" };
         } else if (!st.blocks[d.index]) {
           st.blocks[d.index] = { text: d.block && typeof d.block.text === "string" ? d.block.text : "" };
         }
+        break;
+      case "thinking_delta":
+        if (!st.blocks[d.index] || st.blocks[d.index].thinking === undefined) st.blocks[d.index] = { thinking: "" };
+        st.blocks[d.index].thinking += d.thinking || "";
         break;
       case "text_delta":
         if (!st.blocks[d.index] || st.blocks[d.index].tool !== undefined) st.blocks[d.index] = { text: "" };

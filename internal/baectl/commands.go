@@ -112,6 +112,9 @@ type profileFlags struct {
 	sandboxLimits string
 	// context is the profile's compaction policy as JSON text.
 	context string
+	// modelSettings are the profile's model_settings overrides as JSON
+	// text.
+	modelSettings string
 }
 
 // register binds the list flags; each is repeatable and keeps commas
@@ -123,6 +126,7 @@ func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&p.sandboxes, "sandbox", nil, "sandbox `IMAGE` the profile may use, repeatable")
 	fs.StringVar(&p.sandboxLimits, "sandbox-limits", "", "`JSON` object overriding the server's [sandbox] bounds, e.g. '{\"network\":\"bridge\"}' (none: the server's)")
 	fs.StringVar(&p.context, "context", "", "`JSON` compaction policy, e.g. '{\"keep_turns\":6}' or '{\"enabled\":false}' (none: the default, on)")
+	fs.StringVar(&p.modelSettings, "model-settings", "", "`JSON` model settings by provider entry name, overriding the entries', e.g. '{\"opus\":{\"effort\":\"max\"}}' (none: the entries' own)")
 }
 
 // body always carries every list and the sandbox object, so a PUT clears
@@ -149,12 +153,19 @@ func (p *profileFlags) body(name, primary string) (map[string]any, error) {
 		}
 		policy = json.RawMessage(p.context)
 	}
-	return map[string]any{
+	body := map[string]any{
 		"name": name, "primary_provider": primary,
 		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
 		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
 		"sandbox": limits, "context": policy,
-	}, nil
+	}
+	if strings.TrimSpace(p.modelSettings) != "" {
+		if !json.Valid([]byte(p.modelSettings)) {
+			return nil, usagef("--model-settings: not valid JSON: %s", p.modelSettings)
+		}
+		body["model_settings"] = json.RawMessage(p.modelSettings)
+	}
+	return body, nil
 }
 
 func createProfileCmd(fs *pflag.FlagSet) runFunc {
@@ -202,8 +213,18 @@ func printProfile(e *invocation, p profile) error {
 		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
 		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
 		{"sandbox", sandboxOrDefaults(p.Sandbox)}, {"context", compactJSON(p.Context)},
+		{"model_settings", modelSettingsOrNone(p.ModelSettings)},
 		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
 	})
+}
+
+// modelSettingsOrNone shows a profile's model_settings on one line.
+func modelSettingsOrNone(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil || buf.String() == "null" {
+		return "(none: the provider entries' own)"
+	}
+	return buf.String()
 }
 
 // sandboxOrDefaults shows a profile's sandbox overrides on one line.

@@ -238,6 +238,18 @@ func TestAgainstServer(t *testing.T) {
 		r = c.run("update", "profile", idA, "alpha-provider", "--context", `{keep`)
 		assert.Equal(t, ExitUsage, r.code)
 
+		// Model settings: shown on one line, validated by the server.
+		r = c.ok("update", "profile", idA, "alpha-provider", "--name", "prof-a2", "--model-settings", `{"alpha-provider":{"temperature":0.2}}`)
+		assert.Regexp(t, `model_settings:\s+\{"alpha-provider":\{"temperature":0.2\}\}`, r.stdout)
+		r = c.run("update", "profile", idA, "alpha-provider", "--name", "prof-a2", "--model-settings", `{"alpha-provider":{"top_k":0}}`)
+		assert.Equal(t, ExitRuntime, r.code)
+		assert.Contains(t, r.stderr, "(422 invalid_model_settings)")
+		assert.Contains(t, r.stderr, "model_settings.alpha-provider.top_k")
+		r = c.run("update", "profile", idA, "alpha-provider", "--model-settings", `{x`)
+		assert.Equal(t, ExitUsage, r.code)
+		r = c.ok("update", "profile", idA, "alpha-provider", "--name", "prof-a2")
+		assert.Contains(t, r.stdout, "(none: the provider entries' own)")
+
 		// Duplicate name: readable 409, exit 1.
 		r = c.run("create", "profile", "prof-b", "alpha-provider")
 		assert.Equal(t, ExitRuntime, r.code)

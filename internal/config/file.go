@@ -6,6 +6,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -107,6 +108,10 @@ type ProviderEntry struct {
 	ContextWindow int
 	// Price turns the entry's usage into cost (nil: no price, cost 0).
 	Price *Price
+	// Settings are model_settings: what the request carries besides the
+	// model and max_tokens (validated against Kind, Model and MaxTokens;
+	// a profile may override them).
+	Settings provider.Settings
 }
 
 // Budget is how many input tokens a request to this entry may carry: the
@@ -117,6 +122,27 @@ func (p ProviderEntry) Budget() int {
 		maxTokens = provider.DefaultMaxTokens
 	}
 	return compaction.Budget(p.ContextWindow, maxTokens)
+}
+
+// EffectiveSettings are the entry's model settings with a profile's
+// overrides (its stored model_settings) for this entry laid over them,
+// validated together: the config file may have changed since the profile
+// was written.
+func (p ProviderEntry) EffectiveSettings(profile json.RawMessage) (provider.Settings, error) {
+	s := p.Settings
+	if len(profile) > 0 {
+		over, err := provider.ParseOverrides(profile)
+		if err != nil {
+			return provider.Settings{}, fmt.Errorf("profile model_settings: %w", err)
+		}
+		if o, ok := over[p.Name]; ok {
+			s = s.Merge(o)
+		}
+	}
+	if err := s.Validate(p.Kind, p.Model, p.MaxTokens); err != nil {
+		return provider.Settings{}, fmt.Errorf("model_settings.%w", err)
+	}
+	return s, nil
 }
 
 // EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.
@@ -251,6 +277,8 @@ type rawProvider struct {
 	// ContextWindow is the model's context window in tokens.
 	ContextWindow *int64 `toml:"context_window"`
 	Price         *Price `toml:"price"`
+	// ModelSettings is model_settings; unknown keys in it are refused.
+	ModelSettings *provider.Settings `toml:"model_settings"`
 }
 
 type rawTelemetry struct {
@@ -325,7 +353,9 @@ func (f *File) SandboxPolicy(profile sandbox.Settings) sandbox.Policy {
 
 // checkUnknownKeys rejects typos inside the known sections while ignoring
 // unknown top-level keys (forward compatibility). Provider entries tolerate
-// extra keys, as the reference schema does.
+// extra keys, as the reference schema does, except inside model_settings
+// (what reaches the provider is never a silent guess) and a model setting
+// written beside the entry's keys instead of in its model_settings.
 func checkUnknownKeys(keys []toml.Key) error {
 	for _, k := range keys {
 		if len(k) < 2 {
@@ -335,6 +365,12 @@ func checkUnknownKeys(keys []toml.Key) error {
 		case "mcp", "telemetry", "sandbox":
 		case "providers":
 			if k[1] == "entries" {
+				if len(k) >= 4 && k[2] == "model_settings" {
+					return invalidf("unknown model setting %q in [providers.entries.model_settings] (known: %s)", strings.Join(k[3:], "."), strings.Join(provider.SettingKeys, ", "))
+				}
+				if len(k) == 3 && slices.Contains(provider.SettingKeys, k[2]) {
+					return invalidf("%q is a model setting: put it in the entry's model_settings table", k[2])
+				}
 				continue
 			}
 		default:
@@ -431,12 +467,19 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if err := checkPrice(e.Name, e.Price); err != nil {
 			return ProvidersSection{}, err
 		}
+		var settings provider.Settings
+		if e.ModelSettings != nil {
+			settings = *e.ModelSettings
+			if err := settings.Validate(e.Provider, *e.Model, int(maxTokens)); err != nil {
+				return ProvidersSection{}, invalidf("provider %q has an invalid model_settings.%s", e.Name, err)
+			}
+		}
 		seen[e.Name] = true
 		out.Entries = append(out.Entries, ProviderEntry{
 			Name: e.Name, Kind: e.Provider, BaseURL: e.BaseURL,
 			Model: *e.Model, AuthToken: *e.AuthToken, MaxTokens: int(maxTokens), ContextWindow: int(window),
 			NoStream: e.Stream != nil && !*e.Stream, Price: e.Price,
-			NoPromptCache: e.PromptCache != nil && !*e.PromptCache,
+			NoPromptCache: e.PromptCache != nil && !*e.PromptCache, Settings: settings,
 		})
 	}
 	return out, nil

@@ -430,3 +430,37 @@ func TestSandboxSectionValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderModelSettings: model_settings reach the entry; unknown keys
+// in it, a setting written beside the entry's keys, and a setting the
+// model family refuses stop the load with a message naming the entry and
+// the field.
+func TestProviderModelSettings(t *testing.T) {
+	entry := "[[providers.entries]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nauth_token = \"t\"\nmax_tokens = 16000\n"
+	f, err := Parse([]byte(entry+`[providers.entries.model_settings]
+thinking = { type = "enabled", budget_tokens = 4096, display = "summarized" }
+temperature = 1
+stop = ["END"]
+headers = { anthropic-beta = "interleaved-thinking-2025-05-14" }
+`), noEnv)
+	require.NoError(t, err)
+	s := f.Providers.Entries[0].Settings
+	require.NotNil(t, s.Thinking)
+	assert.Equal(t, int64(4096), s.Thinking.BudgetTokens)
+	assert.Equal(t, 1.0, *s.Temperature)
+	assert.Equal(t, []string{"END"}, s.Stop)
+
+	for src, want := range map[string]string{
+		entry + "[providers.entries.model_settings]\ntemprature = 0.5\n":                              `unknown model setting "temprature"`,
+		entry + "[providers.entries.model_settings]\nthinking = { type = \"adaptive\", budgt = 1 }\n": `unknown model setting "thinking.budgt"`,
+		entry + "temperature = 0.5\n": `"temperature" is a model setting`,
+		entry + "[providers.entries.model_settings]\nthinking = { type = \"adaptive\" }\n":                     `provider "x" has an invalid model_settings.thinking.type`,
+		entry + "[providers.entries.model_settings]\nthinking = { type = \"enabled\", budget_tokens = 512 }\n": `model_settings.thinking.budget_tokens: must be at least 1024`,
+		entry + "[providers.entries.model_settings]\nreasoning_effort = \"high\"\n":                            `model_settings.reasoning_effort: is an openai setting`,
+	} {
+		_, err := Parse([]byte(src), noEnv)
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve, src)
+		assert.Contains(t, err.Error(), want)
+	}
+}

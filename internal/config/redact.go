@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
 )
 
@@ -23,6 +24,18 @@ type ProviderSummary struct {
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
 	BaseURL  string `json:"base_url"`
+	// ModelSettings are the entry's model_settings, header values but the
+	// beta lists masked; absent when it has none.
+	ModelSettings *provider.Settings `json:"model_settings,omitempty"`
+}
+
+// shownSettings is an entry's settings as views show them (nil: none).
+func shownSettings(s provider.Settings) *provider.Settings {
+	if s.IsZero() {
+		return nil
+	}
+	v := s.Shown()
+	return &v
 }
 
 // ConfigSnapshot is the body of GET /admin/v1/config.
@@ -76,6 +89,8 @@ type ProviderSnapshot struct {
 	Model     string `json:"model"`
 	BaseURL   string `json:"base_url"`
 	AuthToken string `json:"auth_token"`
+	// ModelSettings as ProviderSummary shows them.
+	ModelSettings *provider.Settings `json:"model_settings,omitempty"`
 }
 
 // TelemetrySnapshot mirrors [telemetry] with otlp_headers values masked.
@@ -116,7 +131,7 @@ func (f *File) ProvidersView() []ProviderSummary {
 	entries := f.SortedProviders()
 	out := make([]ProviderSummary, 0, len(entries))
 	for _, p := range entries {
-		out = append(out, ProviderSummary{Name: p.Name, Provider: p.Kind, Model: p.Model, BaseURL: p.DisplayBaseURL()})
+		out = append(out, ProviderSummary{Name: p.Name, Provider: p.Kind, Model: p.Model, BaseURL: p.DisplayBaseURL(), ModelSettings: shownSettings(p.Settings)})
 	}
 	return out
 }
@@ -142,7 +157,7 @@ func (f *File) ConfigView() ConfigSnapshot {
 	for _, p := range f.SortedProviders() {
 		snap.Providers.Entries = append(snap.Providers.Entries, ProviderSnapshot{
 			Name: p.Name, Provider: p.Kind, Model: p.Model,
-			BaseURL: p.DisplayBaseURL(), AuthToken: Redacted,
+			BaseURL: p.DisplayBaseURL(), AuthToken: Redacted, ModelSettings: shownSettings(p.Settings),
 		})
 	}
 	t := f.TelemetryConfig()

@@ -232,3 +232,32 @@ func TestRedactURL(t *testing.T) {
 		assert.Equal(t, want, RedactURL(in), in)
 	}
 }
+
+// TestViewsShowModelSettingsMasked: the config and provider views show an
+// entry's model settings, every header value but the beta lists masked;
+// an entry without them shows none.
+func TestViewsShowModelSettingsMasked(t *testing.T) {
+	f, err := Parse([]byte(`
+[[providers.entries]]
+name = "a"
+provider = "anthropic"
+model = "claude-sonnet-4-6"
+auth_token = "t"
+model_settings = { effort = "low", headers = { anthropic-beta = "b1", x-gateway-key = "secret-value" } }
+
+[[providers.entries]]
+name = "b"
+provider = "openai"
+model = "gpt-4o"
+auth_token = "t"
+`), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	view := f.ConfigView()
+	s := view.Providers.Entries[0].ModelSettings
+	require.NotNil(t, s)
+	assert.Equal(t, "low", s.Effort)
+	assert.Equal(t, map[string]string{"anthropic-beta": "b1", "x-gateway-key": Redacted}, s.Headers)
+	assert.Nil(t, view.Providers.Entries[1].ModelSettings)
+	assert.Equal(t, "secret-value", f.Providers.Entries[0].Settings.Headers["x-gateway-key"], "the entry itself keeps the value")
+	assert.Equal(t, s, f.ProvidersView()[0].ModelSettings)
+}

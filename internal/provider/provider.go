@@ -73,6 +73,9 @@ type Endpoint struct {
 	// CacheKey is the openai prompt_cache_key sent with PromptCache: the
 	// session, so its requests share a cache. "" sends none.
 	CacheKey string
+	// Settings are the model settings (already validated); the zero value
+	// sends nothing.
+	Settings Settings
 }
 
 // Canonical is the provider's answer in the canonical shape.
@@ -185,6 +188,9 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 		}
 		payload, err = marshalJSON(w.body(ep, msgs, ts))
 	}
+	if err == nil {
+		payload, err = withSettings(ep.Kind, ep.Settings, len(ts) > 0, payload)
+	}
 	if err != nil {
 		return nil, &CallError{Detail: "encode request: " + err.Error(), Err: err}
 	}
@@ -204,6 +210,9 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	req.Header.Set("Accept", "application/json")
 	if sink != nil {
 		req.Header.Set("Accept", "text/event-stream, application/json")
+	}
+	for k, v := range ep.Settings.Headers {
+		req.Header.Set(k, v)
 	}
 	w.authorize(req.Header, ep.AuthToken)
 

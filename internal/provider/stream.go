@@ -24,6 +24,9 @@ const (
 	// DeltaInputJSON is a piece of tool_use block Index's input, as JSON
 	// text: the pieces joined are the input.
 	DeltaInputJSON = "input_json_delta"
+	// DeltaThinking is thinking text appended to thinking block Index:
+	// sent only to streams that opted in to thinking as well.
+	DeltaThinking = "thinking_delta"
 )
 
 // Delta is one piece of a streamed answer, in canonical terms: the index
@@ -285,6 +288,7 @@ func (a *anthropicAssembler) event(name string, data []byte, sink func(Delta)) (
 			sink(Delta{Index: ev.Index, Kind: DeltaInputJSON, Text: d.PartialJSON})
 		case "thinking_delta":
 			b.thought.WriteString(d.Thinking)
+			sink(Delta{Index: ev.Index, Kind: DeltaThinking, Text: d.Thinking})
 		case "signature_delta":
 			enc, _ := marshalJSON(d.Signature)
 			b.fields["signature"] = enc

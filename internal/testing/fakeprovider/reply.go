@@ -10,6 +10,9 @@ type Reply struct {
 	Text string
 	// ToolUses follow the text, in order.
 	ToolUses []ToolUseSpec
+	// Thinking blocks come first, when the request turns thinking on
+	// (see ThinkingSpec).
+	Thinking []ThinkingSpec
 	// StopReason overrides the canonical stop reason ("end_turn", or
 	// "tool_use" when ToolUses is non-empty). OpenAI replies map it to
 	// finish_reason ("stop"/"tool_calls"; other values pass through).

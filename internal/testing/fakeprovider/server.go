@@ -50,6 +50,7 @@ type Server struct {
 
 	strict         bool
 	strictRefusals int
+	thinking       issuedThinking
 
 	cache cacheState
 }
@@ -283,7 +284,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tooLong := 0 // the window a too-long request passed
 	var invalid error
 	if validBody && s.strict {
-		if invalid = ConversationError(rec); invalid != nil {
+		if invalid = ConversationError(rec); invalid == nil {
+			invalid = s.settingsError(rec)
+		}
+		if invalid != nil {
 			s.strictRefusals++
 		}
 	}
@@ -396,12 +400,12 @@ func (s *Server) write(w http.ResponseWriter, rec Recorded, reply Reply) {
 	case reply.isEcho():
 		reply.Text = "echo: " + rec.LastUserText()
 	}
-	var body any
+	var body map[string]any
 	var err error
 	if rec.Format == OpenAI {
 		body, err = openAIBody(rec, reply)
 	} else {
-		body, err = anthropicBody(rec, reply)
+		body, err = s.anthropicBody(rec, reply)
 	}
 	if err != nil {
 		writeError(w, rec.Format, http.StatusInternalServerError, "fakeprovider: "+err.Error())

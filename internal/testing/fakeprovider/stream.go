@@ -23,7 +23,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, rec Recorded
 	if rec.Format == OpenAI {
 		body, err = openAIBody(rec, reply)
 	} else {
-		body, err = anthropicBody(rec, reply)
+		body, err = s.anthropicBody(rec, reply)
 	}
 	if err != nil {
 		writeError(w, rec.Format, http.StatusInternalServerError, "fakeprovider: "+err.Error())
@@ -193,6 +193,20 @@ func (st *sseWriter) anthropic(body map[string]any, reply Reply) {
 				}
 				st.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "text_delta", "text": p}})
 			}
+		case "thinking":
+			st.send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+			for _, p := range splitText(block["thinking"].(string), reply.Tokens) {
+				if !st.piece() {
+					return
+				}
+				st.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": p}})
+			}
+			if !st.piece() {
+				return
+			}
+			st.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "signature_delta", "signature": block["signature"]}})
+		case "redacted_thinking":
+			st.send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": block})
 		case "tool_use":
 			st.send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": block["name"], "input": map[string]any{}}})
 			for _, p := range splitText(string(block["input"].(json.RawMessage)), 3) {

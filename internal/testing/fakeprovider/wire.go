@@ -54,8 +54,9 @@ func InputTokens(body []byte) int {
 
 // tokens is a plausible, deterministic usage figure, the same whether or
 // not the request asked for a stream.
+// Thinking is billed as output.
 func tokens(rec Recorded, reply Reply) (in, out int) {
-	return InputTokens(rec.RawBody), len(reply.Text)/4 + len(reply.ToolUses) + 1
+	return InputTokens(rec.RawBody), len(reply.Text)/4 + len(reply.ToolUses) + 1 + thinkingTokens(rec, reply)
 }
 
 // writeTooLong refuses a request longer than the window, in each
@@ -75,7 +76,7 @@ func writeTooLong(w http.ResponseWriter, format Format, n, window int) {
 
 // anthropicBody renders a Messages API response.
 func anthropicBody(rec Recorded, reply Reply) (map[string]any, error) {
-	content := []any{}
+	content := append([]any{}, thinkingBlocks(rec, reply)...)
 	if reply.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": reply.Text})
 	}
@@ -133,7 +134,7 @@ func openAIBody(rec Recorded, reply Reply) (map[string]any, error) {
 		"created": time.Now().Unix(),
 		"model":   rec.Model(),
 		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}},
-		"usage":   openAIUsage(rec, in, out),
+		"usage":   openAIUsage(rec, in, out, thinkingTokens(rec, reply)),
 	}, nil
 }
 
@@ -153,8 +154,13 @@ func anthropicUsage(rec Recorded, in, out int) map[string]any {
 
 // openAIUsage is the usage object, with prompt_tokens_details.cached_tokens
 // when the cache is emulated.
-func openAIUsage(rec Recorded, in, out int) map[string]any {
+// A reasoning request's reasoning tokens are part of completion_tokens,
+// and also reported apart.
+func openAIUsage(rec Recorded, in, out, reasoning int) map[string]any {
 	u := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	if reasoningOn(rec) {
+		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": reasoning}
+	}
 	if rec.Cache != nil {
 		u["prompt_tokens_details"] = map[string]any{"cached_tokens": rec.Cache.Read}
 	}
