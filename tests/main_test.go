@@ -68,6 +68,13 @@ func newFSServer() *server.MCPServer {
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(strings.Repeat("a line of "+req.GetString("path", "?")+"\n", 150)), nil
 		})
+	// create_issue answers with the arguments it ran with: the approval
+	// tests hold it and check what ran (its schema requires both).
+	s.AddTool(mcp.NewTool("create_issue", mcp.WithDescription("Create an issue"),
+		mcp.WithString("repo", mcp.Required()), mcp.WithString("title", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("created " + req.GetString("repo", "?") + ": " + req.GetString("title", "?")), nil
+		})
 	return s
 }
 

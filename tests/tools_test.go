@@ -261,7 +261,7 @@ var shellTool = map[string]any{
 // ---- 1. MCP ----------------------------------------------------------------
 
 // fsTools are the tools newFSServer offers.
-var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big"}
+var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big", "create_issue"}
 
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
