@@ -512,7 +512,11 @@ func TestApprovalRacingDecisions(t *testing.T) {
 	var admin testenv.Response
 	start := make(chan struct{})
 	wg.Add(2)
-	go func() { defer wg.Done(); <-start; rpcTerm = other.decide(map[string]any{"approval_id": id, "decision": "approve"}) }()
+	go func() {
+		defer wg.Done()
+		<-start
+		rpcTerm = other.decide(map[string]any{"approval_id": id, "decision": "approve"})
+	}()
 	go func() {
 		defer wg.Done()
 		<-start
