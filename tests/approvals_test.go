@@ -3,8 +3,13 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +21,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/sessionclient"
+	"github.com/bae-go/bae-go/internal/testing/devstack"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/procserver"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -670,4 +678,111 @@ func TestApprovalBAEClientSession(t *testing.T) {
 	assert.Equal(t, []string{"client.message.send", "provider.request", "provider.response", "tool.call", "mcp.request", "mcp.response", "tool.result",
 		"provider.request", "provider.response", "server.message.send"}, types(resultEvents(term)))
 	assert.Equal(t, "created acme/prod: Fix it", contentText(t, lastToolResult(t, e)["content"]))
+}
+
+// TestApprovalSurvivesKillsAndTemporalRestart: a held call's approval is
+// granted after every replica was SIGKILLed, and again after the replicas
+// and the Temporal server were stopped and started (its SQLite store
+// kept): the wait is in the workflow's history, not in any process. The
+// tool runs exactly once each time (counted by the MCP server itself).
+func TestApprovalSurvivesKillsAndTemporalRestart(t *testing.T) {
+	ks := newKillable(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	t.Setenv(fsCallsEnv, calls)
+	fake := fakeprovider.New(t)
+	lane := fake.Lane("primary")
+	fake.Strict(true)
+	lane.Enqueue(issueCall("acme/prod"), fakeprovider.Text("Filed once."), issueCall("acme/stage"), fakeprovider.Text("Filed twice."))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	tdir := t.TempDir()
+	port := freeLoopbackPort(t)
+	startTemporal := func() *devstack.Server {
+		dev, err := devstack.Start(ctx, devstack.Options{DataDir: tdir, FrontendPort: port, UIPort: -1, Namespace: "bae-kill",
+			Logger: slog.New(slog.DiscardHandler), SearchAttributes: sessionclient.SearchAttributes})
+		require.NoError(t, err)
+		return dev
+	}
+	dev := startTemporal()
+	t.Cleanup(func() { _ = dev.Stop() })
+	cfg := fmt.Sprintf("\n[[providers.entries]]\nname = \"primary\"\nprovider = \"anthropic\"\nbase_url = %q\nmodel = \"claude-fake\"\nauth_token = \"literal-token\"\n", lane.URL()) +
+		fsStdioTOML(t, "fs")
+	replicas := []*procserver.Server{
+		procserver.Start(t, procserver.Options{Bin: ks.bin, DatabaseURL: ks.db, Temporal: dev, DataDir: ks.dir, ConfigTOML: cfg}),
+		procserver.Start(t, procserver.Options{Bin: ks.bin, DatabaseURL: ks.db, Temporal: dev, DataDir: ks.dir, ConfigTOML: cfg}),
+	}
+	a, b := replicas[0].API, replicas[1].API
+	pid := a.Profile(t, map[string]any{"name": "held", "primary_provider": "primary", "allowed_tools": []string{}, "mcp_servers": []string{"fs"},
+		"approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp", "tool": "create_*"}}}})
+	_, ck := a.Key(t, pid)
+	sid, sk := a.Open(t, ck, map[string]any{"client_version": "test"})
+	a.Call(t, sid, sk, "session.registerDriver", nil)
+	e := &env{t: t, srv: a}
+
+	ran := func() []string {
+		raw, err := os.ReadFile(calls)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		require.NoError(t, err)
+		return strings.Split(strings.TrimSpace(string(raw)), "\n")
+	}
+	held := func(key, content string) string {
+		st := sendKeyed(t, ctx, a, sid, sk, key, content, nil)
+		id := e.pendingApproval(sid)["id"].(string)
+		st.Close()
+		return id
+	}
+	approveAndRelay := func(api *testenv.Server, id, key, content, want string) {
+		r := api.Admin(t, http.MethodPost, "/admin/v1/approvals/"+id+"/decision", map[string]any{"decision": "approve", "operator": "on-call"})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		// The resend relays the turn the first request started.
+		st := sendKeyed(t, ctx, api, sid, sk, key, content, nil)
+		defer st.Close()
+		term := terminalOf(st, 2*time.Minute)
+		require.NotNil(t, term, "%s", replicas[1].Log())
+		require.Nil(t, term["error"], "%v", term["error"])
+		assert.Equal(t, want, firstText(message(term)))
+	}
+
+	// 1. Every replica SIGKILLed while the call is held.
+	id := held("first", "file it")
+	for _, r := range replicas {
+		r.Kill()
+	}
+	for _, r := range replicas {
+		r.Start()
+	}
+	assert.Equal(t, "pending", b.Admin(t, http.MethodGet, "/admin/v1/approvals/"+id, nil).Body["state"])
+	assert.Empty(t, ran(), "nothing ran while held")
+	approveAndRelay(b, id, "first", "file it", "Filed once.")
+	assert.Equal(t, []string{"created acme/prod: Fix it"}, ran())
+
+	// 2. The replicas and the Temporal server stopped and started again.
+	id = held("second", "again")
+	for _, r := range replicas {
+		r.Kill()
+	}
+	require.NoError(t, dev.Stop())
+	dev = startTemporal()
+	for _, r := range replicas {
+		r.Start()
+	}
+	assert.Equal(t, "pending", a.Admin(t, http.MethodGet, "/admin/v1/approvals/"+id, nil).Body["state"])
+	approveAndRelay(a, id, "second", "again", "Filed twice.")
+	assert.Equal(t, []string{"created acme/prod: Fix it", "created acme/stage: Fix it"}, ran(), "each approved call ran exactly once")
+	evs := eventsOf(t, a, sid, sk)
+	assert.Len(t, ofType(evs, "mcp.request"), 2)
+	assert.Len(t, ofType(evs, "approval.decision"), 2)
+	assert.Zero(t, fake.StrictRefusals())
+}
+
+// freeLoopbackPort is a port nothing listens on now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -73,10 +73,28 @@ func newFSServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("create_issue", mcp.WithDescription("Create an issue"),
 		mcp.WithString("repo", mcp.Required()), mcp.WithString("title", mcp.Required())),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText("created " + req.GetString("repo", "?") + ": " + req.GetString("title", "?")), nil
+			text := "created " + req.GetString("repo", "?") + ": " + req.GetString("title", "?")
+			if path := os.Getenv(fsCallsEnv); path != "" {
+				// Each run leaves a line: the kill tests count them.
+				f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					return nil, err
+				}
+				_, err = f.WriteString(text + "\n")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			return mcp.NewToolResultText(text), nil
 		})
 	return s
 }
 
 // fsReleaseEnv names the file that releases the hang tool.
 const fsReleaseEnv = "BAE_TEST_FS_RELEASE"
+
+// fsCallsEnv names the file create_issue appends a line to per run.
+const fsCallsEnv = "BAE_TEST_FS_CALLS"
