@@ -26,6 +26,7 @@ import (
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/procserver"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/internal/testing/testlog"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -785,4 +786,27 @@ func freeLoopbackPort(t *testing.T) int {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestApprovalIdleSweepKeepsSessionOpen: however long a call is held, the
+// idle sweep does not close its session (the held turn has no recorded
+// result, and the approval is pending); the approval still decides it.
+func TestApprovalIdleSweepKeepsSessionOpen(t *testing.T) {
+	logs := &testlog.Buffer{}
+	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs"), logs: logs,
+		serverEnv: map[string]string{"BAE_SESSION_IDLE_TTL": idleTTL.String()}})
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp"}}}})
+	d := e.openDriver(pid)
+	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Filed."))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := d.stream(ctx, "file it")
+	defer st.Close()
+	id := e.pendingApproval(d.sid)["id"].(string)
+
+	sweptPastTTL(t, e, logs, d.sid)
+	assert.Equal(t, "open", sessionState(t, e, d.sid))
+	require.Equal(t, http.StatusOK, e.decideAdmin(id, map[string]any{"decision": "approve"}).Status)
+	_, term := readTurn(t, st)
+	assert.Equal(t, "Filed.", firstText(message(term)))
 }
