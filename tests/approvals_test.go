@@ -465,7 +465,13 @@ func TestApprovalDisallowedDecider(t *testing.T) {
 
 	msg := rpcError(t, other.decide(map[string]any{"approval_id": id, "decision": "approve"}), -32001)
 	assert.True(t, strings.HasPrefix(msg, "approval_not_allowed: "), msg)
-	// A key on the session that is not a registered driver may not decide.
+	// A key that joined the session but never registered as a driver may
+	// not decide (only the API knows who registered).
+	keyID, key := e.srv.Key(t, pid)
+	observer := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: e.srv.Join(t, d.sid, key, map[string]any{})}
+	msg = rpcError(t, observer.decide(map[string]any{"approval_id": id, "decision": "approve"}), -32001)
+	assert.True(t, strings.HasPrefix(msg, "approval_not_allowed: only a registered driver"), msg)
+	// Another session's approval is not found from this one.
 	viewer := e.openOn(pid, nil)
 	msg = rpcError(t, viewer.decide(map[string]any{"approval_id": id, "decision": "approve"}), -32602)
 	assert.Contains(t, msg, "approval_not_found", "another session's approval is not found from this one")
@@ -495,7 +501,7 @@ func TestApprovalDisallowedDecider(t *testing.T) {
 	defer st2.Close()
 	id2 := e.pendingApproval(d.sid)["id"].(string)
 	msg = rpcError(t, d.decide(map[string]any{"approval_id": id2, "decision": "approve"}), -32001)
-	assert.True(t, strings.HasPrefix(msg, "approval_not_allowed: "), msg)
+	assert.Equal(t, "approval_not_allowed: only operators may decide this approval (admin API or console)", msg, "refused by the API, before the workflow")
 	require.Equal(t, http.StatusOK, e.decideAdmin(id2, map[string]any{"decision": "approve"}).Status)
 	_, term := readTurn(t, st2)
 	assert.Equal(t, "Done again.", firstText(message(term)))
