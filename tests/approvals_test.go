@@ -816,3 +816,47 @@ func TestApprovalIdleSweepKeepsSessionOpen(t *testing.T) {
 	_, term := readTurn(t, st)
 	assert.Equal(t, "Filed.", firstText(message(term)))
 }
+
+// TestApprovalHoldsSandboxExec: a sandbox_exec rule holds a declared
+// sandbox tool's command by its argument, through the same path as MCP
+// tools: edited arguments must fit the driver's declared input schema, and
+// the command that reaches the sandbox step is the approved one. (No
+// sandbox is started: the step answers its "no remote sandbox" error
+// result, which is enough to see what it was asked to run.)
+func TestApprovalHoldsSandboxExec(t *testing.T) {
+	e := newEnv(t, envOpts{allowedTools: []string{}})
+	e.fake.Strict(true)
+	pid := e.profile(map[string]any{"approvals": map[string]any{"rules": []any{
+		map[string]any{"kind": "sandbox_exec", "tool": "run_shell_*", "args_match": map[string]any{"command": "rm *"}, "deciders": "operators"},
+	}}})
+	d := e.openOn(pid, map[string]any{"sandbox_tools": []any{shellTool}})
+	d.register()
+	lane := e.fake.Lane("primary")
+	lane.Enqueue(fakeprovider.ToolUse("tu_1", "run_shell_command", map[string]any{"command": "ls"}), fakeprovider.Text("listed"),
+		fakeprovider.ToolUse("tu_2", "run_shell_command", map[string]any{"command": "rm -rf build"}), fakeprovider.Text("handled"))
+
+	// A command the rule does not match runs at once.
+	_, term := d.send("list")
+	assert.NotContains(t, types(resultEvents(term)), "approval.request")
+	assert.Len(t, ofType(d.allEvents(), "sandbox.request"), 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := d.streamOptedIn(ctx, "clean up")
+	defer st.Close()
+	seen := until(t, st, isMethod("session.approvalRequest"))
+	note := seen[len(seen)-1]["params"].(map[string]any)
+	id := note["approval_id"].(string)
+	assert.Equal(t, map[string]any{"id": "tu_2", "kind": "sandbox", "name": "run_shell_command", "arguments": map[string]any{"command": "rm -rf build"}}, note["tool_call"])
+	assert.Equal(t, "operators", note["deciders"])
+
+	bad := e.decideAdmin(id, map[string]any{"decision": "approve", "arguments": map[string]any{"cmd": "ls"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, bad.Status, "the declared schema requires command: %s", bad.Raw)
+	require.Equal(t, http.StatusOK, e.decideAdmin(id, map[string]any{"decision": "approve", "arguments": map[string]any{"command": "rm -rf build/tmp"}}).Status)
+	_, term = readTurn(t, st)
+	assert.Equal(t, "handled", firstText(message(term)))
+	reqs := ofType(d.allEvents(), "sandbox.request")
+	require.Len(t, reqs, 2)
+	assert.Equal(t, "rm -rf build/tmp", payload(reqs[1])["command"], "the approved command")
+	assert.Zero(t, e.fake.StrictRefusals())
+}
