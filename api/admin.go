@@ -72,6 +72,9 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 		r.Post("/sessions/{id}/fork", handle(a.adminFork))
 		r.Post("/sessions/{id}/rewind", handle(a.adminRewind))
 		r.Get("/sessions/{id}/lineage", handle(a.sessionLineage))
+		r.Get("/approvals", handle(a.listApprovals))
+		r.Get("/approvals/{id}", handle(a.getApproval))
+		r.Post("/approvals/{id}/decision", handle(a.decideApprovalAdmin))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})
@@ -122,6 +125,7 @@ type profileBody struct {
 	Sandbox            json.RawMessage `json:"sandbox"`
 	Context            json.RawMessage `json:"context"`
 	ModelSettings      json.RawMessage `json:"model_settings"`
+	Approvals          json.RawMessage `json:"approvals"`
 }
 
 // Admin-supplied fields are bounded (wire.MaxNameBytes and the list
@@ -211,6 +215,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 		return in, p
 	}
 	if in.ModelSettings, p = a.modelSettings(b.ModelSettings); p != nil {
+		return in, p
+	}
+	if in.Approvals, p = approvalPolicy(b.Approvals); p != nil {
 		return in, p
 	}
 	return in, nil
@@ -344,7 +351,7 @@ func profileView(p store.Profile) wire.Profile {
 	return wire.Profile{
 		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
 		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
-		Sandbox: sandbox, Context: policyOf(p.Context).JSON(), ModelSettings: p.ModelSettings,
+		Sandbox: sandbox, Context: policyOf(p.Context).JSON(), ModelSettings: p.ModelSettings, Approvals: approvalPolicyView(p.Approvals),
 		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/bae-go/bae-go/internal/approval"
 	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -118,4 +119,34 @@ func rewindProblem(r workflows.RewindRefusal) *Problem {
 		return conflict("nothing_to_rewind", "no turn after that point is left in the conversation")
 	}
 	return problem(http.StatusInternalServerError, "internal", "rewind refused ("+string(r)+")")
+}
+
+// approvalRPCError is the client's error for a refused approval decision.
+func approvalRPCError(e *approval.RefusedError) *RPCError {
+	switch e.Refusal {
+	case approval.RefuseNotAllowed:
+		return NewRPCError(-32001, "approval_not_allowed: %s", e.Detail)
+	case approval.RefuseNotPending:
+		return NewRPCError(-32000, "approval_not_pending: %s", e.Detail)
+	case approval.RefuseNotFound:
+		return NewRPCError(-32602, "Invalid params: approval_not_found: %s", e.Detail)
+	case approval.RefuseArgumentsInvalid:
+		return NewRPCError(-32602, "Invalid params: approval_arguments_invalid: %s", e.Detail)
+	}
+	return NewRPCError(-32603, "Internal error: decision refused (%s)", e.Refusal)
+}
+
+// approvalProblem is the admin API's answer for a refused decision.
+func approvalProblem(e *approval.RefusedError) *Problem {
+	switch e.Refusal {
+	case approval.RefuseNotFound:
+		return notFound(e.Detail)
+	case approval.RefuseNotPending:
+		return conflict("approval_not_pending", e.Detail)
+	case approval.RefuseArgumentsInvalid:
+		return unprocessable("approval_arguments_invalid", e.Detail)
+	}
+	// approval_not_allowed cannot reach an operator (operators may decide
+	// every approval).
+	return problem(http.StatusInternalServerError, "internal", "an internal error occurred")
 }

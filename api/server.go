@@ -45,6 +45,9 @@ type Engine interface {
 	// Rewind submits a Rewind update and returns once it is stored or
 	// refused; running is false when the session's workflow is not running.
 	Rewind(ctx context.Context, sessionID string, in workflows.RewindInput) (res workflows.RewindResult, running bool, err error)
+	// DecideApproval decides a held tool call and returns once the
+	// decision is stored; a refusal is an *approval.RefusedError.
+	DecideApproval(ctx context.Context, sessionID string, in workflows.ApprovalDecisionInput) (workflows.ApprovalDecisionResult, error)
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

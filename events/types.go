@@ -45,6 +45,11 @@ const (
 	// keeping them in the log (bae-go only, see docs/api.md; payload
 	// RewindPayload).
 	SessionRewind Type = "session.rewind"
+	// ApprovalRequest and ApprovalDecision: a server-side tool call held
+	// for a person's decision, and that decision (bae-go only, see
+	// docs/api.md; payloads in approvals.go).
+	ApprovalRequest  Type = "approval.request"
+	ApprovalDecision Type = "approval.decision"
 )
 
 // All returns every event type, in catalog order.
@@ -56,7 +61,7 @@ func All() []Type {
 		SessionCompaction, SessionSandboxAvailable, SessionSandboxStart, SessionSandboxRunning,
 		SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
 		SubagentStart, SubagentRunning, SubagentCompleted, SubagentFailed, SubagentCancelled,
-		ServerMessageInterrupted, SessionRewind,
+		ServerMessageInterrupted, SessionRewind, ApprovalRequest, ApprovalDecision,
 	}
 }
 
@@ -75,11 +80,12 @@ func (t Type) Known() bool {
 // own transaction): the wind-down of what the session ran (its sandbox
 // stopping, its subagents ending), which its cleanup and its clients report
 // after the close. Nothing of a turn, and nothing that starts anything,
-// comes after a session.close.
+// comes after a session.close, except the cancellation of an approval the
+// close ended (approval.decision, written by the close's own wind-down).
 func (t Type) FollowsClose() bool {
 	switch t {
 	case SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
-		SubagentCompleted, SubagentFailed, SubagentCancelled:
+		SubagentCompleted, SubagentFailed, SubagentCancelled, ApprovalDecision:
 		return true
 	}
 	return false

@@ -47,6 +47,11 @@ const (
 	// EventSessionRewind records a rewind (a bae-go extension; see
 	// RewindPayload).
 	EventSessionRewind = events.SessionRewind
+	// EventApprovalRequest and EventApprovalDecision: a server-side tool
+	// call held for a person's decision, and the decision (a bae-go
+	// extension; only streams opted in with Bae-Approvals carry them).
+	EventApprovalRequest  = events.ApprovalRequest
+	EventApprovalDecision = events.ApprovalDecision
 )
 
 // EventTypes returns every known event type, in catalog order.
@@ -161,6 +166,10 @@ func Describe(e Event) string {
 		return fmt.Sprintf("%s (%s, %s)", base, str("reason"), str("dispatch"))
 	case EventServerMessageInterrupted, EventSessionRewind:
 		return fmt.Sprintf("%s (by %s)", base, str("by"))
+	case EventApprovalRequest:
+		return fmt.Sprintf("%s %s (%s)", base, str("tool_name"), str("approval_id"))
+	case EventApprovalDecision:
+		return fmt.Sprintf("%s %s (%s)", base, str("decision"), str("approval_id"))
 	}
 	if base == "" {
 		return "unknown event " + string(e.Type)
@@ -229,6 +238,10 @@ func describeType(t EventType) string {
 		return "server → client: interrupted assistant turn"
 	case EventSessionRewind:
 		return "turns rewound out of the conversation"
+	case EventApprovalRequest:
+		return "tool call held for approval"
+	case EventApprovalDecision:
+		return "approval decided"
 	}
 	return ""
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/compaction"
 )
 
@@ -642,6 +643,7 @@ func (e *convEntry) arrayLen(n int64) int {
 // encoded messages, not a copy; the pieces stay valid after the call.
 type EncodedEvent struct {
 	Seq   int64
+	Type  events.Type
 	Parts [][]byte
 }
 
@@ -747,7 +749,7 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 			rest = append(rest, '}')
 		}
 		rest = append(rest, full[cut:]...)
-		out[i] = EncodedEvent{Seq: ev.Seq, Parts: append(parts, rest)}
+		out[i] = EncodedEvent{Seq: ev.Seq, Type: ev.Type, Parts: append(parts, rest)}
 	}
 	return out, nil
 }

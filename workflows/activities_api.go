@@ -23,6 +23,8 @@ const (
 	ActInterruptTurn    = "InterruptTurn"
 	ActRecordTurnResult = "RecordTurnResult"
 	ActRewindSession    = "RewindSession"
+	ActRequestApproval  = "RequestApproval"
+	ActSettleApproval   = "SettleApproval"
 )
 
 // RecordTurnResultInput stores a signalled turn's result for the server
@@ -74,6 +76,9 @@ type BeginTurnResult struct {
 	Providers []string
 	// ProfileName is the session's profile's name, for the memo.
 	ProfileName string `json:",omitempty"`
+	// Approvals: the profile has an approval policy, so the turn asks
+	// RequestApproval before each server-side call (versionApprovals).
+	Approvals bool `json:",omitempty"`
 }
 
 // CallProviderInput is one attempt of the fallback walk.
@@ -204,6 +209,10 @@ type ToolCallInput struct {
 	TurnRef
 	Iteration int
 	Call      ToolCall
+	// ApprovalID names the call's approval when it was held: the tool runs
+	// with the arguments approved there (the model's, or a decider's
+	// edit).
+	ApprovalID string `json:",omitempty"`
 }
 
 // FinishIterationInput closes an iteration that had tool calls.

@@ -29,6 +29,8 @@ type Activities interface {
 	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
 	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) (TurnResult, error)
 	RewindSession(ctx context.Context, in RewindSessionInput) (RewindResult, error)
+	RequestApproval(ctx context.Context, in RequestApprovalInput) (RequestApprovalResult, error)
+	SettleApproval(ctx context.Context, in SettleApprovalInput) error
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -93,6 +95,8 @@ var (
 	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
 	recordResult    = call[RecordTurnResultInput, TurnResult]{ActRecordTurnResult, Activities.RecordTurnResult}
 	rewindSession   = call[RewindSessionInput, RewindResult]{ActRewindSession, Activities.RewindSession}
+	requestApproval = call[RequestApprovalInput, RequestApprovalResult]{ActRequestApproval, Activities.RequestApproval}
+	settleApproval  = action[SettleApprovalInput]{ActSettleApproval, Activities.SettleApproval}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -105,7 +109,8 @@ func refMethods() map[string]any {
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
 		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
 		interruptTurn.name: interruptTurn.method, recordResult.name: recordResult.method,
-		rewindSession.name: rewindSession.method,
+		rewindSession.name:   rewindSession.method,
+		requestApproval.name: requestApproval.method, settleApproval.name: settleApproval.method,
 	}
 }
 

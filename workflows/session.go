@@ -94,6 +94,9 @@ type session struct {
 	recordingIDs []string
 	// limit is the turns per run before continue-as-new.
 	limit int
+	// approvals are the running turn's held calls still pending, by
+	// approval id (see approvals.go).
+	approvals map[string]*pendingApproval
 }
 
 // queuedTurn is a turn waiting for the gate: its ticket orders the queue.
@@ -105,7 +108,7 @@ type queuedTurn struct {
 
 // Session is the workflow function registered as "Session".
 func Session(ctx workflow.Context, p SessionParams) error {
-	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}}
+	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}, approvals: map[string]*pendingApproval{}}
 	s.signals = workflow.GetSignalChannel(ctx, SignalEnqueue)
 	// Set before any handler is registered: SendIdle's validator reads it.
 	s.limit = p.TurnsPerRun
@@ -149,6 +152,11 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateRewind, s.rewind); err != nil {
 		return fmt.Errorf("register rewind update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval, s.decideApproval, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in ApprovalDecisionInput) error { return s.approvalRefusal(in) },
+	}); err != nil {
+		return fmt.Errorf("register approval update: %w", err)
 	}
 
 	// Signalled turns still queued are carried to the next run; one that
@@ -292,6 +300,9 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 	if record && workflow.GetVersion(ctx, changeResultWithAppend, workflow.DefaultVersion, versionResultWithAppend) >= versionResultWithAppend {
 		o.record = &RecordTurnResultInput{SessionID: s.p.SessionID, TurnID: in.TurnID, In: in, Started: started,
 			Result: TurnResult{Resumed: resumed, ResumedSpan: resumedSpan}}
+	}
+	if workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, versionApprovals) >= versionApprovals {
+		o.gate = &approvalGate{s: s}
 	}
 	lres, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {

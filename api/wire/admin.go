@@ -35,8 +35,11 @@ type Profile struct {
 	// ModelSettings overrides provider entries' model settings, by entry
 	// name (bae-go's extension; absent when the profile has none).
 	ModelSettings json.RawMessage `json:"model_settings,omitempty"`
-	CreatedAt     string          `json:"created_at"`
-	UpdatedAt     string          `json:"updated_at"`
+	// Approvals is the profile's approval policy, defaults filled in;
+	// absent when it has none.
+	Approvals json.RawMessage `json:"approvals,omitempty"`
+	CreatedAt string          `json:"created_at"`
+	UpdatedAt string          `json:"updated_at"`
 }
 
 // ClientKey is a client key as the admin API lists it. Key, the plaintext,
