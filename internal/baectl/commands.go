@@ -100,7 +100,7 @@ func commands() []command {
 				"It asks a few questions; Enter takes each default, and the defaults give a deployment that runs\n" +
 				"offline (the fake provider). Every question has a flag, and --yes asks nothing. It writes\n" +
 				"bae-config.toml, .env (mode 0600) and docker-compose.yml (compose) or bae-dev.sh (dev) into --dir."},
-	}, usageCommands()...)
+	}, append(usageCommands(), approvalCommands()...)...)
 }
 
 // profileFlags are the body fields shared by create and update.
