@@ -39,7 +39,7 @@ const (
 // ApprovalToolCall is the server-side tool call waiting for a decision.
 type ApprovalToolCall struct {
 	ID string `json:"id"`
-	// Kind is mcp, sandbox_exec or subagent.
+	// Kind is the call's dispatch: mcp, sandbox or subagent.
 	Kind   string `json:"kind"`
 	Name   string `json:"name"`
 	Server string `json:"server,omitempty"`
@@ -61,10 +61,12 @@ type ApprovalRequest struct {
 }
 
 // DecidedBy names who decided: kind driver (ClientID is its key id),
-// operator, deadline, interrupt or close.
+// operator (Operator is the name it gave, if any), deadline, interrupt or
+// close.
 type DecidedBy struct {
 	Kind     string `json:"kind"`
 	ClientID string `json:"client_id,omitempty"`
+	Operator string `json:"operator,omitempty"`
 }
 
 // ApprovalOutcome is a session.approvalDecision notification, and (Decision

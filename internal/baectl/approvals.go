@@ -38,6 +38,7 @@ type (
 	approvalDecider struct {
 		Kind     string `json:"kind"`
 		ClientID string `json:"client_id,omitempty"`
+		Operator string `json:"operator,omitempty"`
 	}
 	approvalDecision struct {
 		Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -72,8 +73,11 @@ func (c approvalCall) toolLabel() string {
 
 // String is who decided, e.g. "driver key_…", "operator alice", "deadline".
 func (d approvalDecider) String() string {
-	if d.ClientID != "" {
+	switch {
+	case d.ClientID != "":
 		return d.Kind + " " + d.ClientID
+	case d.Operator != "":
+		return d.Kind + " " + d.Operator
 	}
 	return d.Kind
 }

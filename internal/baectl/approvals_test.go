@@ -64,7 +64,7 @@ func (a *approvalsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal([]byte(pendingApproval), &doc)
 		a.state = map[string]string{"approve": "approved", "reject": "rejected"}[body["decision"].(string)]
 		doc["state"] = a.state
-		decision := map[string]any{"decided_by": map[string]any{"kind": "operator", "client_id": body["operator"]}, "decided_at": "2026-01-02T02:10:00Z"}
+		decision := map[string]any{"decided_by": map[string]any{"kind": "operator", "operator": body["operator"]}, "decided_at": "2026-01-02T02:10:00Z"}
 		if body["arguments"] != nil {
 			decision["arguments"] = body["arguments"]
 		}
