@@ -16,14 +16,16 @@
 //     timers started inside it; the process's goroutines and heap are read
 //     before the sessions pause (open and idle) and during the wait, and
 //     the database's size likewise.
+//
 //   - decisions: -measure approvals are approved one at a time through the
 //     admin API; timed to the MCP tool running (the MCP server sees the
 //     call) and to the provider's next request (the turn resumed).
+//
 //   - client tools, same sessions: a turn ends on a client tool's call; the
 //     client posts its result; timed to the provider's next request.
 //
-//	go run ./bench/approvals                       # 10,000 sessions
-//	go run ./bench/approvals -sessions 1000 -measure 100
+//     go run ./bench/approvals                       # 10,000 sessions
+//     go run ./bench/approvals -sessions 1000 -measure 100
 package main
 
 import (
