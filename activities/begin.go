@@ -200,7 +200,7 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 		}
 		providers = append(providers, name)
 	}
-	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name}, evs, nil
+	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name, Approvals: len(profile.Approvals) > 0}, evs, nil
 }
 
 // endInTx records the turn's events, before, and a session.error, and

@@ -21,8 +21,12 @@ import (
 )
 
 // toolInput finds a tool_use block's input in the iteration's stored
-// assistant message (kept out of workflow history).
+// assistant message (kept out of workflow history), or, for a held call a
+// decider approved with edits, the approved arguments.
 func (a *Activities) toolInput(ctx context.Context, in workflows.ToolCallInput) (json.RawMessage, error) {
+	if edited, ok, err := a.approvedInput(ctx, in); err != nil || ok {
+		return edited, err
+	}
 	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
 	if err != nil {
 		return nil, fmt.Errorf("load assistant message: %w", err)

@@ -69,6 +69,9 @@ func AdminRouter(d *Deps, auth AdminAuth, status SandboxStatus) http.Handler {
 		r.Delete("/budgets/{scope}/{subject}", handle(a.deleteBudget))
 		r.Post("/sessions/{id}/fork", handle(a.adminFork))
 		r.Get("/sessions/{id}/lineage", handle(a.sessionLineage))
+		r.Get("/approvals", handle(a.listApprovals))
+		r.Get("/approvals/{id}", handle(a.getApproval))
+		r.Post("/approvals/{id}/decision", handle(a.decideApprovalAdmin))
 		r.Get("/mcp-servers", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"items": d.Config.MCPServersView()})
 		})
@@ -118,6 +121,7 @@ type profileBody struct {
 	AvailableSandboxes json.RawMessage `json:"available_sandboxes"`
 	Sandbox            json.RawMessage `json:"sandbox"`
 	Context            json.RawMessage `json:"context"`
+	Approvals          json.RawMessage `json:"approvals"`
 }
 
 // Admin-supplied fields are bounded (wire.MaxNameBytes and the list
@@ -204,6 +208,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 		return in, p
 	}
 	if in.Context, p = a.contextPolicy(b.Context); p != nil {
+		return in, p
+	}
+	if in.Approvals, p = approvalPolicy(b.Approvals); p != nil {
 		return in, p
 	}
 	return in, nil
@@ -298,7 +305,7 @@ func profileView(p store.Profile) wire.Profile {
 	return wire.Profile{
 		ID: p.ID, Name: p.Name, PrimaryProvider: p.PrimaryProvider, FallbackProviders: p.FallbackProviders,
 		MCPServers: p.MCPServers, AllowedTools: p.AllowedTools, AvailableSandboxes: p.AvailableSandboxes,
-		Sandbox: sandbox, Context: policyOf(p.Context).JSON(),
+		Sandbox: sandbox, Context: policyOf(p.Context).JSON(), Approvals: approvalPolicyView(p.Approvals),
 		CreatedAt: store.FormatTime(p.CreatedAt), UpdatedAt: store.FormatTime(p.UpdatedAt),
 	}
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"net/http"
 
+	"github.com/bae-go/bae-go/internal/approval"
 	"github.com/bae-go/bae-go/internal/sessiontools"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -87,4 +89,34 @@ func toolRefusal(e *sessiontools.RefusedError) *RPCError {
 		return NewRPCError(-32014, "subagent_not_found: no remote subagent %q is tracked for this session", e.Detail)
 	}
 	return NewRPCError(-32603, "Internal error: %s", fmt.Sprint(e))
+}
+
+// approvalRPCError is the client's error for a refused approval decision.
+func approvalRPCError(e *approval.RefusedError) *RPCError {
+	switch e.Refusal {
+	case approval.RefuseNotAllowed:
+		return NewRPCError(-32001, "approval_not_allowed: %s", e.Detail)
+	case approval.RefuseNotPending:
+		return NewRPCError(-32000, "approval_not_pending: %s", e.Detail)
+	case approval.RefuseNotFound:
+		return NewRPCError(-32602, "Invalid params: approval_not_found: %s", e.Detail)
+	case approval.RefuseArgumentsInvalid:
+		return NewRPCError(-32602, "Invalid params: approval_arguments_invalid: %s", e.Detail)
+	}
+	return NewRPCError(-32603, "Internal error: decision refused (%s)", e.Refusal)
+}
+
+// approvalProblem is the admin API's answer for a refused decision.
+func approvalProblem(e *approval.RefusedError) *Problem {
+	switch e.Refusal {
+	case approval.RefuseNotFound:
+		return notFound(e.Detail)
+	case approval.RefuseNotPending:
+		return conflict(string(e.Refusal), e.Detail)
+	case approval.RefuseArgumentsInvalid:
+		return unprocessable(string(e.Refusal), e.Detail)
+	case approval.RefuseNotAllowed:
+		return forbidden(string(e.Refusal), e.Detail)
+	}
+	return problem(http.StatusInternalServerError, "internal", "an internal error occurred")
 }

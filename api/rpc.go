@@ -115,6 +115,10 @@ type rpcCall struct {
 	// declarations (zero when it has none) and the log's head then.
 	decl store.ClientDecl
 	head int64
+	// approvals: the stream opted in with Bae-Approvals; without it no
+	// approval event or notification is written (a BAE client sees
+	// nothing new).
+	approvals bool
 }
 
 func (c *rpcCall) notify() bool { return c.id == nil }
@@ -136,10 +140,20 @@ func (c *rpcCall) fail(e *RPCError) {
 // event writes a session.event notification. It is encoded by hand: the
 // payload is copied as stored, not decoded and encoded again.
 func (c *rpcCall) event(e store.Event) error {
+	if isApprovalEvent(e.Type) && !c.approvals {
+		return nil
+	}
 	b := make([]byte, 0, len(e.Payload)+256)
 	b = append(b, `{"jsonrpc":"2.0","method":"session.event","params":`...)
 	b = e.AppendJSON(b)
-	return c.out.writeRaw(append(b, "}\n"...))
+	if err := c.out.writeRaw(append(b, "}\n"...)); err != nil {
+		return err
+	}
+	if note, ok := approvalNote(e); ok {
+		// The opted-in stream's notification follows the event it shows.
+		return c.out.write(note)
+	}
+	return nil
 }
 
 var (
@@ -150,6 +164,9 @@ var (
 // encodedEvent writes a session.event notification from an encoded event,
 // without a flush (see ndjson.writeParts).
 func (c *rpcCall) encodedEvent(e store.EncodedEvent) error {
+	if isApprovalEvent(e.Type) && !c.approvals {
+		return nil
+	}
 	parts := make([][]byte, 0, len(e.Parts)+2)
 	parts = append(parts, eventPrefix)
 	parts = append(parts, e.Parts...)
@@ -211,7 +228,7 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		out.open()
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
-		decl: auth.Decl, head: auth.Head,
+		decl: auth.Decl, head: auth.Head, approvals: approvalsOn(r),
 		log: c.Log.With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }
@@ -242,6 +259,8 @@ func (c *clientAPI) dispatch(call *rpcCall) {
 		c.interrupt(call)
 	case methodFork:
 		c.fork(call)
+	case wire.DecideApprovalMethod:
+		c.rpcDecideApproval(call)
 	case "session.startRemoteSandbox", "session.stopRemoteSandbox", "session.execRemoteSandbox", "session.cancelSubagent":
 		c.sessionTool(call)
 	default:

@@ -36,6 +36,9 @@ type Engine interface {
 	Interrupt(ctx context.Context, sessionID string, in workflows.InterruptInput) (workflows.InterruptResult, error)
 	// Control reads the session's turn gate (running, queued, paused).
 	Control(ctx context.Context, sessionID string) (workflows.ControlView, error)
+	// DecideApproval decides a held tool call and returns once the
+	// decision is stored; a refusal is an *approval.RefusedError.
+	DecideApproval(ctx context.Context, sessionID string, in workflows.ApprovalDecisionInput) (workflows.ApprovalDecisionResult, error)
 }
 
 // ToolDiscoverer connects a new session's MCP servers and lists their tools,

@@ -84,6 +84,20 @@ func TestPayloadShapes(t *testing.T) {
 		want string
 	}{events.InterruptedMessage{Content: json.RawMessage(`[{"type":"text","text":"par"}]`), Partial: true, By: "ck_1"}, events.ServerMessageInterrupted,
 		`{"role":"assistant","content":[{"type":"text","text":"par"}],"partial":true,"closed_tool_use_ids":[],"by":"ck_1"}`})
+	apprServer := "github"
+	cases = append(cases, struct {
+		p    events.Payload
+		typ  events.Type
+		want string
+	}{events.ApprovalRequestPayload{ApprovalID: "apr_1", TurnID: "trn_1", ToolCallID: "tu_1", ToolKind: events.DispatchMCP, ToolName: "create_issue", Server: &apprServer,
+		Arguments: json.RawMessage(`{"repo":"acme/prod"}`), Deciders: events.DecidersAnyDriver, Deadline: "2026-01-01T00:00:00Z", OnTimeout: events.OnTimeoutReject}, events.ApprovalRequest,
+		`{"approval_id":"apr_1","turn_id":"trn_1","tool_call_id":"tu_1","tool_kind":"mcp","tool_name":"create_issue","server":"github","arguments":{"repo":"acme/prod"},"deciders":"any_driver","deadline":"2026-01-01T00:00:00Z","on_timeout":"reject"}`},
+		struct {
+			p    events.Payload
+			typ  events.Type
+			want string
+		}{events.ApprovalDecisionPayload{ApprovalID: "apr_1", Decision: events.DecisionRejected, Message: "no", DecidedBy: events.DecidedBy{Kind: events.DecidedByDriver, ClientID: "key_1"}}, events.ApprovalDecision,
+			`{"approval_id":"apr_1","decision":"rejected","message":"no","decided_by":{"kind":"driver","client_id":"key_1"}}`})
 	covered := map[events.Type]bool{}
 	for _, c := range cases {
 		assert.Equal(t, c.typ, c.p.EventType())

@@ -41,6 +41,11 @@ const (
 	// interrupted: the assistant's partial answer (bae-go only, see
 	// docs/api.md; payload InterruptedMessage).
 	ServerMessageInterrupted Type = "server.message.interrupted"
+	// ApprovalRequest and ApprovalDecision: a server-side tool call held
+	// for a person's decision, and that decision (bae-go only, see
+	// docs/api.md; payloads in approvals.go).
+	ApprovalRequest  Type = "approval.request"
+	ApprovalDecision Type = "approval.decision"
 )
 
 // All returns every event type, in catalog order.
@@ -52,7 +57,7 @@ func All() []Type {
 		SessionCompaction, SessionSandboxAvailable, SessionSandboxStart, SessionSandboxRunning,
 		SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
 		SubagentStart, SubagentRunning, SubagentCompleted, SubagentFailed, SubagentCancelled,
-		ServerMessageInterrupted,
+		ServerMessageInterrupted, ApprovalRequest, ApprovalDecision,
 	}
 }
 
@@ -71,11 +76,12 @@ func (t Type) Known() bool {
 // own transaction): the wind-down of what the session ran (its sandbox
 // stopping, its subagents ending), which its cleanup and its clients report
 // after the close. Nothing of a turn, and nothing that starts anything,
-// comes after a session.close.
+// comes after a session.close, except the cancellation of an approval the
+// close ended (approval.decision, written by the close's own wind-down).
 func (t Type) FollowsClose() bool {
 	switch t {
 	case SessionSandboxStop, SessionSandboxStopped, SessionSandboxError,
-		SubagentCompleted, SubagentFailed, SubagentCancelled:
+		SubagentCompleted, SubagentFailed, SubagentCancelled, ApprovalDecision:
 		return true
 	}
 	return false

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // DefaultConversationCacheBytes bounds the conversations a process keeps
@@ -533,6 +535,7 @@ func (e *convEntry) arrayLen(n int64) int {
 // encoded messages, not a copy; the pieces stay valid after the call.
 type EncodedEvent struct {
 	Seq   int64
+	Type  events.Type
 	Parts [][]byte
 }
 
@@ -608,7 +611,7 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 			need = max(need, ev.messagesAt)
 			continue
 		}
-		out[i] = EncodedEvent{Seq: ev.Seq, Parts: [][]byte{ev.AppendJSON(nil)}}
+		out[i] = EncodedEvent{Seq: ev.Seq, Type: ev.Type, Parts: [][]byte{ev.AppendJSON(nil)}}
 	}
 	if need < 0 {
 		return out, nil
@@ -644,7 +647,7 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 			rest = append(rest, '}')
 		}
 		rest = append(rest, full[cut:]...)
-		out[i] = EncodedEvent{Seq: ev.Seq, Parts: append(parts, rest)}
+		out[i] = EncodedEvent{Seq: ev.Seq, Type: ev.Type, Parts: append(parts, rest)}
 	}
 	return out, nil
 }

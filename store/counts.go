@@ -17,6 +17,8 @@ type ActivityCounts struct {
 	LiveSandboxes   int64
 	ActiveSubagents int64
 	Drivers         int64
+	// PendingApprovals are held tool calls waiting for a decision.
+	PendingApprovals int64
 }
 
 // ActivityCounts reads every total in one statement. The event total sums
@@ -34,9 +36,10 @@ func (s *Store) ActivityCounts(ctx context.Context) (ActivityCounts, error) {
 		(SELECT count(*) FROM sessions WHERE state = 'open' AND sandbox IS NOT NULL),
 		(SELECT count(*) FROM subagents WHERE status = 'running'),
 		(SELECT count(*) FROM session_clients c JOIN sessions s ON s.id = c.session_id
-			WHERE s.state = 'open' AND c.registered_at IS NOT NULL)`).
+			WHERE s.state = 'open' AND c.registered_at IS NOT NULL),
+		(SELECT count(*) FROM approvals WHERE state = 'pending')`).
 		Scan(&c.OpenSessions, &c.TotalSessions, &c.Events, &c.Profiles, &c.ClientKeys,
-			&c.PendingTurns, &c.LiveSandboxes, &c.ActiveSubagents, &c.Drivers)
+			&c.PendingTurns, &c.LiveSandboxes, &c.ActiveSubagents, &c.Drivers, &c.PendingApprovals)
 	if err != nil {
 		return ActivityCounts{}, fmt.Errorf("activity counts: %w", err)
 	}

@@ -33,7 +33,9 @@ type Profile struct {
 	// remote sandboxes.
 	Sandbox sandbox.Settings
 	// Context is the compaction policy as stored (nil: the default).
-	Context   json.RawMessage
+	Context json.RawMessage
+	// Approvals is the approval policy as stored (nil: none).
+	Approvals json.RawMessage
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -49,6 +51,8 @@ type ProfileInput struct {
 	Sandbox            sandbox.Settings
 	// Context is the validated compaction policy (nil: the default).
 	Context json.RawMessage
+	// Approvals is the validated approval policy (nil: none).
+	Approvals json.RawMessage
 }
 
 func nonNil(s []string) []string {
@@ -58,15 +62,15 @@ func nonNil(s []string) []string {
 	return s
 }
 
-const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context, created_at, updated_at`
+const profileCols = `seq, id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context, approvals, created_at, updated_at`
 
 func scanProfile(row pgx.Row) (Profile, error) {
 	var p Profile
-	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox, &p.Context, &p.CreatedAt, &p.UpdatedAt)
+	err := row.Scan(&p.Seq, &p.ID, &p.Name, &p.PrimaryProvider, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox, &p.Context, &p.Approvals, &p.CreatedAt, &p.UpdatedAt)
 	return p, err
 }
 
-// contextArg stores a policy as jsonb, or NULL for the default.
+// contextArg stores a policy as jsonb, or NULL for the default (none).
 func contextArg(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil
@@ -77,9 +81,9 @@ func contextArg(raw json.RawMessage) any {
 // CreateProfile inserts a profile.
 func (s *Store) CreateProfile(ctx context.Context, in ProfileInput) (Profile, error) {
 	id := ids.New(ids.ProfilePrefix)
-	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context))
+	row := s.Pool.QueryRow(ctx, `INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers, allowed_tools, available_sandboxes, sandbox, context, approvals)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+profileCols,
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context), contextArg(in.Approvals))
 	p, err := scanProfile(row)
 	if isUniqueViolation(err) {
 		return Profile{}, ErrDuplicateName
@@ -126,9 +130,9 @@ func (s *Store) AllLiveProfiles(ctx context.Context) ([]Profile, error) {
 // ReplaceProfile overwrites every writable field and bumps updated_at.
 func (s *Store) ReplaceProfile(ctx context.Context, id string, in ProfileInput) (Profile, error) {
 	row := s.Pool.QueryRow(ctx, `UPDATE profiles SET name = $2, primary_provider = $3, fallback_providers = $4, mcp_servers = $5,
-		allowed_tools = $6, available_sandboxes = $7, sandbox = $8, context = $9, updated_at = now()
+		allowed_tools = $6, available_sandboxes = $7, sandbox = $8, context = $9, approvals = $10, updated_at = now()
 		WHERE id = $1 AND deleted_at IS NULL RETURNING `+profileCols,
-		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context))
+		id, in.Name, in.PrimaryProvider, nonNil(in.FallbackProviders), nonNil(in.MCPServers), nonNil(in.AllowedTools), nonNil(in.AvailableSandboxes), in.Sandbox, contextArg(in.Context), contextArg(in.Approvals))
 	p, err := scanProfile(row)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -200,9 +200,12 @@ func (s *Store) IdleSessions(ctx context.Context, idle time.Duration, limit int)
 // busySQL is true for a session s with a turn in progress: one paused for
 // client tool results (it may wait on a person for longer than any idle
 // TTL), or a stored message whose turn has not recorded its result yet
-// (queued, running, or between its last event and its result).
+// (queued, running, or between its last event and its result), or an
+// approval waiting for a person's decision (its turn is running, but a
+// turn submitted as an Update has no stored input to show it).
 const busySQL = `(s.pending_turn IS NOT NULL
-	OR EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = s.id AND t.result IS NULL))`
+	OR EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = s.id AND t.result IS NULL)
+	OR EXISTS (SELECT 1 FROM approvals a WHERE a.session_id = s.id AND a.state = 'pending'))`
 
 // CloseIdleSession closes an open session with a session.close
 // (idle_timeout) event, provided it is still idle: no event appended since

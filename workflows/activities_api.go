@@ -22,6 +22,8 @@ const (
 	ActCompactContext   = "CompactContext"
 	ActInterruptTurn    = "InterruptTurn"
 	ActRecordTurnResult = "RecordTurnResult"
+	ActRequestApproval  = "RequestApproval"
+	ActSettleApproval   = "SettleApproval"
 )
 
 // RecordTurnResultInput stores a signalled turn's result for the server
@@ -73,6 +75,9 @@ type BeginTurnResult struct {
 	Providers []string
 	// ProfileName is the session's profile's name, for the memo.
 	ProfileName string `json:",omitempty"`
+	// Approvals: the profile has an approval policy, so the turn asks
+	// RequestApproval before each server-side call (versionApprovals).
+	Approvals bool `json:",omitempty"`
 }
 
 // CallProviderInput is one attempt of the fallback walk.
@@ -194,6 +199,10 @@ type ToolCallInput struct {
 	TurnRef
 	Iteration int
 	Call      ToolCall
+	// ApprovalID names the call's approval when it was held: the tool runs
+	// with the arguments approved there (the model's, or a decider's
+	// edit).
+	ApprovalID string `json:",omitempty"`
 }
 
 // FinishIterationInput closes an iteration that had tool calls.

@@ -28,6 +28,8 @@ type Activities interface {
 	CompactContext(ctx context.Context, in CompactContextInput) error
 	InterruptTurn(ctx context.Context, in InterruptTurnInput) (InterruptTurnResult, error)
 	RecordTurnResult(ctx context.Context, in RecordTurnResultInput) (TurnResult, error)
+	RequestApproval(ctx context.Context, in RequestApprovalInput) (RequestApprovalResult, error)
+	SettleApproval(ctx context.Context, in SettleApprovalInput) error
 }
 
 // RegisterActivities registers each method of Activities, implemented by a,
@@ -91,6 +93,8 @@ var (
 	compactContext  = action[CompactContextInput]{ActCompactContext, Activities.CompactContext}
 	interruptTurn   = call[InterruptTurnInput, InterruptTurnResult]{ActInterruptTurn, Activities.InterruptTurn}
 	recordResult    = call[RecordTurnResultInput, TurnResult]{ActRecordTurnResult, Activities.RecordTurnResult}
+	requestApproval = call[RequestApprovalInput, RequestApprovalResult]{ActRequestApproval, Activities.RequestApproval}
+	settleApproval  = action[SettleApprovalInput]{ActSettleApproval, Activities.SettleApproval}
 )
 
 // refMethods lists each ref's name and method expression, for the test that
@@ -103,6 +107,7 @@ func refMethods() map[string]any {
 		runSubagent.name: runSubagent.method, failTurnAct.name: failTurnAct.method,
 		cleanupSession.name: cleanupSession.method, compactContext.name: compactContext.method,
 		interruptTurn.name: interruptTurn.method, recordResult.name: recordResult.method,
+		requestApproval.name: requestApproval.method, settleApproval.name: settleApproval.method,
 	}
 }
 

@@ -85,6 +85,9 @@ type session struct {
 	recordingIDs []string
 	// limit is the turns per run before continue-as-new.
 	limit int
+	// approvals are the running turn's held calls still pending, by
+	// approval id (see approvals.go).
+	approvals map[string]*pendingApproval
 }
 
 // queuedTurn is a turn waiting for the gate: its ticket orders the queue.
@@ -96,7 +99,7 @@ type queuedTurn struct {
 
 // Session is the workflow function registered as "Session".
 func Session(ctx workflow.Context, p SessionParams) error {
-	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}}
+	s := &session{p: p, subagents: map[string]workflow.CancelFunc{}, seen: map[string]bool{}, approvals: map[string]*pendingApproval{}}
 	s.signals = workflow.GetSignalChannel(ctx, SignalEnqueue)
 	if p.Carry != nil {
 		s.turns = p.Carry.Turns
@@ -129,6 +132,11 @@ func Session(ctx workflow.Context, p SessionParams) error {
 	}
 	if err := workflow.SetUpdateHandler(ctx, UpdateInterrupt, s.interrupt); err != nil {
 		return fmt.Errorf("register interrupt update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval, s.decideApproval, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in ApprovalDecisionInput) error { return s.approvalRefusal(in) },
+	}); err != nil {
+		return fmt.Errorf("register approval update: %w", err)
 	}
 
 	s.limit = p.TurnsPerRun
@@ -270,6 +278,9 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput) (TurnResul
 	o.interruptible = workflow.GetVersion(ctx, changeInterrupt, workflow.DefaultVersion, versionInterrupt) >= versionInterrupt
 	o.stoppable = o.interruptible && o.localProvider && workflow.GetVersion(ctx, changeStopCall, workflow.DefaultVersion, versionStopCall) >= versionStopCall
 	o.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, versionBudgets) >= versionBudgets
+	if workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, versionApprovals) >= versionApprovals {
+		o.gate = &approvalGate{s: s}
+	}
 	res, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, err

@@ -50,6 +50,9 @@ type turnOptions struct {
 	stoppable bool
 	// budgets (versionBudgets): attempts check the budgets before calling.
 	budgets bool
+	// gate (versionApprovals) holds server-side calls the profile's
+	// approval policy names until someone decides; nil runs them at once.
+	gate *approvalGate
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -309,12 +312,28 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 		if res.Final {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeCompleted, LastSeq: res.LastSeq}}, nil
 		}
-		for _, call := range res.ToolCalls {
+		held, err := requestApprovals(ctx, o, begin, ref, it, res.ToolCalls)
+		if err != nil {
+			return turnResult{}, err
+		}
+		for i, call := range res.ToolCalls {
 			tool, ok := serverToolFor(call.Dispatch)
 			if !ok {
 				continue // client tools run in the harness
 			}
-			tr, err := tool.activity.run(toolCtx(ctx, tool.timeout, o), ToolCallInput{TurnRef: ref, Iteration: it, Call: call})
+			tin := ToolCallInput{TurnRef: ref, Iteration: it, Call: call}
+			if pa := held[i]; pa != nil {
+				run, err := o.gate.wait(ctx, pa)
+				if err != nil {
+					o.gate.cancelAll(ctx, held[i+1:], cancelKind(err))
+					return turnResult{}, err
+				}
+				if !run {
+					continue // its error result is stored
+				}
+				tin.ApprovalID = pa.id
+			}
+			tr, err := tool.activity.run(toolCtx(ctx, tool.timeout, o), tin)
 			if err != nil {
 				return turnResult{}, err
 			}
@@ -331,6 +350,37 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 		}
 	}
 	return failTurn(ctx, o, FailTurnInput{TurnRef: ref, Reason: events.ReasonLoopLimit})
+}
+
+// requestApprovals stores the approval requests of an iteration's held
+// calls, all before the first wait, so every decider sees them at once
+// and may decide them in any order; held[i] is call i's, nil when it runs
+// at once.
+func requestApprovals(ctx workflow.Context, o turnOptions, begin BeginTurnResult, ref TurnRef, it int, calls []ToolCall) ([]*pendingApproval, error) {
+	held := make([]*pendingApproval, len(calls))
+	if o.gate == nil || !begin.Approvals {
+		return held, nil
+	}
+	for i, call := range calls {
+		if _, ok := serverToolFor(call.Dispatch); !ok {
+			continue
+		}
+		pa, err := o.gate.request(ctx, o, ref, it, call)
+		if err != nil {
+			o.gate.cancelAll(ctx, held[:i], events.DecidedByInterrupt)
+			return nil, err
+		}
+		held[i] = pa
+	}
+	return held, nil
+}
+
+// cancelKind is who ended a turn's wait: the close or an interrupt.
+func cancelKind(err error) events.DeciderKind {
+	if _, closed := sessionNotOpen(err); closed {
+		return events.DecidedByClose
+	}
+	return events.DecidedByInterrupt
 }
 
 // budgetFailure ends a turn that a spent budget stopped before a provider

@@ -31,7 +31,10 @@ type Profile struct {
 	// Sandbox is the profile's overrides of the server's [sandbox] bounds.
 	Sandbox json.RawMessage `json:"sandbox"`
 	// Context is the profile's compaction policy, defaults filled in.
-	Context   json.RawMessage `json:"context"`
+	Context json.RawMessage `json:"context"`
+	// Approvals is the profile's approval policy, defaults filled in;
+	// absent when it has none.
+	Approvals json.RawMessage `json:"approvals,omitempty"`
 	CreatedAt string          `json:"created_at"`
 	UpdatedAt string          `json:"updated_at"`
 }

@@ -179,6 +179,7 @@ func MetricNames() []string {
 		"bae.provider.latency", "bae.tool.calls", "bae.tool.latency",
 		"bae.sandboxes.reaped",
 		"bae.provider.tokens", "bae.provider.cost",
+		"bae.approvals.pending", "bae.approval.wait",
 	}
 }
 

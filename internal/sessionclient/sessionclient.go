@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/bae-go/bae-go/internal/approval"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -231,6 +232,35 @@ func (e *Client) Interrupt(ctx context.Context, sessionID string, in workflows.I
 		return workflows.InterruptResult{}, fmt.Errorf("interrupt update: %w", err)
 	}
 	return res, nil
+}
+
+// DecideApproval submits a decision on a held tool call and waits until it
+// is stored. The workflow's refusals come back as *approval.RefusedError;
+// a session whose workflow is not running holds no pending approval.
+func (e *Client) DecideApproval(ctx context.Context, sessionID string, in workflows.ApprovalDecisionInput) (workflows.ApprovalDecisionResult, error) {
+	h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   sessionID,
+		UpdateName:   workflows.UpdateDecideApproval,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.ApprovalDecisionResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err == nil {
+		return res, nil
+	}
+	var ae *temporal.ApplicationError
+	switch {
+	case notRunning(err):
+		return res, approval.Refuse(approval.RefuseNotPending, "the approval is no longer pending")
+	case errors.As(err, &ae) && ae.Type() == workflows.ErrApprovalNotPending:
+		return res, approval.Refuse(approval.RefuseNotPending, "the approval was already decided, expired or cancelled")
+	case errors.As(err, &ae) && ae.Type() == workflows.ErrApprovalNotAllowed:
+		return res, approval.Refuse(approval.RefuseNotAllowed, "%s", ae.Message())
+	}
+	return res, fmt.Errorf("approval update: %w", err)
 }
 
 // Control reads the session's turn gate (the Control query). A session

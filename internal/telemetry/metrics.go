@@ -36,6 +36,8 @@ const (
 	MetricSandboxesReaped   = "bae.sandboxes.reaped"
 	MetricProviderTokens    = "bae.provider.tokens"
 	MetricProviderCost      = "bae.provider.cost"
+	MetricApprovalsPending  = "bae.approvals.pending"
+	MetricApprovalWait      = "bae.approval.wait"
 )
 
 // Metrics records the bae.* instruments at the turn, provider and tool
@@ -55,6 +57,7 @@ type Metrics struct {
 	sandboxesReaped  metric.Int64Counter
 	providerTokens   metric.Int64Counter
 	providerCost     metric.Float64Counter
+	approvalWait     metric.Float64Histogram
 }
 
 // NewMetrics creates the instruments on mp; names in disabled get no-op
@@ -93,6 +96,10 @@ func NewMetrics(mp metric.MeterProvider, disabled []string, log *slog.Logger) (*
 	if m.providerCost, err = m.meterFor(MetricProviderCost).Float64Counter(MetricProviderCost,
 		metric.WithUnit("{USD}"), metric.WithDescription("What provider calls cost, in USD, at their entry's price table, by provider entry.")); err != nil {
 		return nil, fmt.Errorf("instrument %s: %w", MetricProviderCost, err)
+	}
+	if m.approvalWait, err = m.meterFor(MetricApprovalWait).Float64Histogram(MetricApprovalWait,
+		metric.WithUnit("s"), metric.WithDescription("How long a held server-side tool call waited for its decision, by decision (approved, rejected, expired, cancelled).")); err != nil {
+		return nil, fmt.Errorf("instrument %s: %w", MetricApprovalWait, err)
 	}
 	return m, nil
 }
@@ -165,6 +172,14 @@ func (m *Metrics) SandboxesReaped(ctx context.Context, reason string, n int64) {
 	m.sandboxesReaped.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
+// ApprovalWait records how long a held call waited for its decision.
+func (m *Metrics) ApprovalWait(ctx context.Context, decision events.Decision, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.approvalWait.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("decision", string(decision))))
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // CountSource reports deployment-wide totals (*store.Store does).
@@ -195,6 +210,7 @@ func (m *Metrics) ObserveCounts(src CountSource) error {
 		{MetricSandboxesLive, "Open sessions with a remote sandbox.", func(c store.ActivityCounts) int64 { return c.LiveSandboxes }},
 		{MetricSubagentsActive, "Remote subagents running.", func(c store.ActivityCounts) int64 { return c.ActiveSubagents }},
 		{MetricDriversRegistered, "Registered drivers on open sessions.", func(c store.ActivityCounts) int64 { return c.Drivers }},
+		{MetricApprovalsPending, "Held server-side tool calls waiting for a decision.", func(c store.ActivityCounts) int64 { return c.PendingApprovals }},
 	}
 	type live struct {
 		g     metric.Int64ObservableGauge

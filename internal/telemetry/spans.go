@@ -24,6 +24,8 @@ const (
 	SpanMCPCall         = "bae.mcp.call"
 	SpanSandboxExec     = "bae.sandbox.exec"
 	SpanSubagent        = "bae.subagent"
+	// SpanApprovalWait spans a held tool call's wait, request to decision.
+	SpanApprovalWait = "bae.approval.wait"
 
 	AttrSessionID           = "bae.session.id"
 	AttrProfileID           = "bae.profile.id"
@@ -44,6 +46,7 @@ const (
 	AttrSandboxExitCode     = "bae.sandbox.exit_code"
 	AttrSubagentID          = "bae.subagent.id"
 	AttrSubagentOutcome     = "bae.subagent.outcome"
+	AttrApprovalDecision    = "bae.approval.decision"
 	AttrHTTPMethod          = "http.request.method"
 	AttrHTTPRoute           = "http.route"
 	AttrURLPath             = "url.path"
