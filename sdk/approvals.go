@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/bae-go/bae-go/events"
 )
 
 // ApprovalsHeader opts a sendMessage or subscribe stream into approval
@@ -21,19 +23,25 @@ const (
 	methodDecideApproval   = "session.decideApproval"
 )
 
-// Who may decide an approval (the profile's policy).
+// Deciders says who may decide an approval (the profile's policy).
+type Deciders = events.Deciders
+
+// Who may decide. Operators (admin API, console) always may.
 const (
-	DecidersAnyDriver  = "any_driver"
-	DecidersTurnDriver = "turn_driver"
-	DecidersOperators  = "operators"
+	DecidersAnyDriver  = events.DecidersAnyDriver
+	DecidersTurnDriver = events.DecidersTurnDriver
+	DecidersOperators  = events.DecidersOperators
 )
+
+// ApprovalState is how an approval ended.
+type ApprovalState = events.Decision
 
 // Outcomes of an approval.
 const (
-	ApprovalApproved  = "approved"
-	ApprovalRejected  = "rejected"
-	ApprovalExpired   = "expired"
-	ApprovalCancelled = "cancelled"
+	ApprovalApproved  = events.DecisionApproved
+	ApprovalRejected  = events.DecisionRejected
+	ApprovalExpired   = events.DecisionExpired
+	ApprovalCancelled = events.DecisionCancelled
 )
 
 // ApprovalToolCall is the server-side tool call waiting for a decision.
@@ -53,9 +61,8 @@ type ApprovalRequest struct {
 	ApprovalID string           `json:"approval_id"`
 	TurnID     string           `json:"turn_id"`
 	ToolCall   ApprovalToolCall `json:"tool_call"`
-	// Deciders is DecidersAnyDriver, DecidersTurnDriver or DecidersOperators.
-	Deciders string    `json:"deciders"`
-	Deadline time.Time `json:"deadline"`
+	Deciders   Deciders         `json:"deciders"`
+	Deadline   time.Time        `json:"deadline"`
 	// OnTimeout is what happens at the deadline: reject or approve.
 	OnTimeout string `json:"on_timeout"`
 }
@@ -63,19 +70,13 @@ type ApprovalRequest struct {
 // DecidedBy names who decided: kind driver (ClientID is its key id),
 // operator (Operator is the name it gave, if any), deadline, interrupt or
 // close.
-type DecidedBy struct {
-	Kind     string `json:"kind"`
-	ClientID string `json:"client_id,omitempty"`
-	Operator string `json:"operator,omitempty"`
-}
+type DecidedBy = events.DecidedBy
 
 // ApprovalOutcome is a session.approvalDecision notification, and (Decision
 // approved or rejected) the result of DecideApproval.
 type ApprovalOutcome struct {
-	ApprovalID string `json:"approval_id"`
-	// Decision is one of ApprovalApproved, ApprovalRejected,
-	// ApprovalExpired, ApprovalCancelled.
-	Decision string `json:"decision"`
+	ApprovalID string        `json:"approval_id"`
+	Decision   ApprovalState `json:"decision"`
 	// Arguments are the approved arguments when they were edited.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Message is the rejection text the model receives.

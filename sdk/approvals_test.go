@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -61,7 +62,7 @@ func TestApprovalHandlerDecidesOnTheStream(t *testing.T) {
 	assert.JSONEq(t, `{"approval_id":"apr_1","decision":"approve","arguments":{"repo":"acme/prod","title":"Deploy v2"}}`, string(decides[0].Raw))
 	require.Len(t, outcomes, 1)
 	assert.Equal(t, sdk.ApprovalOutcome{ApprovalID: "apr_1", Decision: sdk.ApprovalApproved, Arguments: []byte(`{"repo":"acme/prod","title":"Deploy v2"}`),
-		DecidedBy: sdk.DecidedBy{Kind: "driver", ClientID: "key_a"}}, outcomes[0])
+		DecidedBy: sdk.DecidedBy{Kind: events.DecidedByDriver, ClientID: "key_a"}}, outcomes[0])
 }
 
 // TestNoApprovalHandlerSendsNoOptIn: a session without a handler asks for

@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
@@ -66,6 +70,7 @@ const (
 
 type options struct {
 	sessions, measure, concurrency int
+	stickyCache                    int
 	window                         time.Duration
 	db                             string
 	verbose                        bool
@@ -78,8 +83,12 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 16, "parallel opens and pausing turns")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "how long every session waits, paused, while the bench counts what runs")
 	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
+	flag.IntVar(&o.stickyCache, "sticky-cache", 0, "the Temporal worker's sticky workflow cache size (0: the SDK's default, 10,000); a smaller cache evicts paused workflows, which then hold no goroutine at all")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.Parse()
+	if o.stickyCache > 0 {
+		worker.SetStickyWorkflowCacheSize(o.stickyCache)
+	}
 	o.measure = min(o.measure, o.sessions)
 	benchstack.Main("approvals", func(ctx context.Context, log *slog.Logger) error { return run(ctx, log, o) })
 }
@@ -198,6 +207,42 @@ type snapshot struct {
 	goroutines int
 	heap       uint64 // HeapInuse after a GC
 	dbBytes    int64
+	// byKind counts goroutines by what holds them (goroutineKind).
+	byKind map[string]int
+}
+
+// goroutineKinds attribute a goroutine to what holds it, by the first
+// of these its stack mentions.
+var goroutineKinds = []struct{ kind, marker string }{
+	{"Temporal workflow coroutines (worker's sticky cache)", "go.temporal.io/sdk/internal.(*coroutineState)"},
+	{"Temporal server", "go.temporal.io/server/"},
+	{"Temporal SDK (pollers, gRPC)", "go.temporal.io/"},
+	{"gRPC", "google.golang.org/grpc"},
+	{"MCP clients", "mark3labs/mcp-go"},
+	{"PostgreSQL pool", "jackc/"},
+	{"HTTP", "net/http"},
+}
+
+// goroutinesByKind reads every goroutine's stack and counts them by kind.
+func goroutinesByKind() map[string]int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	out := map[string]int{}
+	for _, rec := range strings.Split(buf.String(), "\n\n") {
+		var n int
+		if _, err := fmt.Sscanf(rec, "%d @", &n); err != nil {
+			continue
+		}
+		kind := "other"
+		for _, k := range goroutineKinds {
+			if strings.Contains(rec, k.marker) {
+				kind = k.kind
+				break
+			}
+		}
+		out[kind] += n
+	}
+	return out
 }
 
 func take(ctx context.Context, dbURL string) (snapshot, error) {
@@ -205,7 +250,7 @@ func take(ctx context.Context, dbURL string) (snapshot, error) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := snapshot{goroutines: runtime.NumGoroutine(), heap: ms.HeapInuse}
+	s := snapshot{goroutines: runtime.NumGoroutine(), heap: ms.HeapInuse, byKind: goroutinesByKind()}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return s, fmt.Errorf("connect to the bench database: %w", err)
@@ -242,8 +287,9 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.verbose {
 		srvLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	calls := &temporalCalls{}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
-		BaseDatabaseURL: o.db, ServerLog: srvLog,
+		BaseDatabaseURL: o.db, ServerLog: srvLog, TemporalInterceptors: []interceptor.ClientInterceptor{calls},
 		ConfigTOML: benchstack.ProviderTOML("http://"+ln.Addr().String()) +
 			fmt.Sprintf("\n[[mcp.servers]]\nname = %q\ntransport = \"http\"\nurl = %q\n", mcpServerName, mcpURL),
 	})
@@ -278,7 +324,10 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			return err
 		}
 		sessions[i] = &paused{s: s, tag: fmt.Sprintf("a%06d", i)}
-		return nil
+		// One plain turn, so the idle baseline has what any used session
+		// has (its MCP client connected, its workflow run and cached).
+		_, err = benchstack.PostRPCResult(ctx, hc, st.ClientURL, s.ID, s.Key(), "session.sendMessage", benchstack.UserMessage("hello"))
+		return err
 	}); err != nil {
 		return fmt.Errorf("open sessions: %w", err)
 	}
@@ -314,6 +363,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return err
 	}
 	winStart := time.Now()
+	callsBefore := calls.snapshot()
 	log.Info("wait window", "length", o.window)
 	select {
 	case <-time.After(o.window):
@@ -321,6 +371,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return ctx.Err()
 	}
 	winEnd := time.Now()
+	inWindow := calls.since(callsBefore)
 	during, err := take(ctx, st.DB.URL)
 	if err != nil {
 		return err
@@ -366,7 +417,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 		clientResume = append(clientResume, d)
 	}
-	report(os.Stdout, o, pauseTook, start, idle, before, during, &counts, approvalRowBytes, toTool, toResume, clientResume)
+	report(os.Stdout, o, pauseTook, start, idle, before, during, &counts, inWindow, approvalRowBytes, toTool, toResume, clientResume)
 	return nil
 }
 
@@ -460,6 +511,79 @@ func (w *windowCounts) add(ctx context.Context, c client.Client, workflowID stri
 	return nil
 }
 
+// temporalCalls counts the calls baesrv's Temporal client makes, by
+// method: a query is answered by the session's worker without a history
+// event, so the histories alone would not show it.
+type temporalCalls struct {
+	interceptor.ClientInterceptorBase
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (c *temporalCalls) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &countingOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, c: c}
+}
+
+func (c *temporalCalls) add(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int64{}
+	}
+	c.n[method]++
+}
+
+func (c *temporalCalls) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// since is the calls made after before was taken.
+func (c *temporalCalls) since(before map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range c.snapshot() {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+type countingOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	c *temporalCalls
+}
+
+func (o *countingOutbound) QueryWorkflow(ctx context.Context, in *interceptor.ClientQueryWorkflowInput) (converter.EncodedValue, error) {
+	o.c.add("QueryWorkflow")
+	return o.Next.QueryWorkflow(ctx, in)
+}
+
+func (o *countingOutbound) SignalWorkflow(ctx context.Context, in *interceptor.ClientSignalWorkflowInput) error {
+	o.c.add("SignalWorkflow")
+	return o.Next.SignalWorkflow(ctx, in)
+}
+
+func (o *countingOutbound) UpdateWorkflow(ctx context.Context, in *interceptor.ClientUpdateWorkflowInput) (client.WorkflowUpdateHandle, error) {
+	o.c.add("UpdateWorkflow")
+	return o.Next.UpdateWorkflow(ctx, in)
+}
+
+func (o *countingOutbound) ExecuteWorkflow(ctx context.Context, in *interceptor.ClientExecuteWorkflowInput) (client.WorkflowRun, error) {
+	o.c.add("ExecuteWorkflow")
+	return o.Next.ExecuteWorkflow(ctx, in)
+}
+
+func (o *countingOutbound) SignalWithStartWorkflow(ctx context.Context, in *interceptor.ClientSignalWithStartWorkflowInput) (client.WorkflowRun, error) {
+	o.c.add("SignalWithStartWorkflow")
+	return o.Next.SignalWithStartWorkflow(ctx, in)
+}
+
 // tableBytes is the approvals table's size with its indexes.
 func tableBytes(ctx context.Context, dbURL string) (int64, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -518,23 +642,46 @@ func progress(log *slog.Logger, what string, n int) func() {
 	}
 }
 
-func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before, during snapshot, counts *windowCounts, approvalRowBytes int64,
+func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before, during snapshot, counts *windowCounts, inWindow map[string]int64, approvalRowBytes int64,
 	toTool, toResume, clientResume []time.Duration) {
 	n := float64(o.sessions)
-	fmt.Fprintf(w, "\napprovals: %d sessions, each paused on one approval of an MCP tool (paused in %s); one process holds baesrv, an in-memory Temporal and the client\n\n",
-		o.sessions, pauseTook.Round(time.Millisecond))
+	cache := "the SDK's default sticky workflow cache (10,000)"
+	if o.stickyCache > 0 {
+		cache = fmt.Sprintf("a sticky workflow cache of %d", o.stickyCache)
+	}
+	fmt.Fprintf(w, "\napprovals: %d sessions, each paused on one approval of an MCP tool (paused in %s); one process holds baesrv, an in-memory Temporal and the client; %s\n\n",
+		o.sessions, pauseTook.Round(time.Millisecond), cache)
 	fmt.Fprintf(w, "wait window of %s, every session paused:\n", o.window)
 	fmt.Fprintf(w, "  workflow tasks started      %d\n", counts.workflowTasks.Load())
 	fmt.Fprintf(w, "  activities started          %d\n", counts.activities.Load())
 	fmt.Fprintf(w, "  timers started or fired     %d\n", counts.timers.Load())
 	fmt.Fprintf(w, "  other history events        %d  (sessions with any event in the window: %d)\n", counts.other.Load(), counts.sessionsWithAny.Load())
-	fmt.Fprintf(w, "  goroutines at the window's start %d, at its end %d\n\n", before.goroutines, during.goroutines)
+	fmt.Fprintf(w, "  goroutines at the window's start %d, at its end %d\n", before.goroutines, during.goroutines)
+	fmt.Fprintf(w, "  baesrv's calls to Temporal     ")
+	if len(inWindow) == 0 {
+		fmt.Fprintf(w, "none")
+	}
+	for _, m := range []string{"QueryWorkflow", "SignalWorkflow", "UpdateWorkflow", "ExecuteWorkflow", "SignalWithStartWorkflow"} {
+		if v := inWindow[m]; v > 0 {
+			fmt.Fprintf(w, "%s %d (%.2f per session per minute)  ", m, v, float64(v)/n/o.window.Minutes())
+		}
+	}
+	fmt.Fprintf(w, "\n\n")
 	fmt.Fprintf(w, "%-34s %12s %12s %12s\n", "", "no session", "open, idle", "paused")
 	fmt.Fprintf(w, "%-34s %12d %12d %12d\n", "goroutines (process)", start.goroutines, idle.goroutines, during.goroutines)
 	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "heap in use, MiB (after GC)", mib(start.heap), mib(idle.heap), mib(during.heap))
 	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "database, MiB", mib(uint64(start.dbBytes)), mib(uint64(idle.dbBytes)), mib(uint64(during.dbBytes)))
-	fmt.Fprintf(w, "\nper pending approval (paused − open and idle, ÷ %d):\n", o.sessions)
+	fmt.Fprintf(w, "\nper pending approval (paused − open and idle after one turn, ÷ %d):\n", o.sessions)
 	fmt.Fprintf(w, "  goroutines                  %+.3f\n", float64(during.goroutines-idle.goroutines)/n)
+	kinds := append([]string{}, "other")
+	for _, k := range goroutineKinds {
+		kinds = append(kinds, k.kind)
+	}
+	for _, k := range kinds {
+		if d := during.byKind[k] - idle.byKind[k]; d != 0 || during.byKind[k] > 0 {
+			fmt.Fprintf(w, "    %-52s %+.3f  (%d → %d)\n", k, float64(d)/n, idle.byKind[k], during.byKind[k])
+		}
+	}
 	fmt.Fprintf(w, "  heap in use                 %+.0f bytes\n", (float64(during.heap)-float64(idle.heap))/n)
 	fmt.Fprintf(w, "  database                    %+.0f bytes (the paused turn's events and its approvals row; the approvals table alone: %.0f bytes)\n",
 		float64(during.dbBytes-idle.dbBytes)/n, float64(approvalRowBytes)/n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/bae-go/bae-go/internal/app"
@@ -51,6 +52,9 @@ type InProcOptions struct {
 	// DBSettings are set on the bench database (ALTER DATABASE … SET), for
 	// example log_min_duration_statement to see what a turn waits on.
 	DBSettings map[string]string
+	// TemporalInterceptors wrap baesrv's Temporal client, for a bench that
+	// counts what the server asks of Temporal.
+	TemporalInterceptors []interceptor.ClientInterceptor
 }
 
 // StartInProc brings every part up; on error whatever started is torn down.
@@ -78,7 +82,8 @@ func StartInProc(ctx context.Context, log *slog.Logger, o InProcOptions) (_ *InP
 	if s.dev, err = devstack.Start(ctx, TemporalOptions(ports[0], "", srvLog)); err != nil {
 		return nil, fmt.Errorf("start embedded temporal: %w", err)
 	}
-	copts := client.Options{HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(), Logger: sdklog.NewStructuredLogger(srvLog)}
+	copts := client.Options{HostPort: s.dev.FrontendAddr(), Namespace: s.dev.Namespace(), Logger: sdklog.NewStructuredLogger(srvLog),
+		Interceptors: o.TemporalInterceptors}
 	copts.ConnectionOptions.GrpcCompression = app.TemporalCompression(copts.HostPort, config.CompressionAuto)
 	if s.Temporal, err = client.DialContext(ctx, copts); err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)

@@ -110,6 +110,8 @@ type profileFlags struct {
 	sandboxLimits string
 	// context is the profile's compaction policy as JSON text.
 	context string
+	// approvals is the profile's approval policy as JSON text.
+	approvals string
 }
 
 // register binds the list flags; each is repeatable and keeps commas
@@ -121,6 +123,7 @@ func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&p.sandboxes, "sandbox", nil, "sandbox `IMAGE` the profile may use, repeatable")
 	fs.StringVar(&p.sandboxLimits, "sandbox-limits", "", "`JSON` object overriding the server's [sandbox] bounds, e.g. '{\"network\":\"bridge\"}' (none: the server's)")
 	fs.StringVar(&p.context, "context", "", "`JSON` compaction policy, e.g. '{\"keep_turns\":6}' or '{\"enabled\":false}' (none: the default, on)")
+	fs.StringVar(&p.approvals, "approvals", "", "`JSON` approval policy, e.g. '{\"rules\":[{\"kind\":\"mcp\",\"server\":\"github\",\"tool\":\"create_*\"}]}' (none: no approvals)")
 }
 
 // body always carries every list and the sandbox object, so a PUT clears
@@ -147,11 +150,18 @@ func (p *profileFlags) body(name, primary string) (map[string]any, error) {
 		}
 		policy = json.RawMessage(p.context)
 	}
+	approvals := json.RawMessage(`null`)
+	if strings.TrimSpace(p.approvals) != "" {
+		if !json.Valid([]byte(p.approvals)) {
+			return nil, usagef("--approvals: not valid JSON: %s", p.approvals)
+		}
+		approvals = json.RawMessage(p.approvals)
+	}
 	return map[string]any{
 		"name": name, "primary_provider": primary,
 		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
 		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
-		"sandbox": limits, "context": policy,
+		"sandbox": limits, "context": policy, "approvals": approvals,
 	}, nil
 }
 
@@ -199,9 +209,17 @@ func printProfile(e *invocation, p profile) error {
 		{"id", p.ID}, {"name", p.Name}, {"primary_provider", p.PrimaryProvider},
 		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
 		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
-		{"sandbox", sandboxOrDefaults(p.Sandbox)}, {"context", compactJSON(p.Context)},
+		{"sandbox", sandboxOrDefaults(p.Sandbox)}, {"context", compactJSON(p.Context)}, {"approvals", approvalsOrNone(p.Approvals)},
 		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
 	})
+}
+
+// approvalsOrNone shows a profile's approval policy on one line.
+func approvalsOrNone(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "(none)"
+	}
+	return compactJSON(raw)
 }
 
 // sandboxOrDefaults shows a profile's sandbox overrides on one line.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/sdk"
@@ -57,7 +58,7 @@ name = "tracker"
 transport = "http"
 url = %q
 `, lane.URL(), mts.URL+"/mcp")})
-	profile := func(name, deciders string) sdk.Config {
+	profile := func(name string, deciders sdk.Deciders) sdk.Config {
 		pid := srv.Profile(t, map[string]any{"name": name, "primary_provider": "approvals", "mcp_servers": []string{"tracker"}, "allowed_tools": []string{},
 			"approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp", "server": "tracker", "tool": "create_*", "deciders": deciders}}}})
 		_, key := srv.Key(t, pid)
@@ -87,7 +88,7 @@ url = %q
 		assert.True(t, got[0].Deadline.After(time.Now()))
 		require.NotEmpty(t, outcomes)
 		assert.Equal(t, sdk.ApprovalApproved, outcomes[0].Decision)
-		assert.Equal(t, "driver", outcomes[0].DecidedBy.Kind)
+		assert.Equal(t, events.DecidedByDriver, outcomes[0].DecidedBy.Kind)
 		mu.Lock()
 		assert.Equal(t, []map[string]any{{"title": "Deploy v2"}}, ran, "ran once, with the approved arguments")
 		mu.Unlock()
