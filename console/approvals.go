@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,27 +60,32 @@ type approvalCard struct {
 // console: the console has one password, not named operators.
 const consoleOperator = "console"
 
-// maxApprovalCards bounds one page; the oldest pending come first.
+// maxApprovalCards bounds the page; the oldest pending come first.
 const maxApprovalCards = 50
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	c.renderApprovals(w, r, http.StatusOK, nil, nil)
 }
 
-// pendingApprovals lists pending approvals, oldest first.
-func (c *Console) pendingApprovals(r *http.Request) ([]approvalDoc, *api.Problem) {
-	list, p := listAll[approvalDoc](r.Context(), c.admin, "/admin/v1/approvals?state=pending")
-	if p != nil {
-		return nil, p
+// pendingApprovals is the oldest maxApprovalCards pending approvals (the
+// admin API lists them oldest first), and whether there are more: one
+// page, so the live list stays one query however many are waiting.
+func (c *Console) pendingApprovals(r *http.Request) ([]approvalDoc, bool, *api.Problem) {
+	var page struct {
+		Items      []approvalDoc `json:"items"`
+		NextCursor *string       `json:"next_cursor"`
 	}
-	slices.SortStableFunc(list, func(a, b approvalDoc) int { return strings.Compare(a.RequestedAt, b.RequestedAt) })
-	return list, nil
+	q := url.Values{"state": {"pending"}, "limit": {strconv.Itoa(maxApprovalCards)}}
+	if p := c.admin.call(r.Context(), http.MethodGet, "/admin/v1/approvals?"+q.Encode(), nil, &page); p != nil {
+		return nil, false, p
+	}
+	return page.Items, page.NextCursor != nil, nil
 }
 
 // renderApprovals draws the page; refused, when set, is the card whose
 // decision the admin API refused, kept as the operator filled it in.
 func (c *Console) renderApprovals(w http.ResponseWriter, r *http.Request, status int, extra map[string]any, refused *approvalCard) {
-	list, p := c.pendingApprovals(r)
+	list, more, p := c.pendingApprovals(r)
 	if p != nil {
 		c.internal(w, r, p)
 		return
@@ -90,7 +95,7 @@ func (c *Console) renderApprovals(w http.ResponseWriter, r *http.Request, status
 		c.internal(w, r, err)
 		return
 	}
-	data := map[string]any{"Cards": cards, "More": len(list) > len(cards), "Have": pendingKey(list)}
+	data := map[string]any{"Cards": cards, "More": more, "Have": pendingKey(list, more)}
 	if d := r.URL.Query().Get("decided"); validApprovalID(d) {
 		data["Decided"] = d
 		data["DecidedState"] = r.URL.Query().Get("state")
@@ -109,8 +114,8 @@ func (c *Console) renderApprovals(w http.ResponseWriter, r *http.Request, status
 func (c *Console) approvalCards(r *http.Request, list []approvalDoc, refused *approvalCard) ([]approvalCard, error) {
 	csrf := c.auth.csrfToken(loginFrom(r.Context()))
 	logs := map[string][]transcriptItem{}
-	cards := make([]approvalCard, 0, min(len(list), maxApprovalCards))
-	for _, a := range list[:min(len(list), maxApprovalCards)] {
+	cards := make([]approvalCard, 0, len(list))
+	for _, a := range list {
 		card := approvalCard{A: a, Args: pretty(a.ToolCall.Arguments), CSRF: csrf}
 		card.FormArgs = card.Args
 		if refused != nil && refused.A.ID == a.ID {
@@ -262,12 +267,12 @@ func (c *Console) approvalsStream(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		list, p := c.pendingApprovals(r)
+		list, more, p := c.pendingApprovals(r)
 		if p != nil {
 			c.log.Error("console approvals stream", "err", p)
 			return
 		}
-		if key := pendingKey(list); key != last {
+		if key := pendingKey(list, more); key != last {
 			cards, err := c.approvalCards(r, list, nil)
 			if err != nil {
 				c.log.Error("console approvals stream", "err", err)
@@ -296,10 +301,13 @@ func (c *Console) approvalsStream(w http.ResponseWriter, r *http.Request) {
 
 // pendingKey names a pending list: the page hands it to its stream, which
 // redraws only when it changes.
-func pendingKey(list []approvalDoc) string {
-	ids := make([]string, 0, len(list))
+func pendingKey(list []approvalDoc, more bool) string {
+	ids := make([]string, 0, len(list)+1)
 	for _, a := range list {
 		ids = append(ids, a.ID)
+	}
+	if more {
+		ids = append(ids, "more")
 	}
 	return strings.Join(ids, ",")
 }
