@@ -71,7 +71,7 @@ const (
 type options struct {
 	sessions, measure, concurrency int
 	stickyCache                    int
-	window                         time.Duration
+	window, pauseTimeout           time.Duration
 	db                             string
 	verbose                        bool
 }
@@ -82,6 +82,7 @@ func main() {
 	flag.IntVar(&o.measure, "measure", 100, "approvals decided one at a time and timed, and as many client-tool resumes")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "parallel opens and pausing turns")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "how long every session waits, paused, while the bench counts what runs")
+	flag.DurationVar(&o.pauseTimeout, "pause-timeout", 2*time.Minute, "how long one turn may take to reach its approval request")
 	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.IntVar(&o.stickyCache, "sticky-cache", 0, "the Temporal worker's sticky workflow cache size (0: the SDK's default, 10,000); a smaller cache evicts paused workflows, which then hold no goroutine at all")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
@@ -339,7 +340,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	t0 := time.Now()
 	if err := parallel(ctx, o.sessions, o.concurrency, progress(log, "paused", o.sessions), func(ctx context.Context, i int) error {
 		p := sessions[i]
-		id, err := pause(ctx, hc, st.ClientURL, p.s, "approve "+p.tag)
+		id, err := pause(ctx, hc, st.ClientURL, p.s, "approve "+p.tag, o.pauseTimeout)
 		p.approvalID = id
 		return err
 	}); err != nil {
@@ -423,8 +424,8 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 
 // pause sends text on a stream opted into approvals, reads it until the
 // turn's session.approvalRequest and closes it.
-func pause(ctx context.Context, hc *http.Client, base string, s *sdk.Session, text string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+func pause(ctx context.Context, hc *http.Client, base string, s *sdk.Session, text string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := benchstack.PostRPC(ctx, hc, base, s.ID, s.Key(), 1, "session.sendMessage", benchstack.UserMessage(text), http.Header{sdk.ApprovalsHeader: {"on"}})
 	if err != nil {
