@@ -13,6 +13,7 @@ import (
 	"github.com/bae-go/bae-go/internal/approval"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/store"
+	"github.com/bae-go/bae-go/tooldecl"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -25,6 +26,10 @@ func (a *Activities) RequestApproval(ctx context.Context, in workflows.RequestAp
 	defer done()
 	call := workflows.ToolCallInput{TurnRef: in.TurnRef, Iteration: in.Iteration, Call: in.Call}
 	var res workflows.RequestApprovalResult
+	if in.Call.Name == tooldecl.StatusTool {
+		// Reading subagents' status launches nothing: never held.
+		return res, nil
+	}
 	err := a.untilStored(ctx, "request approval", func(ctx context.Context) error {
 		sess, err := a.Store.GetSession(ctx, in.SessionID)
 		if err != nil {

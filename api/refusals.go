@@ -112,11 +112,11 @@ func approvalProblem(e *approval.RefusedError) *Problem {
 	case approval.RefuseNotFound:
 		return notFound(e.Detail)
 	case approval.RefuseNotPending:
-		return conflict(string(e.Refusal), e.Detail)
+		return conflict("approval_not_pending", e.Detail)
 	case approval.RefuseArgumentsInvalid:
-		return unprocessable(string(e.Refusal), e.Detail)
-	case approval.RefuseNotAllowed:
-		return forbidden(string(e.Refusal), e.Detail)
+		return unprocessable("approval_arguments_invalid", e.Detail)
 	}
+	// approval_not_allowed cannot reach an operator (operators may decide
+	// every approval).
 	return problem(http.StatusInternalServerError, "internal", "an internal error occurred")
 }

@@ -389,7 +389,7 @@ func (t *turnRelay) relay(evs []store.Event) error {
 			}
 			t.started = true
 		}
-		if e.TurnID == t.turnID {
+		if e.TurnID == t.turnID && (t.call.approvals || !isApprovalEvent(e.Type)) {
 			t.events = append(t.events, e)
 		}
 		if t.selfEvent(e) {

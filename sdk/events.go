@@ -44,6 +44,11 @@ const (
 	// EventServerMessageInterrupted ends an interrupted turn (a bae-go
 	// extension; see InterruptedPayload).
 	EventServerMessageInterrupted = events.ServerMessageInterrupted
+	// EventApprovalRequest and EventApprovalDecision: a server-side tool
+	// call held for a person's decision, and the decision (a bae-go
+	// extension; only streams opted in with Bae-Approvals carry them).
+	EventApprovalRequest  = events.ApprovalRequest
+	EventApprovalDecision = events.ApprovalDecision
 )
 
 // EventTypes returns every known event type, in catalog order.
@@ -158,6 +163,10 @@ func Describe(e Event) string {
 		return fmt.Sprintf("%s (%s, %s)", base, str("reason"), str("dispatch"))
 	case EventServerMessageInterrupted:
 		return fmt.Sprintf("%s (by %s)", base, str("by"))
+	case EventApprovalRequest:
+		return fmt.Sprintf("%s %s (%s)", base, str("tool_name"), str("approval_id"))
+	case EventApprovalDecision:
+		return fmt.Sprintf("%s %s (%s)", base, str("decision"), str("approval_id"))
 	}
 	if base == "" {
 		return "unknown event " + string(e.Type)
@@ -224,6 +233,10 @@ func describeType(t EventType) string {
 		return "subagent cancelled"
 	case EventServerMessageInterrupted:
 		return "server → client: interrupted assistant turn"
+	case EventApprovalRequest:
+		return "tool call held for approval"
+	case EventApprovalDecision:
+		return "approval decided"
 	}
 	return ""
 }

@@ -186,14 +186,12 @@ func (s *Store) ListApprovals(ctx context.Context, f ApprovalFilter, after int64
 }
 
 // ApprovedArguments returns the arguments a decider approved for a call,
-// or nil when they approved the model's own.
+// or nil when the call runs with the model's own (approved as they were,
+// or by its deadline).
 func (s *Store) ApprovedArguments(ctx context.Context, id string) (json.RawMessage, error) {
 	a, err := getApproval(ctx, s.Pool, id)
 	if err != nil {
 		return nil, err
-	}
-	if a.State != string(events.DecisionApproved) {
-		return nil, fmt.Errorf("approval %s is %s, not approved", id, a.State)
 	}
 	return a.ApprovedArguments, nil
 }

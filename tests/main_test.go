@@ -68,8 +68,33 @@ func newFSServer() *server.MCPServer {
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(strings.Repeat("a line of "+req.GetString("path", "?")+"\n", 150)), nil
 		})
+	// create_issue answers with the arguments it ran with: the approval
+	// tests hold it and check what ran (its schema requires both).
+	s.AddTool(mcp.NewTool("create_issue", mcp.WithDescription("Create an issue"),
+		mcp.WithString("repo", mcp.Required()), mcp.WithString("title", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			text := "created " + req.GetString("repo", "?") + ": " + req.GetString("title", "?")
+			if path := os.Getenv(fsCallsEnv); path != "" {
+				// Each run leaves a line: the kill tests count them.
+				f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					return nil, err
+				}
+				_, err = f.WriteString(text + "\n")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			return mcp.NewToolResultText(text), nil
+		})
 	return s
 }
 
 // fsReleaseEnv names the file that releases the hang tool.
 const fsReleaseEnv = "BAE_TEST_FS_RELEASE"
+
+// fsCallsEnv names the file create_issue appends a line to per run.
+const fsCallsEnv = "BAE_TEST_FS_CALLS"

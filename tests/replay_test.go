@@ -76,6 +76,43 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "compaction")
 	})
+	t.Run("approvals", func(t *testing.T) {
+		// versionApprovals: held server-side calls wait in the workflow for
+		// the DecideApproval update (approved with edits, rejected), for
+		// their deadline's timer, or until an interrupt or the close ends
+		// them.
+		e, pid := approvalEnv(t, map[string]any{"timeout": "1h"})
+		d := e.openDriver(pid)
+		e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Filed."), issueCall("acme/prod"), fakeprovider.Text("Not filed."),
+			issueCall("acme/prod"), fakeprovider.Text("Timed out."), issueCall("acme/prod"), fakeprovider.Text("After."), issueCall("acme/prod"))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		held := func(content string) (*testenv.Stream, string) {
+			st := d.stream(ctx, content)
+			return st, e.pendingApproval(d.sid)["id"].(string)
+		}
+		st, id := held("approve, edited")
+		require.Equal(t, http.StatusOK, e.decideAdmin(id, map[string]any{"decision": "approve", "arguments": map[string]any{"repo": "acme/staging", "title": "t"}}).Status)
+		readTurn(t, st)
+		st, id = held("reject")
+		result(t, d.decide(map[string]any{"approval_id": id, "decision": "reject", "message": "no"}))
+		readTurn(t, st)
+		r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "replay-approvals", "primary_provider": "primary", "mcp_servers": []string{"fs"},
+			"approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp", "timeout": "1s"}}}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		d.send("deadline")
+		r = e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+pid, map[string]any{"name": "replay-approvals", "primary_provider": "primary", "mcp_servers": []string{"fs"},
+			"approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp"}}}})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+		st, _ = held("interrupt")
+		result(t, d.call("session.interrupt", map[string]any{}))
+		readTurn(t, st)
+		d.send("after")
+		st, _ = held("close")
+		d.closeSession()
+		readTurn(t, st)
+		recordAndReplay(t, e, d.sid, "approvals")
+	})
 	t.Run("budgets", func(t *testing.T) {
 		// versionBudgets: attempts read the budgets first; a looping turn
 		// is stopped by the session's spent budget (FailTurn, step

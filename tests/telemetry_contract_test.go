@@ -100,6 +100,20 @@ func TestTelemetryContract(t *testing.T) {
 	m.send("list")
 	m.closeSession()
 
+	// S2b: an MCP call held for approval, rejected by an operator.
+	heldProfile := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp"}}}})
+	h := e.openOn(heldProfile, nil)
+	h.register()
+	primary.Enqueue(fakeprovider.ToolUse("tu_h", "create_issue", map[string]any{"repo": "r", "title": "t"}), fakeprovider.Text("not filed"))
+	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	hs := h.stream(hctx, "file it")
+	hid := e.pendingApproval(h.sid)["id"].(string)
+	require.Equal(t, http.StatusOK, e.decideAdmin(hid, map[string]any{"decision": "reject", "message": "no"}).Status)
+	readTurn(t, hs)
+	hs.Close()
+	hcancel()
+	h.closeSession()
+
 	// S3: every provider fails; the session ends in error.
 	f := e.open()
 	primary.Enqueue(fakeprovider.Error(503, "down"))
@@ -136,6 +150,14 @@ func TestTelemetryContract(t *testing.T) {
 	childrenOf := func(p gotSpan, name string) []gotSpan {
 		return rcv.find(func(s gotSpan) bool { return s.Name == name && s.childOf(p) })
 	}
+
+	t.Run("approval wait", func(t *testing.T) {
+		waits := rcv.find(named(telemetry.SpanApprovalWait, telemetry.AttrApprovalDecision, "rejected"))
+		require.Len(t, waits, 1)
+		turns := turnsOf(h.sid)
+		require.Len(t, turns, 1)
+		assert.True(t, waits[0].childOf(turns[0]), "the wait is a span of its turn")
+	})
 
 	t.Run("session", func(t *testing.T) {
 		s := sessionOf(d.sid)

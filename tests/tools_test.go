@@ -41,8 +41,14 @@ func fsStdioTOML(t *testing.T, name string) string {
 	toml := fmt.Sprintf("\n[[mcp.servers]]\nname = %q\ntransport = \"stdio\"\ncommand = %q\nargs = [%q]\n", name, exe, fsServerArg)
 	// A stdio server starts with a minimal environment: the release file
 	// of the hang tool is passed through the entry's own env.
-	if release := os.Getenv(fsReleaseEnv); release != "" {
-		toml += fmt.Sprintf("env = { %s = %q }\n", fsReleaseEnv, release)
+	var env []string
+	for _, name := range []string{fsReleaseEnv, fsCallsEnv} {
+		if v := os.Getenv(name); v != "" {
+			env = append(env, fmt.Sprintf("%s = %q", name, v))
+		}
+	}
+	if len(env) > 0 {
+		toml += "env = { " + strings.Join(env, ", ") + " }\n"
 	}
 	return toml
 }
@@ -261,7 +267,7 @@ var shellTool = map[string]any{
 // ---- 1. MCP ----------------------------------------------------------------
 
 // fsTools are the tools newFSServer offers.
-var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big"}
+var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big", "create_issue"}
 
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})

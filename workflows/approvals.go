@@ -172,7 +172,11 @@ type approvalGate struct {
 // request stores the call's approval request when the profile's policy
 // holds it; nil when the call runs at once.
 func (g *approvalGate) request(ctx workflow.Context, o turnOptions, ref TurnRef, it int, call ToolCall) (*pendingApproval, error) {
-	r, err := requestApproval.runLocal(dbCtx(ctx, o), RequestApprovalInput{TurnRef: ref, Iteration: it, Call: call})
+	// Not cancelled by an interrupt: a request stored is always known to
+	// the workflow, so the interrupt's wait below records its end instead
+	// of leaving it pending.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	r, err := requestApproval.runLocal(dbCtx(dctx, o), RequestApprovalInput{TurnRef: ref, Iteration: it, Call: call})
 	if err != nil || !r.Needed {
 		return nil, err
 	}

@@ -354,7 +354,7 @@ disabled = ["bae.typo"]
 
 func TestMetricNamesIsClosedSetCopy(t *testing.T) {
 	names := MetricNames()
-	assert.Len(t, names, 18)
+	assert.Len(t, names, 20)
 	assert.Contains(t, names, "bae.events.total")
 	names[0] = "mutated"
 	assert.Equal(t, "bae.sessions.open", MetricNames()[0], "callers cannot mutate the set")
