@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -92,7 +93,11 @@ func listAll[T any](ctx context.Context, a adminClient, path string) ([]T, *api.
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		if p := a.call(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &page); p != nil {
+		sep := "?"
+		if strings.Contains(path, "?") { // a filtered listing
+			sep = "&"
+		}
+		if p := a.call(ctx, http.MethodGet, path+sep+q.Encode(), nil, &page); p != nil {
 			return nil, p
 		}
 		all = append(all, page.Items...)

@@ -13,7 +13,7 @@ import (
 
 type pageTemplate struct{ t *template.Template }
 
-var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config", "usage"}
+var pageNames = []string{"login", "error", "sessions", "session", "profiles", "profile", "keys", "config", "usage", "approvals"}
 
 var funcs = template.FuncMap{
 	"short": func(id string) string {
@@ -99,8 +99,13 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 
 // fragment renders one named template of the session page to a string.
 func (c *Console) fragment(name string, data any) (string, error) {
+	return c.pageFragment("session", name, data)
+}
+
+// pageFragment renders one named template of page to a string.
+func (c *Console) pageFragment(page, name string, data any) (string, error) {
 	var buf bytes.Buffer
-	if err := c.pages["session"].t.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := c.pages[page].t.ExecuteTemplate(&buf, name, data); err != nil {
 		return "", err
 	}
 	return buf.String(), nil

@@ -90,6 +90,40 @@ type toolView struct {
 	Input                      string
 	Result                     string
 	HasResult, IsError         bool
+	// Approval is set when the profile's policy held the call for a
+	// decision (approval.request, then approval.decision).
+	Approval *approvalView
+}
+
+// approvalView is a held call's request and, once made, its decision.
+type approvalView struct {
+	ID, Deciders, Deadline, OnTimeout string
+	// State is "pending" until the decision: approved, rejected, expired
+	// or cancelled.
+	State string
+	// By is who decided ("operator console", "driver key_…", "deadline");
+	// Args the approved arguments when they were edited; Message the
+	// rejection the model read.
+	By, Args, Message string
+}
+
+// Verdict is the decision for a sentence: "Approved", "Rejected", …
+func (a *approvalView) Verdict() string {
+	if a.State == "" {
+		return ""
+	}
+	return strings.ToUpper(a.State[:1]) + a.State[1:]
+}
+
+// deciderText names who decided an approval.
+func deciderText(d events.DecidedBy) string {
+	switch {
+	case d.Operator != "":
+		return string(d.Kind) + " " + d.Operator
+	case d.ClientID != "":
+		return string(d.Kind) + " " + d.ClientID
+	}
+	return string(d.Kind)
 }
 
 type failureView struct {
@@ -99,9 +133,29 @@ type failureView struct {
 // buildTranscript turns events (in log order) into transcript items.
 func buildTranscript(evs []store.Event) []transcriptItem {
 	calls := map[string]*toolView{}
+	approvals := map[string]*approvalView{}
 	inMessage := map[string]bool{} // tool_use ids drawn inside an assistant message
 	for _, e := range evs {
 		switch e.Type {
+		case events.ApprovalRequest:
+			var p events.ApprovalRequestPayload
+			_ = json.Unmarshal(e.Payload, &p)
+			tv := calls[p.ToolCallID]
+			if tv == nil {
+				tv = &toolView{ID: p.ToolCallID, Name: p.ToolName, Dispatch: string(p.ToolKind), Input: pretty(p.Arguments)}
+				calls[p.ToolCallID] = tv
+			}
+			tv.Approval = &approvalView{ID: p.ApprovalID, Deciders: string(p.Deciders), Deadline: p.Deadline, OnTimeout: string(p.OnTimeout), State: "pending"}
+			approvals[p.ApprovalID] = tv.Approval
+		case events.ApprovalDecision:
+			var p events.ApprovalDecisionPayload
+			_ = json.Unmarshal(e.Payload, &p)
+			if a := approvals[p.ApprovalID]; a != nil {
+				a.State, a.By, a.Message = string(p.Decision), deciderText(p.DecidedBy), p.Message
+				if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+					a.Args = pretty(p.Arguments)
+				}
+			}
 		case events.ToolCall:
 			var p struct {
 				ID         string          `json:"id"`
@@ -201,7 +255,7 @@ func buildTranscript(evs []store.Event) []transcriptItem {
 			t.Interrupted = true
 		case events.SessionCompaction:
 			t.Entries = append(t.Entries, entry{Seq: e.Seq, Compaction: compactionOf(e, calls)})
-		case events.ToolResult, events.ProviderRequest:
+		case events.ToolResult, events.ProviderRequest, events.ApprovalRequest, events.ApprovalDecision:
 			// folded into their call / shown in the timeline only
 		default:
 			sl := systemOf(e)
@@ -493,6 +547,20 @@ func timelineOf(e store.Event) timelineRow {
 			row.Warning = true
 			row.Summary += " — error"
 		}
+	case events.ApprovalRequest:
+		var a events.ApprovalRequestPayload
+		_ = json.Unmarshal(e.Payload, &a)
+		row.Summary = fmt.Sprintf("%s (%s) held for %s until %s, then %s", a.ToolName, a.ToolKind, a.Deciders, a.Deadline, a.OnTimeout)
+	case events.ApprovalDecision:
+		var a events.ApprovalDecisionPayload
+		_ = json.Unmarshal(e.Payload, &a)
+		row.Summary = fmt.Sprintf("%s by %s", a.Decision, deciderText(a.DecidedBy))
+		if len(a.Arguments) > 0 && string(a.Arguments) != "null" {
+			row.Summary += " with edited arguments"
+		}
+		if a.Decision != events.DecisionApproved {
+			row.Warning = true
+		}
 	case events.SessionCompaction:
 		c := compactionOf(e, map[string]*toolView{})
 		row.Summary = fmt.Sprintf("%s (events #%d–#%d, %d → %d tokens)", c.Headline(), c.From, c.Through, c.TokensBefore, c.TokensAfter)
@@ -521,7 +589,7 @@ func category(t events.Type) string {
 		return "assistant"
 	case events.ProviderRequest, events.ProviderResponse:
 		return "provider"
-	case events.ToolCall, events.ToolResult:
+	case events.ToolCall, events.ToolResult, events.ApprovalRequest, events.ApprovalDecision:
 		return "tool"
 	case events.MCPRequest, events.MCPResponse:
 		return "mcp"

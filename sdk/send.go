@@ -137,6 +137,7 @@ func (s *Session) sendMessage(ctx context.Context, msg Message, key string, busy
 		header.Set(DeltasHeader, "on")
 	}
 	busyHeader(header, busy)
+	header = s.approvalHeader(header)
 	seen := map[string]bool{}
 	wait := resendWait
 	for attempt := 1; ; attempt++ {

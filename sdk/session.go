@@ -26,6 +26,8 @@ type options struct {
 	hooks         Hooks
 	closeHooks    []CloseHook
 	whenBusy      WhenBusy
+	approvals     ApprovalHandler
+	outcomes      func(ctx context.Context, out ApprovalOutcome) error
 }
 
 // CloseHook runs at the start of Session.Close, before the session is
@@ -116,6 +118,10 @@ type Session struct {
 	sendSem chan struct{} // serializes Send
 	// whenBusy is Send's busy policy (WithWhenBusy).
 	whenBusy WhenBusy
+	// approvals and outcomes opt the streams into approval notifications
+	// (WithApprovalHandler, WithApprovalOutcomes).
+	approvals ApprovalHandler
+	outcomes  func(ctx context.Context, out ApprovalOutcome) error
 
 	mu         sync.Mutex
 	handlers   map[string]Tool
@@ -123,12 +129,16 @@ type Session struct {
 	lastEvent  string
 	closeHooks []CloseHook // taken by the first Close
 	closed     bool
+	// seenApprovals are the approval requests already handed to the
+	// handler (a Send and a Subscribe may both carry one).
+	seenApprovals map[string]bool
 }
 
 func newSession(cfg Config, id, key string, profile Profile, o options) *Session {
 	s := &Session{
 		ID: id, Profile: profile, key: key,
 		t: &transport{cfg: cfg}, hooks: o.hooks, closeHooks: o.closeHooks, whenBusy: o.whenBusy,
+		approvals: o.approvals, outcomes: o.outcomes,
 		sendSem: make(chan struct{}, 1), handlers: map[string]Tool{},
 	}
 	for _, t := range slices.Concat(o.tools, o.dynamic) {
@@ -393,6 +403,12 @@ func (s *Session) rpcOnce(ctx context.Context, method string, params any, header
 			}
 			if err := s.hooks.OnDelta(ctx, d); err != nil {
 				return nil, false, &HookError{Hook: "OnDelta", Err: err}
+			}
+			continue
+		}
+		if handled, err := s.onApprovalFrame(ctx, f); handled {
+			if err != nil {
+				return nil, false, err
 			}
 			continue
 		}

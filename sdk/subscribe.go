@@ -62,7 +62,7 @@ func (s *Session) subscribeOnce(ctx context.Context, since string, emit func(Eve
 	if since != "" {
 		params["since_event_id"] = since
 	}
-	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: "session.subscribe", Params: params}, nil)
+	st, err := s.t.openRPC(ctx, s.ID, s.key, rpcRequest{JSONRPC: "2.0", ID: s.rpcID.Add(1), Method: "session.subscribe", Params: params}, s.approvalHeader(nil))
 	if err != nil {
 		return false, false, err
 	}
@@ -83,6 +83,12 @@ func (s *Session) subscribeOnce(ctx context.Context, since string, emit func(Eve
 		}
 		if f.terminal() {
 			return delivered, false, nil
+		}
+		if handled, err := s.onApprovalFrame(ctx, f); handled {
+			if err != nil {
+				return delivered, false, err
+			}
+			continue
 		}
 		ev, ok, err := f.event()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/bae-go/bae-go/internal/app"
@@ -72,6 +73,9 @@ type InProcOptions struct {
 	// NoServer brings up the database and Temporal only: the caller runs
 	// baesrv itself (as processes, with ServerEnv).
 	NoServer bool
+	// TemporalInterceptors wrap baesrv's Temporal client, for a bench that
+	// counts what the server asks of Temporal.
+	TemporalInterceptors []interceptor.ClientInterceptor
 }
 
 // StartInProc brings every part up; on error whatever started is torn down.
@@ -119,6 +123,7 @@ func StartInProc(ctx context.Context, log *slog.Logger, o InProcOptions) (_ *InP
 	if o.Gzip {
 		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
 	}
+	copts.Interceptors = o.TemporalInterceptors
 	if s.Temporal, err = client.DialContext(ctx, copts); err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}

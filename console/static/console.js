@@ -51,6 +51,56 @@
   }
   wireOriginals(document);
 
+  // Live approvals: the server sends the pending cards whenever the set
+  // changes. A card already on the page is kept as it is (the operator may
+  // be editing its arguments); new ones are added, decided ones removed.
+  var approvalsHead = document.getElementById("approvals");
+  if (approvalsHead && window.EventSource) {
+    var cards = document.getElementById("approval-cards");
+    var liveMark = document.getElementById("live");
+    var aes = new EventSource("/approvals/stream?have=" + encodeURIComponent(approvalsHead.getAttribute("data-have") || ""));
+    aes.addEventListener("open", function () { liveMark.hidden = false; });
+    aes.addEventListener("approvals", function (ev) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = ev.data;
+      var fresh = {};
+      tpl.content.querySelectorAll("article[data-approval]").forEach(function (a) { fresh[a.getAttribute("data-approval")] = a; });
+      cards.querySelectorAll("article[data-approval]").forEach(function (a) {
+        if (!fresh[a.getAttribute("data-approval")]) a.remove();
+      });
+      var prev = null;
+      Object.keys(fresh).forEach(function (id) {
+        var have = document.getElementById(id);
+        if (!have) {
+          have = fresh[id];
+          have.classList.add("fresh");
+          if (prev) prev.after(have); else cards.prepend(have);
+        }
+        prev = have;
+      });
+      var none = document.getElementById("no-approvals");
+      if (none) none.remove();
+      if (!cards.querySelector("article[data-approval]")) {
+        var p = document.createElement("p");
+        p.className = "muted";
+        p.id = "no-approvals";
+        p.textContent = "Nothing is waiting for a decision.";
+        cards.appendChild(p);
+      }
+    });
+    aes.addEventListener("logout", function (ev) {
+      aes.close();
+      if (ev.data.charAt(0) === "/" && ev.data.charAt(1) !== "/" && ev.data.charAt(1) !== "\\") window.location.assign(ev.data);
+      else window.location.reload();
+    });
+    aes.addEventListener("error", function () {
+      if (aes.readyState === EventSource.CLOSED) {
+        liveMark.hidden = true;
+        window.setTimeout(function () { window.location.reload(); }, 2000);
+      }
+    });
+  }
+
   // Live session: the server streams new timeline rows, the redrawn
   // transcript, running turns' answers as they are written ("delta"), and
   // state changes; it ends the stream when the session is over ("end") or

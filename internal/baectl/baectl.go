@@ -47,8 +47,10 @@ type command struct {
 // groups are the summaries of the non-leaf words.
 var groups = map[string]string{
 	"create":      "Create a profile or a client key",
-	"list":        "List profiles, keys, sessions, events, providers, MCP servers or sandbox status",
-	"get":         "Show a profile, the loaded configuration or sandbox status",
+	"list":        "List profiles, keys, sessions, events, approvals, providers, MCP servers or sandbox status",
+	"get":         "Show a profile, an approval, the loaded configuration or sandbox status",
+	"approve":     "Approve a pending tool call",
+	"reject":      "Reject a pending tool call",
 	"update":      "Replace a profile",
 	"delete":      "Delete a profile or revoke a key",
 	"revoke":      "Revoke a client key",

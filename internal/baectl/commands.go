@@ -102,7 +102,7 @@ func commands() []command {
 				"It asks a few questions; Enter takes each default, and the defaults give a deployment that runs\n" +
 				"offline (the fake provider). Every question has a flag, and --yes asks nothing. It writes\n" +
 				"bae-config.toml, .env (mode 0600) and docker-compose.yml (compose) or bae-dev.sh (dev) into --dir."},
-	}, usageCommands()...)
+	}, append(usageCommands(), approvalCommands()...)...)
 }
 
 // profileFlags are the body fields shared by create and update.
@@ -115,6 +115,8 @@ type profileFlags struct {
 	// modelSettings are the profile's model_settings overrides as JSON
 	// text.
 	modelSettings string
+	// approvals is the profile's approval policy as JSON text.
+	approvals string
 }
 
 // register binds the list flags; each is repeatable and keeps commas
@@ -127,6 +129,7 @@ func (p *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.sandboxLimits, "sandbox-limits", "", "`JSON` object overriding the server's [sandbox] bounds, e.g. '{\"network\":\"bridge\"}' (none: the server's)")
 	fs.StringVar(&p.context, "context", "", "`JSON` compaction policy, e.g. '{\"keep_turns\":6}' or '{\"enabled\":false}' (none: the default, on)")
 	fs.StringVar(&p.modelSettings, "model-settings", "", "`JSON` model settings by provider entry name, overriding the entries', e.g. '{\"opus\":{\"effort\":\"max\"}}' (none: the entries' own)")
+	fs.StringVar(&p.approvals, "approvals", "", "`JSON` approval policy, e.g. '{\"rules\":[{\"kind\":\"mcp\",\"server\":\"github\",\"tool\":\"create_*\"}]}' (none: no approvals)")
 }
 
 // body always carries every list and the sandbox object, so a PUT clears
@@ -157,13 +160,19 @@ func (p *profileFlags) body(name, primary string) (map[string]any, error) {
 		"name": name, "primary_provider": primary,
 		"fallback_providers": nonNil(p.fallbacks), "mcp_servers": nonNil(p.mcpServers),
 		"allowed_tools": nonNil(p.allowedTools), "available_sandboxes": nonNil(p.sandboxes),
-		"sandbox": limits, "context": policy,
+		"sandbox": limits, "context": policy, "approvals": json.RawMessage(`null`),
 	}
 	if strings.TrimSpace(p.modelSettings) != "" {
 		if !json.Valid([]byte(p.modelSettings)) {
 			return nil, usagef("--model-settings: not valid JSON: %s", p.modelSettings)
 		}
 		body["model_settings"] = json.RawMessage(p.modelSettings)
+	}
+	if strings.TrimSpace(p.approvals) != "" {
+		if !json.Valid([]byte(p.approvals)) {
+			return nil, usagef("--approvals: not valid JSON: %s", p.approvals)
+		}
+		body["approvals"] = json.RawMessage(p.approvals)
 	}
 	return body, nil
 }
@@ -213,7 +222,7 @@ func printProfile(e *invocation, p profile) error {
 		{"fallback_providers", listOrNone(p.FallbackProviders)}, {"mcp_servers", listOrNone(p.MCPServers)},
 		{"allowed_tools", listOrNone(p.AllowedTools)}, {"available_sandboxes", listOrNone(p.AvailableSandboxes)},
 		{"sandbox", sandboxOrDefaults(p.Sandbox)}, {"context", compactJSON(p.Context)},
-		{"model_settings", modelSettingsOrNone(p.ModelSettings)},
+		{"model_settings", modelSettingsOrNone(p.ModelSettings)}, {"approvals", approvalsOrNone(p.Approvals)},
 		{"created_at", p.CreatedAt}, {"updated_at", p.UpdatedAt},
 	})
 }
@@ -225,6 +234,14 @@ func modelSettingsOrNone(raw json.RawMessage) string {
 		return "(none: the provider entries' own)"
 	}
 	return buf.String()
+}
+
+// approvalsOrNone shows a profile's approval policy on one line.
+func approvalsOrNone(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "(none)"
+	}
+	return compactJSON(raw)
 }
 
 // sandboxOrDefaults shows a profile's sandbox overrides on one line.
