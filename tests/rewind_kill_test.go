@@ -66,15 +66,24 @@ max_tokens = 1000
 	return &killedSession{ks: ks, srv: srv, fake: fake, sid: sid, sk: sk, conn: conn}
 }
 
-// killMidCall sends an RPC and SIGKILLs the process as soon as the request
-// is written, before any answer.
+// killMidCall sends an RPC and SIGKILLs the process inside the call's
+// transaction: the test holds session_events locked against writes (reads
+// go on), so the call's transaction does every write before its event and
+// then waits on the lock, where the process dies. A call that committed
+// part of its work separately would leave that part behind.
 func (k *killedSession) killMidCall(t *testing.T, method string, params any) {
 	t.Helper()
+	ctx := context.Background()
+	lock, err := k.conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = lock.Exec(ctx, `LOCK TABLE session_events IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	defer lock.Rollback(ctx) //nolint:errcheck // released after the kill
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	require.NoError(t, err)
 	wrote := make(chan struct{})
-	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.srv.API.ClientURL+"/api/v1/sessions/"+k.sid+"/rpc", bytes.NewReader(body))
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
+	req, err := http.NewRequestWithContext(traced, http.MethodPost, k.srv.API.ClientURL+"/api/v1/sessions/"+k.sid+"/rpc", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+k.sk)
 	req.Header.Set("Content-Type", "application/json")
@@ -86,8 +95,15 @@ func (k *killedSession) killMidCall(t *testing.T, method string, params any) {
 		}
 	}()
 	<-wrote
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, k.conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&waiting))
+		return waiting > 0
+	}, time.Minute, 10*time.Millisecond, "the call never reached its event's write")
 	k.srv.Kill()
 	<-done
+	require.NoError(t, lock.Rollback(ctx))
 	k.srv.Start()
 }
 
