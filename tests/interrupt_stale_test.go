@@ -17,8 +17,8 @@ import (
 // TestInterruptPausedTurnAfterItsResume: an interrupt that the workflow
 // took while a turn was paused on a client tool is stored only after the
 // driver resumed that turn with the tool's result (the chaos campaign's
-// finding 1: the workflow task that ran InterruptTurn timed out, and its
-// local activity wrote on while the session moved on). It must store
+// finding 1; a workflow task that timed out while its InterruptTurn local
+// activity wrote on can do this). It must store
 // nothing: the turn's tool_use already has its result, and a second
 // tool_result would answer no tool_use, which a real provider refuses on
 // every later turn. The strict fake accepts the next turn, and an
