@@ -58,7 +58,7 @@ func (a *Activities) InterruptTurn(ctx context.Context, in workflows.InterruptTu
 			return err
 		})
 	})
-	if err == nil && res.Outcome == "" && res.Begin == nil {
+	if err == nil && res.Outcome == "" && res.Begin == nil && !res.NotPaused {
 		a.logger(ctx, in.TurnID).Info("turn interrupted", "by", in.By)
 	}
 	return res, err
@@ -156,6 +156,12 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 		return workflows.InterruptTurnResult{}, err
 	}
 	paused := pending != nil && pending.TurnID == turn
+	if in.Paused && !paused {
+		// The paused turn was resumed or abandoned before this interrupt
+		// was stored (its tool_uses have their results in the next turn's
+		// message): a second tool_result would answer no tool_use.
+		return workflows.InterruptTurnResult{NotPaused: true}, nil
+	}
 	msgs, err := tx.TurnMessages(ctx, sid, turn)
 	if err != nil {
 		return workflows.InterruptTurnResult{}, err

@@ -301,4 +301,8 @@ type InterruptTurnResult struct {
 	// Begin is the begin's result when InterruptTurn began the turn and
 	// the begin refused it.
 	Begin *BeginTurnResult `json:",omitempty"`
+	// NotPaused: the input said Paused, but the session's paused turn is
+	// no longer that turn (it was resumed or abandoned first); nothing
+	// was stored.
+	NotPaused bool `json:",omitempty"`
 }

@@ -86,8 +86,13 @@ func (s *session) interrupt(ctx workflow.Context, in InterruptInput) (InterruptR
 	s.unpause()
 	o := s.turnOptions()
 	ref := TurnRef{SessionID: s.p.SessionID, TurnID: p.TurnID, ClientKeyID: p.Owner, Span: p.Span}
-	if _, err := interruptTurn.runLocal(dbCtx(ctx, o), InterruptTurnInput{TurnRef: ref, By: in.By, Paused: true}); err != nil {
+	r, err := interruptTurn.runLocal(dbCtx(ctx, o), InterruptTurnInput{TurnRef: ref, By: in.By, Paused: true})
+	if err != nil {
 		return InterruptResult{}, err
+	}
+	if r.NotPaused {
+		// Resumed or abandoned first (PostgreSQL says so): nothing stopped.
+		return InterruptResult{}, nil
 	}
 	return InterruptResult{Interrupted: true, TurnID: p.TurnID}, nil
 }
