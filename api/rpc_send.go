@@ -124,8 +124,8 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
 		// It replaces the turn it interrupted: ahead of the queue.
 		Front: policy == wire.BusyInterrupt, Arrived: arrived.UnixMicro()}
-	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context) (workflows.TurnResult, error) {
-		return c.runTurn(ctx, sessionRef(call.sess), in, idle)
+	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error) {
+		return c.runTurn(ctx, gone, sessionRef(call.sess), in, idle)
 	})
 }
 
@@ -157,16 +157,16 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput, ticket *stream
 	}
 	ref := sessionRef(call.sess)
 	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Span: c.Spans.ChildRef(call.r.Context()), SessionSpan: call.sess.Span, Arrived: ti.Arrived.UnixMicro()}
-	c.relayTurn(call, ticket, ti.TurnID, false, func(ctx context.Context) (workflows.TurnResult, error) {
+	c.relayTurn(call, ticket, ti.TurnID, false, func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error) {
 		if !begun {
 			// Queued, or its submission was lost with a server: the
 			// workflow drops a turn id it holds, so a live submission is
 			// joined, a lost one made again.
-			return c.runTurn(ctx, ref, in, false)
+			return c.runTurn(ctx, gone, ref, in, false)
 		}
 		// A turn that began is never submitted again: that could run it a
 		// second time after a continue-as-new.
-		return c.awaitBegunTurn(ctx, ref, ti)
+		return c.awaitBegunTurn(ctx, gone, ref, ti)
 	})
 }
 
@@ -221,8 +221,10 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 // background and relays the turn's events until it returns, then the
 // terminal response. count records the turn in the metrics (not for a
 // resend, whose first call counted it). The relay's authorization is
-// re-checked by its session's shared checker (ticket).
-func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string, count bool, submit func(context.Context) (workflows.TurnResult, error)) {
+// re-checked by its session's shared checker (ticket). submit's wait ends
+// (errClientGone) once gone, the request's end, closes and the workflow
+// has the turn.
+func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string, count bool, submit func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error)) {
 	ctx := call.r.Context()
 	deltas, opt, ok := c.openDeltas(call, turnID)
 	if !ok {
@@ -242,13 +244,16 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 	var turn outcome // set before finished closes
 	finished := make(chan struct{})
 	// The turn belongs to the workflow once submitted: a client that goes
-	// away does not cancel it, and its result stays in the event log.
+	// away does not cancel it, and its result stays in the event log and
+	// turn_inputs.result. Its submission outlives the request; the wait
+	// for its result does not (a turn held on an approval may wait days).
 	go func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 24*time.Hour)
 		defer cancel()
-		res, err := submit(uctx)
+		res, err := submit(uctx, ctx.Done())
 		// Counted here, not in the relay, so a turn whose caller went away
-		// still counts. A rejected turn never ran.
+		// while it was submitted still counts; one left waiting
+		// (errClientGone) is not. A rejected turn never ran.
 		if count && err == nil && res.Outcome != workflows.OutcomeRejected {
 			c.Metrics.TurnCompleted(uctx, res.Outcome)
 		}

@@ -20,22 +20,41 @@ const turnCheckInterval = 5 * time.Second
 // call answers only once the call's workflow task ends.
 const controlWaitForCheck = 10 * time.Second
 
+// heldCheckMax bounds the back-off of the check while the turn is held on
+// a pending approval. Such a turn began (so it is never enqueued again),
+// and may wait for days: asking its workflow every turnCheckInterval cost
+// a query task per held turn every 5 s. The pending approval row, read
+// from PostgreSQL, says the workflow took the turn, so the wait backs off
+// and asks the workflow only this often, which still notices a run an
+// operator terminated.
+const heldCheckMax = 5 * time.Minute
+
+// errClientGone ends a wait whose client went away. The turn goes on in
+// the workflow and its result is recorded (turn_inputs.result), where a
+// resend under the same Idempotency-Key reads it; waiting on for nobody
+// held a goroutine (and, for a SendIdle Update, a long poll) per turn,
+// for as long as an approval stays pending.
+var errClientGone = errors.New("the client went away")
+
 // runTurn runs a stored turn and waits for the result the workflow records
 // when it ends. A turn that found no other unfinished message when it was
 // stored (idle) is first offered to the workflow as a SendIdle Update,
 // which runs it at once or is refused; any other, or a refused one, is put
-// in the session's queue with an Enqueue signal.
-func (c *clientAPI) runTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, idle bool) (workflows.TurnResult, error) {
+// in the session's queue with an Enqueue signal. The wait ends with
+// errClientGone once gone closes and the workflow has the turn.
+func (c *clientAPI) runTurn(ctx context.Context, gone <-chan struct{}, ref workflows.SessionRef, in workflows.SendMessageInput, idle bool) (workflows.TurnResult, error) {
 	done, stop := c.Hub.WatchTurn(in.TurnID)
 	defer stop()
 	read := false
 	if idle {
-		res, fate := c.sendIdle(ctx, ref, in, done)
+		res, fate := c.sendIdle(ctx, gone, ref, in, done)
 		switch fate {
 		case idleAnswered:
 			return res, nil
+		case idleAbandoned:
+			return workflows.TurnResult{}, errClientGone
 		case idleRecorded:
-			return c.awaitTurnResult(ctx, ref, in, done, true)
+			return c.awaitTurnResult(ctx, gone, ref, in, done, true)
 		case idleUnknown:
 			// It may have been admitted: the signal is then dropped, and
 			// the result may be stored already.
@@ -45,24 +64,29 @@ func (c *clientAPI) runTurn(ctx context.Context, ref workflows.SessionRef, in wo
 	if err := c.Engine.Enqueue(ctx, ref, in); err != nil {
 		return workflows.TurnResult{}, err
 	}
-	return c.awaitTurnResult(ctx, ref, in, done, read)
+	return c.awaitTurnResult(ctx, gone, ref, in, done, read)
 }
 
 // idleFate is what became of a SendIdle Update.
 type idleFate int
 
 const (
-	idleAnswered idleFate = iota // its result is known
-	idleRecorded                 // its result is recorded, to be read
-	idleRefused                  // the session was busy: the turn did not run
-	idleUnknown                  // no outcome came back (an error, an old worker)
+	idleAnswered  idleFate = iota // its result is known
+	idleRecorded                  // its result is recorded, to be read
+	idleRefused                   // the session was busy: the turn did not run
+	idleUnknown                   // no outcome came back (an error, an old worker)
+	idleAbandoned                 // the client went away after the turn began
 )
 
 // sendIdle submits the SendIdle Update and waits for its outcome or the
 // turn's recorded result, whichever comes first: the result is announced
 // when it is stored, before the workflow task that ran the turn completes
-// the Update.
-func (c *clientAPI) sendIdle(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte) (workflows.TurnResult, idleFate) {
+// the Update. Once gone closes, the Update is abandoned as soon as the
+// turn began: only then is it sure the workflow took it (an Update
+// cancelled before it was admitted would leave the turn to the orphan
+// sweep), and the Update of a turn held on an approval stays open as long
+// as the hold.
+func (c *clientAPI) sendIdle(ctx context.Context, gone <-chan struct{}, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte) (workflows.TurnResult, idleFate) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
@@ -75,31 +99,44 @@ func (c *clientAPI) sendIdle(ctx context.Context, ref workflows.SessionRef, in w
 		res, refused, err := c.Engine.SendIdle(ctx, ref, in)
 		sent <- outcome{res, refused, err}
 	}()
-	select {
-	case b := <-done:
-		var res workflows.TurnResult
-		if b != nil && json.Unmarshal(b, &res) == nil {
-			return res, idleAnswered
-		}
-		return workflows.TurnResult{}, idleRecorded
-	case o := <-sent:
-		switch {
-		case o.refused:
-			return workflows.TurnResult{}, idleRefused
-		case o.err != nil:
-			if ctx.Err() == nil {
-				c.Log.Warn("send idle turn: falling back to the queue", "turn_id", in.TurnID, "err", o.err)
+	var begun <-chan time.Time // polls the turn's start once gone closed
+	for {
+		select {
+		case <-gone:
+			gone = nil
+			begun = time.After(0)
+			continue
+		case <-begun:
+			if st, err := c.Store.TurnState(ctx, in.TurnID); err == nil && st.Began {
+				return workflows.TurnResult{}, idleAbandoned
 			}
-			return workflows.TurnResult{}, idleUnknown
+			begun = time.After(turnCheckInterval / 10)
+			continue
+		case b := <-done:
+			var res workflows.TurnResult
+			if b != nil && json.Unmarshal(b, &res) == nil {
+				return res, idleAnswered
+			}
+			return workflows.TurnResult{}, idleRecorded
+		case o := <-sent:
+			switch {
+			case o.refused:
+				return workflows.TurnResult{}, idleRefused
+			case o.err != nil:
+				if ctx.Err() == nil {
+					c.Log.Warn("send idle turn: falling back to the queue", "turn_id", in.TurnID, "err", o.err)
+				}
+				return workflows.TurnResult{}, idleUnknown
+			}
+			return o.res, idleAnswered
 		}
-		return o.res, idleAnswered
 	}
 }
 
 // awaitBegunTurn waits for the result of a turn that already began: one
 // submitted as an Update by a server from before the Enqueue signal is
 // awaited through its Update; any other through its recorded result.
-func (c *clientAPI) awaitBegunTurn(ctx context.Context, ref workflows.SessionRef, ti store.TurnInput) (workflows.TurnResult, error) {
+func (c *clientAPI) awaitBegunTurn(ctx context.Context, gone <-chan struct{}, ref workflows.SessionRef, ti store.TurnInput) (workflows.TurnResult, error) {
 	done, stop := c.Hub.WatchTurn(ti.TurnID)
 	defer stop()
 	if res, ok, err := c.recordedResult(ctx, ti.TurnID); ok || err != nil {
@@ -110,17 +147,22 @@ func (c *clientAPI) awaitBegunTurn(ctx context.Context, ref workflows.SessionRef
 		return res, err
 	}
 	in := workflows.SendMessageInput{TurnID: ti.TurnID, ClientKeyID: ti.ClientKeyID, Arrived: ti.Arrived.UnixMicro()}
-	return c.awaitTurnResult(ctx, ref, in, done, true)
+	return c.awaitTurnResult(ctx, gone, ref, in, done, true)
 }
 
 // awaitTurnResult waits until the turn's result is recorded, woken by its
 // announcement (from any replica, usually carrying the result), and checks
-// now and then that the workflow still holds the turn. read says whether
-// the result may already be stored (a resend): a turn just enqueued has
-// none before its announcement, so nothing is read until then.
-func (c *clientAPI) awaitTurnResult(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte, read bool) (workflows.TurnResult, error) {
-	check := time.NewTicker(turnCheckInterval)
+// now and then that the workflow still holds the turn (less and less
+// often while it is held on an approval: see heldCheckMax). read says
+// whether the result may already be stored (a resend): a turn just
+// enqueued has none before its announcement, so nothing is read until
+// then. It ends with errClientGone when gone closes: the workflow has the
+// turn (its signal is in history, or it began).
+func (c *clientAPI) awaitTurnResult(ctx context.Context, gone <-chan struct{}, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte, read bool) (workflows.TurnResult, error) {
+	interval := turnCheckInterval
+	check := time.NewTimer(interval)
 	defer check.Stop()
+	asked := time.Now() // when the workflow was last asked, or the wait began
 	for {
 		if read {
 			if res, ok, err := c.recordedResult(ctx, in.TurnID); ok || err != nil {
@@ -130,6 +172,8 @@ func (c *clientAPI) awaitTurnResult(ctx context.Context, ref workflows.SessionRe
 		select {
 		case <-ctx.Done():
 			return workflows.TurnResult{}, ctx.Err()
+		case <-gone:
+			return workflows.TurnResult{}, errClientGone
 		case b := <-done:
 			var res workflows.TurnResult
 			if b != nil && json.Unmarshal(b, &res) == nil {
@@ -137,12 +181,30 @@ func (c *clientAPI) awaitTurnResult(ctx context.Context, ref workflows.SessionRe
 			}
 			read = true
 		case <-check.C:
+			held := c.heldOnApproval(ctx, ref.ID, in.TurnID)
+			if held {
+				interval = min(2*interval, heldCheckMax)
+			} else {
+				interval = turnCheckInterval
+			}
+			check.Reset(interval)
+			if held && time.Since(asked) < heldCheckMax {
+				continue
+			}
+			asked = time.Now()
 			if res, ok, err := c.checkTurn(ctx, ref, in); ok || err != nil {
 				return res, err
 			}
 			read = true
 		}
 	}
+}
+
+// heldOnApproval reports a turn waiting for an approval's decision; an
+// error reads as not held, so the workflow is asked as before.
+func (c *clientAPI) heldOnApproval(ctx context.Context, sessionID, turnID string) bool {
+	held, err := c.Store.TurnHeldOnApproval(ctx, sessionID, turnID)
+	return err == nil && held
 }
 
 // recordedResult reads the turn's recorded result; ok is false until there

@@ -195,3 +195,14 @@ func (s *Store) ApprovedArguments(ctx context.Context, id string) (json.RawMessa
 	}
 	return a.ApprovedArguments, nil
 }
+
+// TurnHeldOnApproval reports whether the turn has an approval still
+// pending (its workflow holds the turn until the decision).
+func (s *Store) TurnHeldOnApproval(ctx context.Context, sessionID, turnID string) (bool, error) {
+	var held bool
+	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE session_id = $1 AND turn_id = $2 AND state = 'pending')`, sessionID, turnID).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("read pending approvals of turn %s: %w", turnID, err)
+	}
+	return held, nil
+}
