@@ -33,13 +33,16 @@ func TestTelemetryForkLinksSource(t *testing.T) {
 
 	rcv.flushUntil(t, tel, named(telemetry.SpanSession, telemetry.AttrSessionID, d.sid), "the source's session span")
 	rcv.flushUntil(t, tel, named(telemetry.SpanSession, telemetry.AttrSessionID, f.sid), "the fork's session span")
+	rewind := named("POST /api/v1/sessions/{id}/rpc", "rpc.method", "session.rewind", telemetry.AttrSessionID, f.sid)
+	// A request's span ends after its response is written.
+	rcv.flushUntil(t, tel, rewind, "the rewind request's span")
 	fs := rcv.one(t, "fork span", named(telemetry.SpanSession, telemetry.AttrSessionID, f.sid))
 	assert.Equal(t, d.sid, fs.attr(telemetry.AttrForkedFrom))
 	assert.Equal(t, strconv.FormatInt(at, 10), fs.attr(telemetry.AttrForkedEventSeq))
 	src := rcv.one(t, "source span", named(telemetry.SpanSession, telemetry.AttrSessionID, d.sid))
 	assert.Empty(t, src.attr(telemetry.AttrForkedFrom))
 
-	rw := rcv.one(t, "rewind request span", named("POST /api/v1/sessions/{id}/rpc", "rpc.method", "session.rewind", telemetry.AttrSessionID, f.sid))
+	rw := rcv.one(t, "rewind request span", rewind)
 	assert.Equal(t, "1", rw.attr("bae.rewind.turns"))
 	assert.Equal(t, "0", rw.attr("bae.rewind.tool_calls"))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -112,17 +113,28 @@ func otlpTelemetry(t *testing.T, r *otlpReceiver, log *slog.Logger) *telemetry.T
 	return tel
 }
 
-// flushSpans exports what the pipeline buffered and waits until the
+// flushUntil exports what the pipeline buffered and waits until the
 // receiver holds at least one span matching want.
 func (r *otlpReceiver) flushUntil(t *testing.T, tel *telemetry.Telemetry, want func(gotSpan) bool, what string) {
 	t.Helper()
+	r.flushUntilN(t, tel, want, 1, what)
+}
+
+// flushUntilN is flushUntil for at least n matching spans. A client's
+// answer can arrive before the spans of its turn end (a turn's result is
+// stored before its span is emitted), so a test waits for every span it
+// checks, not only for the one it expects to end last.
+func (r *otlpReceiver) flushUntilN(t *testing.T, tel *telemetry.Telemetry, want func(gotSpan) bool, n int, what string) {
+	t.Helper()
 	type flusher interface{ ForceFlush(context.Context) error }
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = tel.TracerProvider.(flusher).ForceFlush(ctx)
-		return len(r.find(want)) > 0
-	}, 30*time.Second, 100*time.Millisecond, "waiting for %s", what)
+		return len(r.find(want)) >= n
+	}, 30*time.Second, 100*time.Millisecond) {
+		require.FailNow(t, "waiting for "+what, "want %d, have %d; received: %s", n, len(r.find(want)), r.names())
+	}
 }
 
 func (r *otlpReceiver) find(want func(gotSpan) bool) []gotSpan {

@@ -129,8 +129,16 @@ func TestTelemetryContract(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 
-	// The all-failed session's span is the last one to end.
+	// Wait for every span checked below. A turn's answer reaches its client
+	// before the turn's span ends, and a turn that ends its session is
+	// recorded (and its span emitted) after the session's cleanup emitted
+	// bae.session: no one span is reliably the last to end.
 	rcv.flushUntil(t, tel, named(telemetry.SpanSession, telemetry.AttrSessionID, f.sid), "the failed session's span")
+	rcv.flushUntil(t, tel, named(telemetry.SpanTurn, telemetry.AttrSessionID, f.sid), "the failed turn's span")
+	rcv.flushUntil(t, tel, named(telemetry.SpanSession, telemetry.AttrSessionID, d.sid), "the first session's span")
+	rcv.flushUntilN(t, tel, named(telemetry.SpanTurn, telemetry.AttrSessionID, d.sid), 4, "the first session's turn spans")
+	rcv.flushUntil(t, tel, named(telemetry.SpanTurn, telemetry.AttrSessionID, m.sid), "the MCP turn's span")
+	rcv.flushUntil(t, tel, named(telemetry.SpanTurn, telemetry.AttrSessionID, h.sid), "the held turn's span")
 	for _, s := range rcv.find(func(gotSpan) bool { return true }) {
 		if strings.HasPrefix(s.Name, "bae.") || strings.Contains(s.Name, " /") || s.Name == "POST" || s.Name == "GET" {
 			assert.Equal(t, telemetry.ScopeName, s.scope, "%s", s.Name)
@@ -433,7 +441,9 @@ func TestTelemetrySandboxAndSubagentSpans(t *testing.T) {
 	require.Equal(t, "done", firstText(message(term)))
 	waitEvent(t, obs, "session.subagent.completed")
 
+	// The subagent may complete before or after the turn's span ends.
 	rcv.flushUntil(t, tel, named(telemetry.SpanSubagent, telemetry.AttrSessionID, d.sid), "the subagent's span")
+	rcv.flushUntil(t, tel, named(telemetry.SpanTurn, telemetry.AttrSessionID, d.sid), "the turn's span")
 	turn := rcv.one(t, "the turn", named(telemetry.SpanTurn, telemetry.AttrSessionID, d.sid))
 	dispatches := rcv.find(func(s gotSpan) bool { return s.Name == telemetry.SpanToolDispatch && s.childOf(turn) })
 	require.Len(t, dispatches, 2)

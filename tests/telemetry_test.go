@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,26 +71,38 @@ auth_token = "literal-token"
 	assert.Empty(t, resp.Header.Get("traceparent"))
 	require.Contains(t, string(raw), `"result"`, string(raw))
 
-	// Every span below ended before the response was complete: the
-	// activity before the update returned, the update before the handler.
-	byName := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		if s.SpanContext().TraceID().String() == traceID {
-			byName[s.Name()] = s
+	// The answer is stored before the turn's spans end (the activity's,
+	// then the SendIdle handler's): wait for them. The turn's metrics are
+	// recorded in the activity, so they are in once RunActivity ended.
+	// The session is idle: the turn is a SendIdle Update.
+	want := []string{"POST /api/v1/sessions/{id}/rpc", "UpdateWithStartWorkflow:SendIdle", "HandleUpdate:SendIdle", "RunActivity:CallProvider"}
+	var byName map[string]sdktrace.ReadOnlySpan
+	var names []string
+	collect := func() bool {
+		byName, names = map[string]sdktrace.ReadOnlySpan{}, nil
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID().String() == traceID {
+				byName[s.Name()] = s
+				names = append(names, s.Name())
+			}
 		}
+		for _, n := range want {
+			if _, ok := byName[n]; !ok {
+				return false
+			}
+		}
+		return true
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
+	if !assert.Eventually(t, collect, 30*time.Second, 20*time.Millisecond) {
+		collect()
+		for _, n := range want {
+			assert.Contains(t, byName, n, "spans in the client's trace: %v", names)
+		}
+		t.FailNow()
 	}
-	httpSpan, ok := byName["POST /api/v1/sessions/{id}/rpc"]
-	require.True(t, ok, "spans in the client's trace: %v", names)
+	httpSpan := byName["POST /api/v1/sessions/{id}/rpc"]
 	assert.Equal(t, spanID, httpSpan.Parent().SpanID().String())
 	assert.Contains(t, httpSpan.Attributes(), attribute.String("bae.session.id", sid))
-	// The session is idle: the turn is a SendIdle Update.
-	for _, n := range []string{"UpdateWithStartWorkflow:SendIdle", "HandleUpdate:SendIdle", "RunActivity:CallProvider"} {
-		assert.Contains(t, byName, n, "spans in the client's trace: %v", names)
-	}
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
