@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -58,6 +59,26 @@ func containerIDs(t *testing.T, drv sandbox.Driver, filter string) []string {
 		out = append(out, c.ID)
 	}
 	return out
+}
+
+// plantSwept plants, like plant, a container the running server's sweep is
+// to remove. The sweep may list it between its create and its start and
+// remove it, so the start meets "marked for removal" or "no such
+// container": that container was still swept and counted, so it is
+// planted again and taken says how many such were lost under reason.
+func plantSwept(t *testing.T, drv sandbox.Driver, image string, labels map[string]string, taken map[string]int64, reason sandbox.ReapReason) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		h, err := drv.Start(ctx, image, labels, sandbox.Policy{})
+		if err == nil {
+			return h.ID
+		}
+		require.True(t, cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err), "%v", err)
+		t.Logf("the sweep took a %s container before it started: %v", reason, err)
+		taken[string(reason)]++
+	}
 }
 
 func managedLabels(deployment, sessionID string) map[string]string {
@@ -180,9 +201,11 @@ func TestSandboxSweepWhileRunning(t *testing.T) {
 	closed.closeSession()
 
 	// What a killed replica, a failed stop or a restored database leaves.
-	ended := plant(t, drv, image, managedLabels(dep, closed.sid))
-	unknown := plant(t, drv, image, managedLabels(dep, "ses_"+ids.New("")[:16]))
-	bare := plant(t, drv, image, managedLabels(dep, ""))
+	// The sweep runs all along, so it may take one before it started.
+	taken := map[string]int64{}
+	ended := plantSwept(t, drv, image, managedLabels(dep, closed.sid), taken, sandbox.ReapSessionEnded)
+	unknown := plantSwept(t, drv, image, managedLabels(dep, "ses_"+ids.New("")[:16]), taken, sandbox.ReapSessionUnknown)
+	bare := plantSwept(t, drv, image, managedLabels(dep, ""), taken, sandbox.ReapNoSession)
 	foreign := plant(t, drv, image, managedLabels("dep_other_"+ids.New("")[:12], closed.sid))
 
 	require.Eventually(t, func() bool {
@@ -191,14 +214,18 @@ func TestSandboxSweepWhileRunning(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "the sweep removes the ended, unknown and bare containers")
 	// A pass lists, then removes: once a container planted now is gone, the
 	// passes that saw the first ones are over.
-	sentinel := plant(t, drv, image, managedLabels(dep, "ses_"+ids.New("")[:16]))
+	sentinel := plantSwept(t, drv, image, managedLabels(dep, "ses_"+ids.New("")[:16]), taken, sandbox.ReapSessionUnknown)
 	require.Eventually(t, func() bool {
 		return !slices.Contains(containerIDs(t, drv, sandbox.LabelDeployment+"="+dep), sentinel)
 	}, time.Minute, 20*time.Millisecond)
 
 	assert.Equal(t, []string{openSandbox}, containerIDs(t, drv, sandbox.LabelDeployment+"="+dep), "the open session's sandbox stays")
 	assert.Contains(t, containerIDs(t, drv, sandbox.ManagedFilter), foreign, "another deployment's container stays")
-	assert.Equal(t, map[string]int64{"session_ended": 1, "session_unknown": 2, "no_session": 1}, reaped())
+	assert.Equal(t, map[string]int64{
+		"session_ended":   1 + taken["session_ended"],
+		"session_unknown": 2 + taken["session_unknown"],
+		"no_session":      1 + taken["no_session"],
+	}, reaped())
 	out := result(t, open.call("session.execRemoteSandbox", map[string]any{"command": "echo alive"}))
 	assert.Equal(t, "alive\n", out["stdout"])
 }
