@@ -119,8 +119,13 @@ func (s *services) sweepSandboxes(ctx context.Context, st *store.Store, metrics 
 		defer t.Stop()
 		tick = t.C
 	}
+	// The engine can still list a container a sweep has just removed, and
+	// the next sweep's stop of it then finds nothing to do: the last two
+	// sweeps' removals are not counted or logged again (container ids are
+	// never reused).
+	var last, before map[string]bool
 	for {
-		s.reap(ctx, st, metrics, log)
+		last, before = s.reap(ctx, st, metrics, log, func(id string) bool { return last[id] || before[id] }), last
 		select {
 		case <-ctx.Done():
 			return
@@ -129,8 +134,9 @@ func (s *services) sweepSandboxes(ctx context.Context, st *store.Store, metrics 
 	}
 }
 
-// reap runs one sweep of the engine.
-func (s *services) reap(ctx context.Context, st *store.Store, metrics *telemetry.Metrics, log *slog.Logger) {
+// reap runs one sweep of the engine and returns the containers it
+// removed; one counted by an earlier sweep is left out of the figures.
+func (s *services) reap(ctx context.Context, st *store.Store, metrics *telemetry.Metrics, log *slog.Logger, counted func(id string) bool) map[string]bool {
 	reaped, err := sandbox.Reap(ctx, s.driver, s.deployment, func(ctx context.Context, sessionID string) (sandbox.SessionState, error) {
 		sess, err := st.GetSession(ctx, sessionID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -144,7 +150,14 @@ func (s *services) reap(ctx context.Context, st *store.Store, metrics *telemetry
 		}
 		return sandbox.SessionEnded, nil
 	})
+	removed := make(map[string]bool, len(reaped))
+	n := 0
 	for _, r := range reaped {
+		removed[r.ID] = true
+		if counted(r.ID) {
+			continue
+		}
+		n++
 		metrics.SandboxesReaped(ctx, string(r.Reason), 1)
 		log.Info("removed a sandbox container whose session is not open",
 			"container_id", r.ID, "image", r.Image, "session_id", r.Labels[sandbox.LabelSession], "reason", r.Reason)
@@ -154,9 +167,10 @@ func (s *services) reap(ctx context.Context, st *store.Store, metrics *telemetry
 		// fails every sweep: not worth more than debug.
 		log.Debug("sandbox sweep", "err", err)
 	}
-	if len(reaped) > 0 {
-		log.Info("removed sandbox containers of ended sessions", "count", len(reaped))
+	if n > 0 {
+		log.Info("removed sandbox containers of ended sessions", "count", n)
 	}
+	return removed
 }
 
 // sandboxStatus adapts the provisioner to the admin API.
