@@ -124,6 +124,14 @@ type Deps struct {
 	// this replica's only).
 	StreamCounts *StreamCounts
 
+	// IdleUpdate admits a message that finds its session idle with a
+	// SendIdle Update instead of an Enqueue signal (BAE_IDLE_UPDATE). Off
+	// by default: the chaos campaign lost turns admitted this way when the
+	// worker died inside the Update's speculative workflow task (the turn
+	// had begun in PostgreSQL, the workflow never recorded it), see
+	// docs/design.md.
+	IdleUpdate bool
+
 	// SlowInterrupt turns an interrupt's fast path off (stopCall): the
 	// interrupt then reaches a running provider call only with the
 	// workflow task's heartbeat. For measuring the fast path against its

@@ -46,7 +46,7 @@ func (c *clientAPI) runTurn(ctx context.Context, gone <-chan struct{}, ref workf
 	done, stop := c.Hub.WatchTurn(in.TurnID)
 	defer stop()
 	read := false
-	if idle {
+	if idle && c.IdleUpdate {
 		res, fate := c.sendIdle(ctx, gone, ref, in, done)
 		switch fate {
 		case idleAnswered:

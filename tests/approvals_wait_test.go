@@ -46,6 +46,7 @@ func heldWaitEnv(t *testing.T, queue bool) (*env, string, *heldWaitEngine) {
 	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
 		w.Engine = p.Deps.Engine
 		p.Deps.Engine = w
+		p.Deps.IdleUpdate = true
 		return nil
 	})
 	e.fake.Strict(true)

@@ -43,6 +43,7 @@ func pathsEnv(t *testing.T) (*env, *pathCounter) {
 	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
 		c.Engine = p.Deps.Engine
 		p.Deps.Engine = c
+		p.Deps.IdleUpdate = true
 		return nil
 	})
 	return e, c

@@ -170,6 +170,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: st, Config: opts.File, Engine: eng, Hub: hub, Log: log, Version: Version,
 		MCP: svc.mcp, Tools: svc.tools, MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
 		AuthFailures:       authFailures(cfg.AuthFailureLimit),
+		IdleUpdate:         cfg.IdleUpdate,
 		TrustedProxies:     cfg.TrustedProxies,
 		MaxConcurrentOpens: cfg.MaxConcurrentOpens,
 		Caps: store.Caps{

@@ -91,6 +91,9 @@ type Server struct {
 	AdminKeyFile     string
 	AdminKeyHashFile string
 	DisableAdminAuth bool
+	// IdleUpdate is BAE_IDLE_UPDATE: admit a message to an idle session
+	// with a SendIdle Update (experimental, off by default).
+	IdleUpdate bool
 	// KeyHash is BAE_KEY_HASH: how new keys' hashes are written
 	// ("argon2id", the default, or "sha256"); both are always read.
 	KeyHash           string
@@ -185,6 +188,7 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	s.AdminKeyFile = get("BAE_ADMIN_KEY_FILE", filepath.Join(s.DataDir, "admin-key.pem"))
 	s.AdminKeyHashFile = get("BAE_ADMIN_KEY_HASH_FILE", filepath.Join(s.DataDir, "admin-key-hash.pem"))
 	s.DisableAdminAuth = truthy(get("BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH", ""))
+	s.IdleUpdate = truthy(get("BAE_IDLE_UPDATE", ""))
 	s.KeyHash = strings.ToLower(get("BAE_KEY_HASH", keyhash.SchemeArgon2id))
 	if _, err := keyhash.ForScheme(s.KeyHash); err != nil {
 		return Server{}, invalidf("BAE_KEY_HASH: %v", err)
