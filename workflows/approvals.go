@@ -102,6 +102,20 @@ type pendingApproval struct {
 	err        error
 }
 
+// approvalValidation is DecideApproval's validator. A decision for an
+// approval this run does not hold yet is admitted while a turn runs: a
+// worker lost before its workflow task completed leaves the request stored
+// in PostgreSQL (and shown pending) but not in history, and the turn
+// recovering that task stores it again (idempotently) before it waits; a
+// decision arriving in between would otherwise be refused as not pending.
+// The handler waits for the request and checks the decision then.
+func (s *session) approvalValidation(in ApprovalDecisionInput) error {
+	if s.approvals[in.ApprovalID] == nil && s.live != nil && !s.closed {
+		return nil
+	}
+	return s.approvalRefusal(in)
+}
+
 // refusal re-checks a decision against what the workflow holds: the
 // approval is still pending, and the decider is one the policy allows
 // (operators always are).
@@ -137,6 +151,13 @@ func (s *session) approvalRefusal(in ApprovalDecisionInput) error {
 // are both validated before either handler runs. The first to claim the
 // approval wins; the handler returns once its decision is stored.
 func (s *session) decideApproval(ctx workflow.Context, in ApprovalDecisionInput) (ApprovalDecisionResult, error) {
+	if s.approvals[in.ApprovalID] == nil {
+		// Admitted by approvalValidation while the running turn had not
+		// (yet again) requested it: wait for the request or the turn's end.
+		if err := workflow.Await(ctx, func() bool { return s.approvals[in.ApprovalID] != nil || s.live == nil || s.closed }); err != nil {
+			return ApprovalDecisionResult{}, err
+		}
+	}
 	if err := s.approvalRefusal(in); err != nil {
 		return ApprovalDecisionResult{}, err
 	}

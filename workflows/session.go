@@ -154,7 +154,7 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return fmt.Errorf("register rewind update: %w", err)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval, s.decideApproval, workflow.UpdateHandlerOptions{
-		Validator: func(ctx workflow.Context, in ApprovalDecisionInput) error { return s.approvalRefusal(in) },
+		Validator: func(ctx workflow.Context, in ApprovalDecisionInput) error { return s.approvalValidation(in) },
 	}); err != nil {
 		return fmt.Errorf("register approval update: %w", err)
 	}
