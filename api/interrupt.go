@@ -202,15 +202,8 @@ func (a *adminAPI) adminInterrupt(w http.ResponseWriter, r *http.Request) *Probl
 	if bad != nil {
 		return badRequest(strings.TrimPrefix(bad.Message, "Invalid params: "))
 	}
-	sess, err := a.Store.GetSession(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("no session " + id)
-	}
-	if err != nil {
-		return internalError(a.Log, err)
-	}
-	if sess.State != store.StateOpen {
-		return conflict("session_not_open", "session is "+sess.State+", not open")
+	if prob := a.requireOpenSession(r.Context(), id); prob != nil {
+		return prob
 	}
 	a.stopCall(r.Context(), a.Log, id, p.TurnID)
 	res, err := a.Engine.Interrupt(r.Context(), id, workflows.InterruptInput{TurnID: p.TurnID, By: events.InterruptedBy})
@@ -222,5 +215,22 @@ func (a *adminAPI) adminInterrupt(w http.ResponseWriter, r *http.Request) *Probl
 		return conflict("turn_not_running", "turn "+p.TurnID+" is neither running nor paused")
 	}
 	writeJSON(w, http.StatusOK, viewOf(res))
+	return nil
+}
+
+// requireOpenSession is the problem an operator's action on a session gets
+// when the session is unknown (404) or not open (409 session_not_open);
+// nil when it is open.
+func (a *adminAPI) requireOpenSession(ctx context.Context, id string) *Problem {
+	sess, err := a.Store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no session " + id)
+	}
+	if err != nil {
+		return internalError(a.Log, err)
+	}
+	if sess.State != store.StateOpen {
+		return conflict("session_not_open", "session is "+sess.State+", not open")
+	}
 	return nil
 }

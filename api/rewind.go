@@ -130,15 +130,8 @@ func (a *adminAPI) adminRewind(w http.ResponseWriter, r *http.Request) *Problem 
 	if bad != nil {
 		return badRequest(strings.TrimPrefix(bad.Message, "Invalid params: "))
 	}
-	sess, err := a.Store.GetSession(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("no session " + id)
-	}
-	if err != nil {
-		return internalError(a.Log, err)
-	}
-	if sess.State != store.StateOpen {
-		return conflict("session_not_open", "session is "+sess.State+", not open")
+	if prob := a.requireOpenSession(r.Context(), id); prob != nil {
+		return prob
 	}
 	out, err := a.runRewind(r.Context(), id, p, "")
 	if err != nil {
