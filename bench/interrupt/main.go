@@ -189,6 +189,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 type figures struct {
 	closed, answered, ended []time.Duration
 	rejected, queried       []time.Duration // Bae-When-Busy: reject answers; workflow turn-gate queries
+	floor                   []time.Duration // GET /healthz right after each reject
 	notClosed               int             // streams that ran to their end (never, with the endless answer)
 }
 
@@ -227,6 +228,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 				fig.answered = append(fig.answered, r.answered)
 				fig.ended = append(fig.ended, r.ended)
 				fig.rejected = append(fig.rejected, r.rejected...)
+				fig.floor = append(fig.floor, r.floor...)
 				if r.queried > 0 {
 					fig.queried = append(fig.queried, r.queried)
 				}
@@ -243,7 +245,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 
 type roundResult struct {
 	closed, answered, ended time.Duration
-	rejected                []time.Duration
+	rejected, floor         []time.Duration
 	queried                 time.Duration
 	clientGone              bool
 }
@@ -287,6 +289,12 @@ func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Se
 			return r, err
 		}
 		r.rejected = append(r.rejected, d)
+		// The same server's cheapest answer, at once: what the machine
+		// and the HTTP stack add to the reject, apart from its own path.
+		if d, err = healthz(ctx, hc, base); err != nil {
+			return r, err
+		}
+		r.floor = append(r.floor, d)
 	}
 	if query != nil {
 		if d, ok := query(ctx, s.ID); ok {
@@ -344,6 +352,22 @@ func reject(ctx context.Context, hc *http.Client, base string, s *sdk.Session, t
 	return d, nil
 }
 
+// healthz times GET /healthz, which answers without any work of its own.
+func healthz(ctx context.Context, hc *http.Client, base string) (time.Duration, error) {
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("healthz: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return time.Since(t0), nil
+}
+
 func report(w io.Writer, o options, fast, slow *figures) {
 	fmt.Fprintf(w, "\ninterrupt: fake streams an endless answer, a word every %s; %d sessions side by side; interrupted after %d text deltas\n\n", tokenGap, o.concurrency, o.deltas)
 	line := func(name string, ds []time.Duration) benchstack.Dist {
@@ -358,6 +382,7 @@ func report(w io.Writer, o options, fast, slow *figures) {
 	if len(fast.rejected) > 0 {
 		fmt.Fprintf(w, "\nwhile the provider call runs (%d rejects, %d workflow queries):\n", len(fast.rejected), len(fast.queried))
 		line("Bae-When-Busy: reject → session_busy answer", fast.rejected)
+		line("GET /healthz right after each (the machine's floor)", fast.floor)
 	}
 	if len(fast.queried) > 0 {
 		line("workflow turn-gate query (the former reject path)", fast.queried)
