@@ -10,7 +10,8 @@
 // first text deltas (the provider call is running), then interrupts it.
 // -concurrency sessions do so side by side. Before each interrupt the
 // round also times -rejects sendMessage calls with Bae-When-Busy: reject
-// (refused, the call running), and -queries rounds time the workflow's
+// (refused, the call running), each followed by a GET /healthz (the
+// machine's floor in the same run), and -queries rounds time the workflow's
 // turn-gate query the reject policy used to wait on. The same run then measures
 // -baseline rounds with the interrupt's fast path off (api.Deps
 // SlowInterrupt: the interrupt reaches the call only with the workflow
