@@ -53,6 +53,8 @@ type options struct {
 	rejects, queries                          int
 	db                                        string
 	verbose                                   bool
+	// pgRoundTrip times one SELECT 1 on the server's own pool.
+	pgRoundTrip func(context.Context) (time.Duration, error)
 }
 
 func main() {
@@ -157,6 +159,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if _, err := phase(ctx, log, hc, st.ClientURL, f, sessions, len(sessions), o, nil, "warm"); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	o.pgRoundTrip = func(ctx context.Context) (time.Duration, error) {
+		t0 := time.Now()
+		var one int
+		if err := st.Parts.Store.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			return 0, fmt.Errorf("select 1: %w", err)
+		}
+		return time.Since(t0), nil
+	}
 	log.Info("fast path", "interrupts", o.interrupts, "concurrency", o.concurrency)
 	var queries atomic.Int32
 	queries.Store(int32(o.queries))
@@ -190,7 +200,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 type figures struct {
 	closed, answered, ended []time.Duration
 	rejected, queried       []time.Duration // Bae-When-Busy: reject answers; workflow turn-gate queries
-	floor                   []time.Duration // GET /healthz right after each reject
+	floor, pg               []time.Duration // GET /healthz, then SELECT 1, right after each reject
 	notClosed               int             // streams that ran to their end (never, with the endless answer)
 }
 
@@ -230,6 +240,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 				fig.ended = append(fig.ended, r.ended)
 				fig.rejected = append(fig.rejected, r.rejected...)
 				fig.floor = append(fig.floor, r.floor...)
+				fig.pg = append(fig.pg, r.pg...)
 				if r.queried > 0 {
 					fig.queried = append(fig.queried, r.queried)
 				}
@@ -246,7 +257,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 
 type roundResult struct {
 	closed, answered, ended time.Duration
-	rejected, floor         []time.Duration
+	rejected, floor, pg     []time.Duration
 	queried                 time.Duration
 	clientGone              bool
 }
@@ -296,6 +307,14 @@ func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Se
 			return r, err
 		}
 		r.floor = append(r.floor, d)
+		// One database round trip: the reject makes three (its
+		// authentication, the budgets, the turn gate).
+		if o.pgRoundTrip != nil {
+			if d, err = o.pgRoundTrip(ctx); err != nil {
+				return r, err
+			}
+			r.pg = append(r.pg, d)
+		}
 	}
 	if query != nil {
 		if d, ok := query(ctx, s.ID); ok {
@@ -384,6 +403,9 @@ func report(w io.Writer, o options, fast, slow *figures) {
 		fmt.Fprintf(w, "\nwhile the provider call runs (%d rejects, %d workflow queries):\n", len(fast.rejected), len(fast.queried))
 		line("Bae-When-Busy: reject → session_busy answer", fast.rejected)
 		line("GET /healthz right after each (the machine's floor)", fast.floor)
+		if len(fast.pg) > 0 {
+			line("then SELECT 1 on the server's pool (1 round trip)", fast.pg)
+		}
 	}
 	if len(fast.queried) > 0 {
 		line("workflow turn-gate query (the former reject path)", fast.queried)
