@@ -59,6 +59,8 @@ func (st *stepper) put(ctx workflow.Context, text string, extra map[string]any) 
 		return
 	}
 	memo := map[string]any{MemoCurrentStep: text}
+	// Copied into another map, so the order does not matter.
+	//workflowcheck:ignore
 	for k, v := range extra {
 		memo[k] = v
 	}
