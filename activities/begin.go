@@ -192,15 +192,17 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 			Reason: events.ReasonProviderConfig, Detail: fmt.Sprintf("primary provider %q is not configured in bae-config.toml", profile.PrimaryProvider),
 		}, workflows.BeginTurnResult{Outcome: workflows.OutcomeProvidersFailed})
 	}
-	providers := []string{profile.PrimaryProvider}
+	primary, _ := a.Config.Provider(profile.PrimaryProvider)
+	providers, models := []string{profile.PrimaryProvider}, []string{primary.Model}
 	for _, name := range profile.FallbackProviders {
-		if _, ok := a.Config.Provider(name); !ok {
+		e, ok := a.Config.Provider(name)
+		if !ok {
 			a.logger(ctx, turn).Error("fallback provider not found in bae-config.toml; skipping", "profile_id", profile.ID, "provider", name)
 			continue
 		}
-		providers = append(providers, name)
+		providers, models = append(providers, name), append(models, e.Model)
 	}
-	return workflows.BeginTurnResult{Providers: providers, ProfileName: profile.Name, Approvals: len(profile.Approvals) > 0}, evs, nil
+	return workflows.BeginTurnResult{Providers: providers, Models: models, ProfileName: profile.Name, Approvals: len(profile.Approvals) > 0}, evs, nil
 }
 
 // endInTx records the turn's events, before, and a session.error, and

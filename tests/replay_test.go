@@ -195,6 +195,25 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.send("hello?")
 		recordAndReplay(t, e, d.sid, "providers_failed")
 	})
+	t.Run("turn_step", func(t *testing.T) {
+		// versionTurnStep: each step upserts the memo's current_step: a
+		// text turn, a failed primary and the fallback's answer, an MCP
+		// tool call, a client tool pause and its resume, a close.
+		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}, allowedTools: []string{"get_time"}, extraTOML: fsStdioTOML(t, "fs")})
+		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "fallback_providers": []string{"fallback"}, "allowed_tools": []string{"get_time"}})
+		d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
+		d.register()
+		d.send("hello")
+		e.fake.Lane("primary").Enqueue(fakeprovider.Error(500, "down"))
+		d.send("fall back")
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}), fakeprovider.Text("Two files."))
+		d.send("which files?")
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_2", "get_time", nil))
+		d.send("what time?")
+		d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_2", "content": "noon"}})
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "turn_step")
+	})
 	t.Run("mcp_tool", func(t *testing.T) {
 		e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
 		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})

@@ -74,6 +74,10 @@ type BeginTurnResult struct {
 	SessionEnded bool
 	// Providers are the registry names to try in order (primary first).
 	Providers []string
+	// Models are the providers' models, in the same order, for the turn's
+	// current step in the Temporal UI (see step.go); absent from results
+	// stored before it.
+	Models []string `json:",omitempty"`
 	// ProfileName is the session's profile's name, for the memo.
 	ProfileName string `json:",omitempty"`
 	// Approvals: the profile has an approval policy, so the turn asks

@@ -45,6 +45,7 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 	started := workflow.Now(ctx)
 	ticket := s.enqueue(in, true)
 	s.pending++
+	s.steps.describe(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { s.pending-- }()
 		defer s.dequeue(ticket)

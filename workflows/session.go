@@ -97,6 +97,9 @@ type session struct {
 	// approvals are the running turn's held calls still pending, by
 	// approval id (see approvals.go).
 	approvals map[string]*pendingApproval
+	// steps reports the running turn's step (versionTurnStep); nil until
+	// a turn of a run that records the version.
+	steps *stepper
 }
 
 // queuedTurn is a turn waiting for the gate: its ticket orders the queue.
@@ -304,14 +307,34 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 	if workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, versionApprovals) >= versionApprovals {
 		o.gate = &approvalGate{s: s}
 	}
+	if workflow.GetVersion(ctx, changeTurnStep, workflow.DefaultVersion, versionTurnStep) >= versionTurnStep {
+		if s.steps == nil {
+			s.steps = &stepper{s: s}
+		}
+		o.step = s.steps
+	}
 	lres, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
 		return TurnResult{}, false, err
 	}
 	res, recorded = lres.TurnResult, lres.recorded
 	res.Resumed, res.ResumedSpan = resumed, resumedSpan
-	if o.observable {
-		s.keepMemo(ctx, in.TurnID, lres)
+	if o.observable && o.step == nil {
+		if memo := s.turnMemo(in.TurnID, lres); len(memo) > 0 {
+			if err := workflow.UpsertMemo(ctx, memo); err != nil {
+				workflow.GetLogger(ctx).Warn("upsert memo", "error", err)
+			}
+		}
+	}
+	if o.step != nil {
+		// The step the turn ends in goes in the same upsert as the
+		// turn's own memo fields: one event for both.
+		var paused *PausedTurn
+		if res.Outcome == OutcomePaused {
+			paused = &PausedTurn{Owner: in.ClientKeyID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout)}
+		}
+		lres.TurnResult = res
+		o.step.put(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
 	}
 	switch {
 	case res.Outcome == OutcomePaused:
@@ -323,9 +346,10 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 	return res, recorded, nil
 }
 
-// keepMemo puts the profile's name (once per run) and the last failed turn
-// in the memo, for an operator scanning sessions in the Temporal UI.
-func (s *session) keepMemo(ctx workflow.Context, turnID string, res turnResult) {
+// turnMemo is the memo fields a turn changes: the profile's name (once
+// per run) and the last failed turn, for an operator scanning sessions in
+// the Temporal UI.
+func (s *session) turnMemo(turnID string, res turnResult) map[string]any {
 	memo := map[string]any{}
 	if res.profileName != "" && res.profileName != s.memoProfile {
 		memo[MemoProfileName] = res.profileName
@@ -345,12 +369,7 @@ func (s *session) keepMemo(ctx workflow.Context, turnID string, res turnResult) 
 		memo[MemoLastError] = msg
 		memo[MemoLastErrorTurnID] = turnID
 	}
-	if len(memo) == 0 {
-		return
-	}
-	if err := workflow.UpsertMemo(ctx, memo); err != nil {
-		workflow.GetLogger(ctx).Warn("upsert memo", "error", err)
-	}
+	return memo
 }
 
 func (s *session) dequeue(ticket int64) {
@@ -457,6 +476,7 @@ func (s *session) markClosed(ctx workflow.Context, state string) {
 	}
 	s.closed = true
 	s.endState = state
+	s.steps.set(ctx, "", "session "+state)
 	if s.p.UseSearchAttributes {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyKeyword(SearchAttrState).ValueSet(state))
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,6 +59,9 @@ type turnOptions struct {
 	// gate (versionApprovals) holds server-side calls the profile's
 	// approval policy names until someone decides; nil runs them at once.
 	gate *approvalGate
+	// step (versionTurnStep) reports each step in the memo; nil reports
+	// nothing.
+	step *stepper
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -249,10 +253,12 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
+	o.step.providerCall(ctx, ref.TurnID, nil, nil, 0, 0, 0)
 	begin, first, err := startTurn(ctx, in, o)
 	if err != nil {
 		return turnResult{}, err
 	}
+	o.step.learnWalk(begin)
 	notes.profileName = begin.ProfileName
 	if begin.Outcome != "" {
 		return turnResult{TurnResult: TurnResult{Outcome: begin.Outcome, Rejection: begin.Rejection, Detail: begin.Detail, ErrorCode: begin.ErrorCode, ErrorMessage: begin.ErrorMessage}, sessionEnded: begin.SessionEnded}, nil
@@ -265,6 +271,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				if it == 0 && attempt == 0 && retry == 0 && first != nil {
 					res, err = first.res, first.err // made with the begin
 				} else {
+					o.step.providerCall(ctx, ref.TurnID, begin.Providers, begin.Models, it, attempt, retry)
 					res, err = runAttempt(ctx, o, CallProviderInput{TurnRef: ref, Iteration: it, Attempt: attempt, Provider: name, FailAsError: o.observable, Compact: o.compaction, Retry: retry, Budgets: o.budgets, Record: o.record})
 				}
 				if err == nil && res.BudgetSpent != nil {
@@ -275,6 +282,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				if err != nil || need == nil || need.NoFit || retry >= MaxCompactRetries {
 					break
 				}
+				o.step.set(ctx, ref.TurnID, fmt.Sprintf("compacting the context for %s: iteration %d, attempt %d", name, it+1, attempt+1))
 				if err := compactContext.run(compactCtx(ctx, o), CompactContextInput{
 					TurnRef: ref, Iteration: it, Attempt: attempt, Retry: retry, Provider: name, Providers: begin.Providers,
 					Harder: need.TooLong || retry > 0,
@@ -328,6 +336,9 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 			}
 			tin := ToolCallInput{TurnRef: ref, Iteration: it, Call: call}
 			if pa := held[i]; pa != nil {
+				if !pa.settled {
+					o.step.set(ctx, ref.TurnID, fmt.Sprintf("waiting for approval %s of %s (%s) until %s", pa.id, call.Name, call.ID, stepTime(pa.deadline)))
+				}
 				run, err := o.gate.wait(ctx, pa)
 				if err != nil {
 					o.gate.cancelAll(ctx, held[i+1:], cancelKind(err))
@@ -338,6 +349,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 				}
 				tin.ApprovalID = pa.id
 			}
+			o.step.toolCall(ctx, ref.TurnID, it, call)
 			tr, err := tool.activity.run(toolCtx(ctx, tool.timeout, o), tin)
 			if err != nil {
 				return turnResult{}, err

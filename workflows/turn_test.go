@@ -3,6 +3,9 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +39,7 @@ type scripted struct {
 	attemptErr func(in workflows.CallProviderInput) error
 	inputs     []workflows.CallProviderInput
 	memos      []map[string]any
+	steps      []string
 }
 
 func (s *scripted) record(format string, args ...any) {
@@ -125,7 +129,14 @@ func runOneTurn(t *testing.T, s *scripted) workflows.TurnResult {
 	reg(s.Cleanup, workflows.ActCleanupSession)
 	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		s.mu.Lock()
-		s.memos = append(s.memos, args.Get(0).(map[string]any))
+		memo := maps.Clone(args.Get(0).(map[string]any))
+		if step, ok := memo[workflows.MemoCurrentStep]; ok {
+			s.steps = append(s.steps, step.(string))
+			delete(memo, workflows.MemoCurrentStep)
+		}
+		if len(memo) > 0 {
+			s.memos = append(s.memos, memo)
+		}
 		s.mu.Unlock()
 	}).Return(nil)
 
@@ -160,7 +171,23 @@ func final(workflows.CallProviderInput) workflows.CallProviderResult {
 }
 
 func primary() workflows.BeginTurnResult {
-	return workflows.BeginTurnResult{Providers: []string{"primary", "fallback"}, ProfileName: "main"}
+	return workflows.BeginTurnResult{Providers: []string{"primary", "fallback"}, Models: []string{"model-p", "model-f"}, ProfileName: "main"}
+}
+
+var stepTimes = regexp.MustCompile(` · since [0-9TZ:-]+|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]+Z`)
+
+// stepsWithoutTimes drops a step's start, and writes other times as <t>.
+func stepsWithoutTimes(steps []string) []string {
+	out := make([]string, len(steps))
+	for i, st := range steps {
+		out[i] = stepTimes.ReplaceAllStringFunc(st, func(m string) string {
+			if strings.HasPrefix(m, " · since") {
+				return ""
+			}
+			return "<t>"
+		})
+	}
+	return out
 }
 
 func TestTurnBranches(t *testing.T) {
@@ -260,6 +287,19 @@ func TestTurnBranches(t *testing.T) {
 		outcome: workflows.OutcomePaused,
 		calls: []string{"BeginTurn", "CallProvider i0 a0 primary",
 			"CallMCPTool i0 m1", "ExecSandbox i0 s1", "RunSubagentTool i0 a1", "FinishIteration i0 calls=4", "CleanupSession session_close"},
+		check: func(t *testing.T, s *scripted, _ workflows.TurnResult) {
+			// Each step in the memo before it runs, then the pause, then
+			// the close; the first attempt is made before the turn knows
+			// its walk.
+			assert.Equal(t, []string{
+				"provider call to the profile's primary provider: iteration 1, attempt 1 · turn t1",
+				"MCP tool srv/mcp_tool (m1): iteration 1 · turn t1",
+				"sandbox exec run (s1): iteration 1 · turn t1",
+				"subagent tool launch_subagent (a1): iteration 1 · turn t1",
+				"paused: waiting for client tool results from key key_a until <t> · turn t1",
+				"session closed",
+			}, stepsWithoutTimes(s.steps))
+		},
 	}, {
 		name: "server tools only: the loop goes on to the next iteration",
 		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
@@ -270,6 +310,15 @@ func TestTurnBranches(t *testing.T) {
 		}},
 		outcome: workflows.OutcomeCompleted,
 		calls:   []string{"BeginTurn", "CallProvider i0 a0 primary", "CallMCPTool i0 m1", "FinishIteration i0 calls=1", "CallProvider i1 a0 primary", "CleanupSession session_close"},
+		check: func(t *testing.T, s *scripted, _ workflows.TurnResult) {
+			assert.Equal(t, []string{
+				"provider call to the profile's primary provider: iteration 1, attempt 1 · turn t1",
+				"MCP tool srv/mcp_tool (m1): iteration 1 · turn t1",
+				"provider call to primary (model-p): iteration 2, attempt 1 of 2 · turn t1",
+				"idle · last turn t1: completed",
+				"session closed",
+			}, stepsWithoutTimes(s.steps))
+		},
 	}, {
 		name: "a subagent launch runs in the background",
 		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {

@@ -28,6 +28,10 @@ const (
 	MemoProfileName     = "profile_name"
 	MemoLastError       = "last_error"
 	MemoLastErrorTurnID = "last_error_turn_id"
+	// MemoCurrentStep is what the session's workflow is doing now: the
+	// running turn's step (what it waits on, since when, which attempt),
+	// a paused turn's wait, or idle (see step.go).
+	MemoCurrentStep = "current_step"
 
 	// Search attributes (Keyword) that make sessions findable in the UI.
 	SearchAttrProfileID = "BaeProfileId"

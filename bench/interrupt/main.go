@@ -10,7 +10,8 @@
 // first text deltas (the provider call is running), then interrupts it.
 // -concurrency sessions do so side by side. Before each interrupt the
 // round also times -rejects sendMessage calls with Bae-When-Busy: reject
-// (refused, the call running), and -queries rounds time the workflow's
+// (refused, the call running), each followed by a GET /healthz (the
+// machine's floor in the same run), and -queries rounds time the workflow's
 // turn-gate query the reject policy used to wait on. The same run then measures
 // -baseline rounds with the interrupt's fast path off (api.Deps
 // SlowInterrupt: the interrupt reaches the call only with the workflow
@@ -52,6 +53,8 @@ type options struct {
 	rejects, queries                          int
 	db                                        string
 	verbose                                   bool
+	// pgRoundTrip times one SELECT 1 on the server's own pool.
+	pgRoundTrip func(context.Context) (time.Duration, error)
 }
 
 func main() {
@@ -156,6 +159,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if _, err := phase(ctx, log, hc, st.ClientURL, f, sessions, len(sessions), o, nil, "warm"); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	o.pgRoundTrip = func(ctx context.Context) (time.Duration, error) {
+		t0 := time.Now()
+		var one int
+		if err := st.Parts.Store.Pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			return 0, fmt.Errorf("select 1: %w", err)
+		}
+		return time.Since(t0), nil
+	}
 	log.Info("fast path", "interrupts", o.interrupts, "concurrency", o.concurrency)
 	var queries atomic.Int32
 	queries.Store(int32(o.queries))
@@ -189,6 +200,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 type figures struct {
 	closed, answered, ended []time.Duration
 	rejected, queried       []time.Duration // Bae-When-Busy: reject answers; workflow turn-gate queries
+	floor, pg               []time.Duration // GET /healthz, then SELECT 1, right after each reject
 	notClosed               int             // streams that ran to their end (never, with the endless answer)
 }
 
@@ -227,6 +239,8 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 				fig.answered = append(fig.answered, r.answered)
 				fig.ended = append(fig.ended, r.ended)
 				fig.rejected = append(fig.rejected, r.rejected...)
+				fig.floor = append(fig.floor, r.floor...)
+				fig.pg = append(fig.pg, r.pg...)
 				if r.queried > 0 {
 					fig.queried = append(fig.queried, r.queried)
 				}
@@ -243,7 +257,7 @@ func phase(ctx context.Context, log *slog.Logger, hc *http.Client, base string, 
 
 type roundResult struct {
 	closed, answered, ended time.Duration
-	rejected                []time.Duration
+	rejected, floor, pg     []time.Duration
 	queried                 time.Duration
 	clientGone              bool
 }
@@ -287,6 +301,20 @@ func round(ctx context.Context, hc *http.Client, base string, f *fake, s *sdk.Se
 			return r, err
 		}
 		r.rejected = append(r.rejected, d)
+		// The same server's cheapest answer, at once: what the machine
+		// and the HTTP stack add to the reject, apart from its own path.
+		if d, err = healthz(ctx, hc, base); err != nil {
+			return r, err
+		}
+		r.floor = append(r.floor, d)
+		// One database round trip: the reject makes three (its
+		// authentication, the budgets, the turn gate).
+		if o.pgRoundTrip != nil {
+			if d, err = o.pgRoundTrip(ctx); err != nil {
+				return r, err
+			}
+			r.pg = append(r.pg, d)
+		}
 	}
 	if query != nil {
 		if d, ok := query(ctx, s.ID); ok {
@@ -344,6 +372,22 @@ func reject(ctx context.Context, hc *http.Client, base string, s *sdk.Session, t
 	return d, nil
 }
 
+// healthz times GET /healthz, which answers without any work of its own.
+func healthz(ctx context.Context, hc *http.Client, base string) (time.Duration, error) {
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("healthz: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return time.Since(t0), nil
+}
+
 func report(w io.Writer, o options, fast, slow *figures) {
 	fmt.Fprintf(w, "\ninterrupt: fake streams an endless answer, a word every %s; %d sessions side by side; interrupted after %d text deltas\n\n", tokenGap, o.concurrency, o.deltas)
 	line := func(name string, ds []time.Duration) benchstack.Dist {
@@ -358,6 +402,10 @@ func report(w io.Writer, o options, fast, slow *figures) {
 	if len(fast.rejected) > 0 {
 		fmt.Fprintf(w, "\nwhile the provider call runs (%d rejects, %d workflow queries):\n", len(fast.rejected), len(fast.queried))
 		line("Bae-When-Busy: reject → session_busy answer", fast.rejected)
+		line("GET /healthz right after each (the machine's floor)", fast.floor)
+		if len(fast.pg) > 0 {
+			line("then SELECT 1 on the server's pool (1 round trip)", fast.pg)
+		}
 	}
 	if len(fast.queried) > 0 {
 		line("workflow turn-gate query (the former reject path)", fast.queried)

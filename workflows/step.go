@@ -1,0 +1,164 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/bae-go/bae-go/events"
+)
+
+// versionTurnStep: the running turn's current step (what it waits on,
+// since when, which attempt) is in the memo, upserted at each step change,
+// and in the workflow's current details. The memo is what the Temporal UI
+// shows while a provider call runs: the call is a local activity inside
+// the workflow task, so the workflow answers no query (current details
+// included) until the call ends, but the task's heartbeat sends the
+// upsert. Histories recorded before it upsert no step.
+const (
+	changeTurnStep  = "turn-step-memo"
+	versionTurnStep = 1
+)
+
+// stepper reports a run's steps; nil until a turn of a run that records
+// versionTurnStep ran, and then reports nothing.
+type stepper struct {
+	s *session
+	// text is the step last put in the memo (an unchanged step costs no
+	// upsert); details the current details last set.
+	text, details string
+	// providers and models are the last begin's provider walk: a turn's
+	// first attempt is made before the workflow knows its own walk.
+	providers, models []string
+}
+
+// stepTime is how a step's start is written: UTC to the second.
+func stepTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// set makes what the current step, since now, of the turn turnID ("" for
+// a session-level state). An upsert is one command and one history event
+// (WorkflowPropertiesModified), sent with the workflow task's next
+// completion or heartbeat.
+func (st *stepper) set(ctx workflow.Context, turnID, what string) {
+	if st == nil {
+		return
+	}
+	text := what + " · since " + stepTime(workflow.Now(ctx))
+	if turnID != "" {
+		text += " · turn " + turnID
+	}
+	st.put(ctx, text, nil)
+}
+
+// put upserts text (with extra memo fields, merged into the same upsert)
+// and refreshes the current details.
+func (st *stepper) put(ctx workflow.Context, text string, extra map[string]any) {
+	if text == st.text && len(extra) == 0 {
+		return
+	}
+	memo := map[string]any{MemoCurrentStep: text}
+	// Copied into another map, so the order does not matter.
+	//workflowcheck:ignore
+	for k, v := range extra {
+		memo[k] = v
+	}
+	if err := workflow.UpsertMemo(ctx, memo); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert memo", "error", err)
+		return
+	}
+	st.text = text
+	st.describe(ctx)
+}
+
+// describe sets the current details: the step and the queue behind it.
+// Details are answered by a query and enter no history, so the queue may
+// change them freely.
+func (st *stepper) describe(ctx workflow.Context) {
+	if st == nil {
+		return
+	}
+	d := st.text
+	if q := st.s.queue; len(q) > 0 {
+		ids := make([]string, 0, len(q))
+		for _, t := range q {
+			ids = append(ids, t.in.TurnID)
+		}
+		d += fmt.Sprintf("\nqueued: %d (%s)", len(q), strings.Join(ids, ", "))
+	}
+	if d == st.details {
+		return
+	}
+	st.details = d
+	workflow.SetCurrentDetails(ctx, d)
+}
+
+// learnWalk keeps a begin's provider walk, for naming the provider of the
+// next turn's first attempt.
+func (st *stepper) learnWalk(b BeginTurnResult) {
+	if st == nil || len(b.Providers) == 0 {
+		return
+	}
+	st.providers, st.models = b.Providers, b.Models
+}
+
+// provider names the provider at position i of the walk: its registry
+// name and model.
+func (st *stepper) provider(providers, models []string, i int) string {
+	if i >= len(providers) {
+		return "the profile's primary provider"
+	}
+	name := providers[i]
+	if i < len(models) && models[i] != "" {
+		name += " (" + models[i] + ")"
+	}
+	return name
+}
+
+// providerCall is the step of one provider attempt. A turn's first attempt
+// (begin) is made before its walk is known: it names the last turn's
+// primary, the profile's primary unless the profile changed since.
+func (st *stepper) providerCall(ctx workflow.Context, turnID string, providers, models []string, it, attempt, retry int) {
+	if st == nil {
+		return
+	}
+	if providers == nil {
+		providers, models = st.providers, st.models
+	}
+	what := fmt.Sprintf("provider call to %s: iteration %d, attempt %d", st.provider(providers, models, attempt), it+1, attempt+1)
+	if len(providers) > 1 {
+		what += fmt.Sprintf(" of %d", len(providers))
+	}
+	if retry > 0 {
+		what += fmt.Sprintf(", retry %d after compaction", retry)
+	}
+	st.set(ctx, turnID, what)
+}
+
+// toolCall is the step of a server-side tool call.
+func (st *stepper) toolCall(ctx workflow.Context, turnID string, it int, call ToolCall) {
+	if st == nil {
+		return
+	}
+	kind := map[events.Dispatch]string{events.DispatchMCP: "MCP tool", events.DispatchSandbox: "sandbox exec", events.DispatchSubagent: "subagent tool"}[call.Dispatch]
+	name := call.Name
+	if call.Server != "" {
+		name = call.Server + "/" + name
+	}
+	st.set(ctx, turnID, fmt.Sprintf("%s %s (%s): iteration %d", kind, name, call.ID, it+1))
+}
+
+// ended is the memo's step once a turn ended: idle, paused for the
+// client's tool results until deadline, or the session's end (the text
+// markClosed puts, so its upsert is the turn's).
+func (st *stepper) ended(ctx workflow.Context, turnID string, res turnResult, paused *PausedTurn) string {
+	now := stepTime(workflow.Now(ctx))
+	if res.sessionEnded {
+		return "session error · since " + now
+	}
+	if paused != nil {
+		return fmt.Sprintf("paused: waiting for client tool results from key %s until %s · since %s · turn %s", paused.Owner, stepTime(paused.Deadline), now, turnID)
+	}
+	return fmt.Sprintf("idle · since %s · last turn %s: %s", now, turnID, res.Outcome)
+}
