@@ -108,3 +108,48 @@ func TestCheckMCPRepeatNeedsAFault(t *testing.T) {
 	in.Faults = []faultEvent{{Kind: faultKill, Start: t0.Add(time.Second), End: t0.Add(1500 * time.Millisecond)}}
 	assert.Zero(t, invariants(Check(in, ""))[InvSideEffects])
 }
+
+// The growth check judges a replica's steady state: not a short life that
+// is mostly warm-up (the 55 s incarnation of a contended run whose heap in
+// use went 104 → 278 MiB), nor the garbage between collections (heap in
+// use swinging while the GC's goal holds); a leak still fires.
+func TestCheckGrowthJudgesTheSteadyState(t *testing.T) {
+	t0 := time.Now()
+	mib := func(n int) float64 { return float64(n << 20) }
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * sampleEvery) }
+	growth := func(ss []sample) int {
+		in := oneTurn()
+		in.Samples = ss
+		return invariants(Check(in, ""))[InvGrowth]
+	}
+
+	// The shape the contended run reported, as heap in use: ~100 MiB for
+	// its first 15 s, then 280-300 MiB; the GC's goal is steady at twice
+	// the live heap once warm.
+	var short []sample
+	for i := range 12 {
+		inUse, goal := 100, 200
+		if i >= 3 {
+			inUse, goal = 280+5*(i%4), 300
+		}
+		short = append(short, sample{Replica: "a", Incarnation: 3, At: at(i), Goroutines: 300, HeapBytes: mib(inUse), HeapGoal: mib(goal)})
+	}
+	assert.Zero(t, growth(short), "a 55 s life is its warm-up")
+
+	// Three minutes: heap in use low after collections early on, high at
+	// the end where the GC ran late; the goal holds.
+	var late []sample
+	for i := range 36 {
+		inUse, goal := 100, 220
+		switch {
+		case i < 6:
+			inUse, goal = 60+10*i, 100+20*i // warming up
+		case i >= 27:
+			inUse = 290 + 5*(i%3)
+		}
+		late = append(late, sample{Replica: "a", Incarnation: 1, At: at(i), Goroutines: float64(300 + 40*(i%4)), HeapBytes: mib(inUse), HeapGoal: mib(goal)})
+	}
+	assert.Zero(t, growth(late), "garbage the GC has not collected yet is not growth")
+
+	assert.Equal(t, 2, growth(leakingReplica(t0)), "a leak of goroutines and heap fires twice")
+}
