@@ -746,15 +746,13 @@ func truncate(b []byte) string {
 // Open server bugs the campaign found (docs/benchmarks.md, "Chaos"); a
 // violation that is an instance of one is tagged, so a short run can
 // require no new violation while the bug is open.
-const (
-	knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
-	knownDeltaTail  = "finding 3: a stream ended without its last deltas, and no reset"
-)
+const knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
 
 // tagKnown tags a session's violations that are instances of an open bug:
-// a turn with events (a provider call, an answer) after its
-// server.message.interrupted, and deltas that are a strict prefix of the
-// answer (the tail never came).
+// a turn with events (a provider call, an answer) after a later turn
+// began, or after it ended (its server.message.interrupted, or a
+// session.error that failed it). A deltas stream missing its tail
+// (finding 3, fixed) is no longer tagged: it fails the run.
 func tagKnown(s *SessionInput, vs []Violation) {
 	// A turn is late when it has events after a later turn began, or
 	// after its own server.message.interrupted.
@@ -777,7 +775,7 @@ func tagKnown(s *SessionInput, vs []Violation) {
 			reanswered[e.TurnID] = true
 		}
 		switch {
-		case e.Type == "server.message.interrupted":
+		case e.Type == "server.message.interrupted" || e.Type == "session.error" && strings.Contains(string(e.Payload), `"reason":"turn_failed"`):
 			interrupted[e.TurnID] = true
 		case interrupted[e.TurnID] && (e.Type == "provider.request" || e.Type == "provider.response" || e.Type == "server.message.send"):
 			reanswered[e.TurnID] = true
@@ -793,10 +791,6 @@ func tagKnown(s *SessionInput, vs []Violation) {
 						v.Known = knownReanswered
 					}
 				}
-			}
-		case InvDeltas:
-			if slices.Contains(v.Events, prefixNote) {
-				v.Known = knownDeltaTail
 			}
 		}
 	}

@@ -61,8 +61,8 @@ func TestCheckBreaksFire(t *testing.T) {
 }
 
 // An interrupted turn whose provider call then answers again is tagged as
-// the open bug it is; a deltas stream missing its tail too; anything else
-// is new.
+// the open bug it is, and so is a failed turn's; a deltas stream missing
+// its tail (a fixed bug) is new.
 func TestCheckTagsKnownBugs(t *testing.T) {
 	in := oneTurn()
 	s := in.Sessions[0]
@@ -78,23 +78,37 @@ func TestCheckTagsKnownBugs(t *testing.T) {
 	s.Calls = []*call{
 		{Kind: kindSlow, Text: "hi", Outcome: outInterrupted, Reply: json.RawMessage(`{"content":[{"type":"text","text":"[interrupted]"}]}`)},
 		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`), DeltaSends: 1,
-			Deltas: []sdk.Delta{{Type: "text_delta", Text: "echo: "}}},
+			Deltas: []sdk.Delta{{Type: "text_delta", Text: "echo: next"}}},
 	}
 	vs := Check(in, "")
 	got := invariants(vs)
 	assert.Positive(t, got[InvAnsweredOnce])
 	assert.Positive(t, got[InvFIFO])
-	assert.Positive(t, got[InvDeltas])
 	for _, v := range vs {
 		assert.NotEmpty(t, v.Known, "untagged: %s", v.String())
 	}
-	// A delta that is wrong rather than missing is new.
-	s.Calls[1].Deltas = []sdk.Delta{{Type: "text_delta", Text: "echo: other"}}
-	for _, v := range Check(in, "") {
-		if v.Invariant == InvDeltas {
-			assert.Empty(t, v.Known, "a wrong delta is not the known bug")
-		}
+
+	// A turn failed (its budget spent), then its provider call answered.
+	s.Events = []logEvent{
+		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
+		ev(2, "t1", "session.error", `{"reason":"turn_failed","detail":"budget spent"}`),
+		ev(3, "t1", "provider.request", `{"attempt":0}`),
+		ev(4, "t1", "provider.response", `{"attempt":0}`),
+		ev(5, "t1", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: other"}]}`),
 	}
+	s.Calls = []*call{{Kind: kindPlain, Text: "hi", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: other"}]}`)}}
+	vs = Check(in, "")
+	require.Positive(t, invariants(vs)[InvAnsweredOnce])
+	for _, v := range vs {
+		assert.Equal(t, knownReanswered, v.Known, "%s", v.String())
+	}
+
+	// Deltas missing their tail, without a reset: finding 3, fixed.
+	in = oneTurn()
+	in.Sessions[0].Calls[0].Deltas = in.Sessions[0].Calls[0].Deltas[:1]
+	vs = Check(in, "")
+	require.Equal(t, 1, invariants(vs)[InvDeltas])
+	assert.Empty(t, vs[0].Known, "a stream missing its tail is a new violation")
 }
 
 // MCP repeats are allowed only across a process fault.
