@@ -165,17 +165,23 @@ func (a *Activities) clearThrough(ctx context.Context, tx *store.Tx, ref workflo
 // attemptTooLong records a too-long refusal (provider.response, without
 // the provider_call_failed error: it is not the provider's failure yet)
 // and asks the workflow to compact harder and retry.
-func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError, off bool) (workflows.CallProviderResult, error) {
+func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError, off bool, deltaEnd int64) (workflows.CallProviderResult, error) {
 	var body any
 	if len(ce.Body) > 0 {
 		body = ce.Body
 	}
+	respIdem := idem(in.TurnID, step+"/resp")
 	if err := a.untilStored(ctx, "store provider refusal", func(ctx context.Context) error {
-		_, err := a.Store.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-			Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: ce.Status, Error: ce.Detail, Body: body},
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
+				IdemKey: respIdem, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: ce.Status, Error: ce.Detail, Body: body},
+			})
+			if err == nil && deltaEnd > 0 {
+				tx.RecordDeltaEnd(in.TurnID, respIdem, deltaEnd)
+			}
+			return err
 		})
-		return err
 	}); err != nil {
 		return workflows.CallProviderResult{}, err
 	}

@@ -124,6 +124,19 @@ func (r *deltaRun) end(ctx context.Context, err error) {
 	r.a.Deltas.Flush(fctx)
 }
 
+// last is the sequence of the run's last delta, recorded with the
+// response the attempt stores (0: no run, or it sent no delta).
+func (r *deltaRun) last() int64 {
+	if r == nil {
+		return 0
+	}
+	<-r.numbered
+	if !r.ok || r.n == 0 {
+		return 0
+	}
+	return r.base + r.n
+}
+
 // runNo is the stream run the call was (0: its deltas were not numbered).
 func (r *deltaRun) runNo() int {
 	<-r.numbered

@@ -176,12 +176,12 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	defer span.End()
 	if !configured {
 		endAttempt(span, nil, "provider not configured")
-		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil)
+		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil, 0)
 	}
 
 	if prep.settingsErr != nil {
 		endAttempt(span, nil, "provider config error")
-		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+prep.settingsErr.Error(), nil)
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+prep.settingsErr.Error(), nil, 0)
 	}
 	lookup := a.Lookup
 	if lookup == nil {
@@ -190,7 +190,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
 	if terr != nil {
 		endAttempt(span, nil, "provider config error")
-		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil)
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil, 0)
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
 	started := time.Now()
@@ -254,14 +254,14 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		// Each HTTP call is its own span, a transport retry included.
 		endAttempt(span, ce.Status, "provider call failed")
 		if in.Compact && provider.TooLong(entry.Kind, ce) {
-			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off)
+			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off, run.last())
 		}
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.
 		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %s", in.Provider, ce.Detail)
 		}
-		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body)
+		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body, run.last())
 	}
 	status := resp.Status
 	if status == 0 {
@@ -272,7 +272,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if prep.compacting {
 		cal = &calibration{bytes: len(messages) + len(tools), prev: prep.bytesPerToken}
 	}
-	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal)
+	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal, run.last())
 	if rec != nil {
 		// The turn ended with this attempt: its span ends after the
 		// attempt's (a second End is ignored).
@@ -357,7 +357,9 @@ func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 	return func() { close(done) }
 }
 
-func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage) (workflows.CallProviderResult, error) {
+// deltaEnd is the failed call's last delta (0: none), recorded with the
+// failure (store.Tx.RecordDeltaEnd).
+func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage, deltaEnd int64) (workflows.CallProviderResult, error) {
 	var b any
 	if len(body) > 0 {
 		b = body
@@ -373,8 +375,13 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 		})
 	}
 	if err := a.untilStored(ctx, "store provider failure", func(ctx context.Context) error {
-		_, err := a.Store.AppendEvents(ctx, in.SessionID, evs...)
-		return err
+		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			_, err := tx.AppendEvents(ctx, in.SessionID, evs...)
+			if err == nil && deltaEnd > 0 {
+				tx.RecordDeltaEnd(in.TurnID, evs[0].IdemKey, deltaEnd)
+			}
+			return err
+		})
 	}); err != nil {
 		return workflows.CallProviderResult{}, err
 	}
@@ -402,7 +409,9 @@ type calibration struct {
 // attemptSucceeded stores a successful attempt's answer. rec is the turn's
 // result when it was stored with the answer (turnRecord), for the caller
 // to report the turn.
-func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
+// deltaEnd is the call's last live delta (0: none), recorded with the
+// response so that a stream relaying it knows which deltas it stands for.
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration, deltaEnd int64) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
 	content := resp.Canonical.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage(`[]`)
@@ -433,6 +442,9 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 			stored, err := tx.AppendEvents(ctx, in.SessionID, all...)
 			if err != nil {
 				return err
+			}
+			if deltaEnd > 0 {
+				tx.RecordDeltaEnd(in.TurnID, all[0].IdemKey, deltaEnd)
 			}
 			// Counted with the response it is read from, under the
 			// response's key: once, whatever retries the attempt.

@@ -31,6 +31,11 @@ type deltaStream struct {
 	seenSeq  int64
 	// thinking: the stream opted in to thinking deltas as well.
 	thinking bool
+	// runs, top and reset: what a relay got of its turn's deltas (see
+	// settle in deltaend.go).
+	runs  map[int64]int64
+	top   int64
+	reset bool
 	// taken is the last batch drain wrote, reused for the next one.
 	taken []live.Delta
 	lines [][]byte
@@ -101,9 +106,11 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		}
 	}
 	if !complete {
+		d.reset = true
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
 	}
 	for _, x := range backlog {
+		d.track(x)
 		if !d.shows(x) {
 			d.seenSeq = max(d.seenSeq, x.Seq)
 			continue
@@ -129,9 +136,11 @@ func (d *deltaStream) drain() error {
 	d.taken = xs
 	lines := d.lines[:0]
 	if lost {
+		d.reset = true
 		lines = append(lines, deltaLine(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}))
 	}
 	for _, x := range xs {
+		d.track(x)
 		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq || !d.shows(x) {
 			continue
 		}

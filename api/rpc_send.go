@@ -266,6 +266,7 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
+	relay.deltas = deltas
 	if !count && opt.TurnID == turnID {
 		// A resend resuming its turn's deltas.
 		if deltas.resume(c, turnID, opt.After) != nil {
@@ -325,6 +326,9 @@ type turnRelay struct {
 	started bool
 	last    int64
 	events  []store.Event // every event tagged with the turn id
+	// deltas: the stream's opt-in (nil without), whose deltas of a
+	// provider response go before it (deltaStream.settle).
+	deltas *deltaStream
 }
 
 // newRelay starts a turn's relay. A new turn has no event before the head
@@ -377,7 +381,7 @@ func (t *turnRelay) pump(ctx context.Context) error {
 		if err != nil {
 			return nil
 		}
-		if err := t.relay(evs); err != nil {
+		if err := t.relay(ctx, evs); err != nil {
 			return err
 		}
 		if len(evs) < relayPage {
@@ -388,7 +392,7 @@ func (t *turnRelay) pump(ctx context.Context) error {
 
 // relay writes events read after t.last. Until the turn's first event the
 // log belongs to earlier turns, still running while this one was queued.
-func (t *turnRelay) relay(evs []store.Event) error {
+func (t *turnRelay) relay(ctx context.Context, evs []store.Event) error {
 	for _, e := range evs {
 		t.last = e.Seq
 		if !t.started {
@@ -402,6 +406,11 @@ func (t *turnRelay) relay(evs []store.Event) error {
 		}
 		if t.selfEvent(e) {
 			continue
+		}
+		if e.Type == events.ProviderResponse {
+			if err := t.deltas.settle(ctx, t.c, e); err != nil {
+				return err
+			}
 		}
 		if err := t.call.event(e); err != nil {
 			return err
@@ -431,7 +440,7 @@ func (t *turnRelay) catchUp(ctx context.Context, lastSeq int64) error {
 		if err != nil {
 			return err
 		}
-		if err := t.relay(evs); err != nil {
+		if err := t.relay(ctx, evs); err != nil {
 			return err
 		}
 		switch {

@@ -439,3 +439,36 @@ func scanStreamRun(row pgx.Row, turnID string) (StreamRunNo, error) {
 func (s *Store) StreamRun(ctx context.Context, turnID, step string) (StreamRunNo, error) {
 	return scanStreamRun(s.Pool.QueryRow(ctx, streamRunSQL, turnID, step), turnID)
 }
+
+// RecordDeltaEnd records, with the provider response respIdem stores, the
+// sequence of the last live delta the run that answered published: a
+// stream relaying the response holds every delta up to it first, or says
+// it does not (see api's deltaStream). Held back to go with the commit;
+// queued after the response's append, so that a second run storing the
+// same response waits for the first's commit and finds its end there.
+func (t *Tx) RecordDeltaEnd(turnID, respIdem string, seq int64) {
+	t.db.queue(queuedWrite{what: "record delta end", sql: recordDeltaEndSQL, rows: -1, args: []any{turnID, respIdem, seq}})
+}
+
+// recordDeltaEndSQL keeps an end already recorded (the right operand of
+// || wins): the stored response is the first run's, and so are its deltas.
+const recordDeltaEndSQL = `UPDATE turn_inputs SET delta_ends = jsonb_build_object($2::text, $3::bigint) || coalesce(delta_ends, '{}'::jsonb)
+	WHERE turn_id = $1`
+
+// DeltaEnd is the sequence of the last live delta of the run whose answer
+// the provider response respIdem of turnID is (RecordDeltaEnd); 0 when
+// none was recorded (the call sent no deltas, or a replica of a version
+// before this record stored it).
+func (s *Store) DeltaEnd(ctx context.Context, turnID, respIdem string) (int64, error) {
+	var seq *int64
+	err := s.Pool.QueryRow(ctx, `SELECT (delta_ends->>$2::text)::bigint FROM turn_inputs WHERE turn_id = $1`, turnID, respIdem).Scan(&seq)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read delta end of %s: %w", respIdem, err)
+	case seq == nil:
+		return 0, nil
+	}
+	return *seq, nil
+}

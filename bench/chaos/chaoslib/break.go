@@ -140,12 +140,21 @@ func breakInput(in *Input, inv string) *Input {
 			}
 		}
 	case InvGrowth:
-		t0 := time.Now()
-		for i := range 16 {
-			c.Samples = append(c.Samples, sample{Replica: "z", Incarnation: 1, At: t0.Add(time.Duration(i) * sampleEvery),
-				Goroutines: float64(100 + 100*i), HeapBytes: float64(10<<20 + i*(20<<20))})
-		}
+		c.Samples = append(c.Samples, leakingReplica(time.Now())...)
 		return &c
 	}
 	return &c
+}
+
+// leakingReplica is three minutes of samples of a replica that leaks: after
+// a flat warm-up, goroutines climb from 400 to 1,780 and the heap's GC goal
+// from 10 to 194 MiB.
+func leakingReplica(t0 time.Time) []sample {
+	var out []sample
+	for i := range 36 {
+		n := max(0, i-6)
+		out = append(out, sample{Replica: "z", Incarnation: 1, At: t0.Add(time.Duration(i) * sampleEvery),
+			Goroutines: float64(400 + 60*n), HeapBytes: float64(20<<20 + n*(16<<20)), HeapGoal: float64(10<<20 + n*(8<<20))})
+	}
+	return out
 }

@@ -61,8 +61,8 @@ func TestCheckBreaksFire(t *testing.T) {
 }
 
 // An interrupted turn whose provider call then answers again is tagged as
-// the open bug it is; a deltas stream missing its tail too; anything else
-// is new.
+// the open bug it is, and so is a failed turn's; a deltas stream missing
+// its tail (a fixed bug) is new.
 func TestCheckTagsKnownBugs(t *testing.T) {
 	in := oneTurn()
 	s := in.Sessions[0]
@@ -78,23 +78,37 @@ func TestCheckTagsKnownBugs(t *testing.T) {
 	s.Calls = []*call{
 		{Kind: kindSlow, Text: "hi", Outcome: outInterrupted, Reply: json.RawMessage(`{"content":[{"type":"text","text":"[interrupted]"}]}`)},
 		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`), DeltaSends: 1,
-			Deltas: []sdk.Delta{{Type: "text_delta", Text: "echo: "}}},
+			Deltas: []sdk.Delta{{Type: "text_delta", Text: "echo: next"}}},
 	}
 	vs := Check(in, "")
 	got := invariants(vs)
 	assert.Positive(t, got[InvAnsweredOnce])
 	assert.Positive(t, got[InvFIFO])
-	assert.Positive(t, got[InvDeltas])
 	for _, v := range vs {
 		assert.NotEmpty(t, v.Known, "untagged: %s", v.String())
 	}
-	// A delta that is wrong rather than missing is new.
-	s.Calls[1].Deltas = []sdk.Delta{{Type: "text_delta", Text: "echo: other"}}
-	for _, v := range Check(in, "") {
-		if v.Invariant == InvDeltas {
-			assert.Empty(t, v.Known, "a wrong delta is not the known bug")
-		}
+
+	// A turn failed (its budget spent), then its provider call answered.
+	s.Events = []logEvent{
+		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
+		ev(2, "t1", "session.error", `{"reason":"turn_failed","detail":"budget spent"}`),
+		ev(3, "t1", "provider.request", `{"attempt":0}`),
+		ev(4, "t1", "provider.response", `{"attempt":0}`),
+		ev(5, "t1", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: other"}]}`),
 	}
+	s.Calls = []*call{{Kind: kindPlain, Text: "hi", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: other"}]}`)}}
+	vs = Check(in, "")
+	require.Positive(t, invariants(vs)[InvAnsweredOnce])
+	for _, v := range vs {
+		assert.Equal(t, knownReanswered, v.Known, "%s", v.String())
+	}
+
+	// Deltas missing their tail, without a reset: finding 3, fixed.
+	in = oneTurn()
+	in.Sessions[0].Calls[0].Deltas = in.Sessions[0].Calls[0].Deltas[:1]
+	vs = Check(in, "")
+	require.Equal(t, 1, invariants(vs)[InvDeltas])
+	assert.Empty(t, vs[0].Known, "a stream missing its tail is a new violation")
 }
 
 // MCP repeats are allowed only across a process fault.
@@ -107,4 +121,49 @@ func TestCheckMCPRepeatNeedsAFault(t *testing.T) {
 	assert.Equal(t, 1, invariants(Check(in, ""))[InvSideEffects])
 	in.Faults = []faultEvent{{Kind: faultKill, Start: t0.Add(time.Second), End: t0.Add(1500 * time.Millisecond)}}
 	assert.Zero(t, invariants(Check(in, ""))[InvSideEffects])
+}
+
+// The growth check judges a replica's steady state: not a short life that
+// is mostly warm-up (the 55 s incarnation of a contended run whose heap in
+// use went 104 → 278 MiB), nor the garbage between collections (heap in
+// use swinging while the GC's goal holds); a leak still fires.
+func TestCheckGrowthJudgesTheSteadyState(t *testing.T) {
+	t0 := time.Now()
+	mib := func(n int) float64 { return float64(n << 20) }
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * sampleEvery) }
+	growth := func(ss []sample) int {
+		in := oneTurn()
+		in.Samples = ss
+		return invariants(Check(in, ""))[InvGrowth]
+	}
+
+	// The shape the contended run reported, as heap in use: ~100 MiB for
+	// its first 15 s, then 280-300 MiB; the GC's goal is steady at twice
+	// the live heap once warm.
+	var short []sample
+	for i := range 12 {
+		inUse, goal := 100, 200
+		if i >= 3 {
+			inUse, goal = 280+5*(i%4), 300
+		}
+		short = append(short, sample{Replica: "a", Incarnation: 3, At: at(i), Goroutines: 300, HeapBytes: mib(inUse), HeapGoal: mib(goal)})
+	}
+	assert.Zero(t, growth(short), "a 55 s life is its warm-up")
+
+	// Three minutes: heap in use low after collections early on, high at
+	// the end where the GC ran late; the goal holds.
+	var late []sample
+	for i := range 36 {
+		inUse, goal := 100, 220
+		switch {
+		case i < 6:
+			inUse, goal = 60+10*i, 100+20*i // warming up
+		case i >= 27:
+			inUse = 290 + 5*(i%3)
+		}
+		late = append(late, sample{Replica: "a", Incarnation: 1, At: at(i), Goroutines: float64(300 + 40*(i%4)), HeapBytes: mib(inUse), HeapGoal: mib(goal)})
+	}
+	assert.Zero(t, growth(late), "garbage the GC has not collected yet is not growth")
+
+	assert.Equal(t, 2, growth(leakingReplica(t0)), "a leak of goroutines and heap fires twice")
 }

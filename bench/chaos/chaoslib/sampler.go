@@ -19,7 +19,13 @@ type sample struct {
 	At          time.Time
 	Goroutines  float64
 	HeapBytes   float64
-	RSSBytes    float64
+	// HeapGoal is the heap size at which the next GC runs, which the
+	// runtime sets at each GC from the heap it found live (twice it, at
+	// the default GOGC): unlike HeapBytes it does not swing with the
+	// garbage made since the last GC, most of the heap in use on a
+	// contended machine where the GC runs late.
+	HeapGoal float64
+	RSSBytes float64
 }
 
 // sampler scrapes every live replica's Go runtime metrics.
@@ -78,6 +84,8 @@ func scrape(hc *http.Client, addr string) (sample, bool) {
 		case "go_memstats_heap_inuse_bytes":
 			sm.HeapBytes = v
 			found++
+		case "go_memstats_next_gc_bytes":
+			sm.HeapGoal = v
 		case "process_resident_memory_bytes":
 			sm.RSSBytes = v
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,6 +131,10 @@ type Deltas struct {
 	// waiters: resuming streams waiting for a turn's deltas (AwaitBacklog),
 	// woken by the next delta of the turn.
 	waiters map[turnKey][]chan struct{}
+
+	// inbound, when set, takes other replicas' delta batches in place of
+	// their delivery (InterceptInbound).
+	inbound atomic.Pointer[func([]Delta, func())]
 
 	outMu   sync.Mutex
 	out     []Delta  // deltas waiting for a notification
@@ -543,12 +548,33 @@ func (d *Deltas) received(payload string) {
 	if json.Unmarshal([]byte(body), &xs) != nil {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, x := range xs {
-		x.own = false
-		d.deliverLocked(x)
+	deliver := func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, x := range xs {
+			x.own = false
+			d.deliverLocked(x)
+		}
 	}
+	if fn := d.inbound.Load(); fn != nil {
+		(*fn)(xs, deliver)
+		return
+	}
+	deliver()
+}
+
+// InterceptInbound hands every batch of deltas another replica sends to
+// fn instead of delivering it; fn delivers it by calling deliver (later,
+// from any goroutine, in the order the batches came, or never). It makes
+// the path between replicas slow or lossy on purpose, for tests of what a
+// stream does when a turn's events overtake its deltas. nil restores
+// delivery.
+func (d *Deltas) InterceptInbound(fn func(batch []Delta, deliver func())) {
+	if fn == nil {
+		d.inbound.Store(nil)
+		return
+	}
+	d.inbound.Store(&fn)
 }
 
 // sweep drops the buffers of turns idle for turnBufferIdle, ends the

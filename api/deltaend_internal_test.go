@@ -1,0 +1,40 @@
+package api
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/bae-go/bae-go/internal/lib/live"
+)
+
+// TestDeltaTrackingFindsGaps: a relay knows how far each run of its turn
+// reached it without a gap, counting what a resuming client said it had
+// seen; a hole, or a run first seen mid-way, is never whole again.
+func TestDeltaTrackingFindsGaps(t *testing.T) {
+	const run = 2 * live.RunSpan
+	x := func(seq int64) live.Delta { return live.Delta{TurnID: "trn_x", Seq: seq} }
+
+	d := &deltaStream{turnID: "trn_x"}
+	for _, s := range []int64{run + 1, run + 2, run + 3, run + 3} {
+		d.track(x(s))
+	}
+	d.track(live.Delta{TurnID: "trn_other", Seq: run + 9})
+	assert.Equal(t, int64(run+3), d.reached(2), "contiguous from the run's first, a repeat ignored, another turn's ignored")
+	d.track(x(run + 5))
+	assert.Equal(t, int64(-1), d.reached(2), "a hole")
+	d.track(x(run + 4))
+	assert.Equal(t, int64(-1), d.reached(2), "never whole again")
+	assert.Equal(t, int64(run+5), d.top)
+
+	late := &deltaStream{turnID: "trn_x"}
+	late.track(x(run + 7))
+	assert.Equal(t, int64(-1), late.reached(2), "joined mid-run")
+
+	resumed := &deltaStream{turnID: "trn_x", seenTurn: "trn_x", seenSeq: run + 6}
+	assert.Equal(t, int64(run+6), resumed.reached(2), "the client had these")
+	assert.Equal(t, int64(run+6), resumed.reached(1), "and every earlier run")
+	resumed.track(x(run + 7))
+	assert.Equal(t, int64(run+7), resumed.reached(2))
+	assert.Equal(t, int64(3*live.RunSpan), resumed.reached(3), "a later run starts from nothing")
+}
