@@ -151,8 +151,6 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 	assert.Equal(t, rows, answerRows(t, st, sess, turnID))
 }
 
-
-
 // namedSession is newSession for a test that opens several.
 func namedSession(t *testing.T, st *store.Store, name string) store.Session {
 	t.Helper()
