@@ -247,3 +247,37 @@ func TestBeginReadsTheSessionRowOnce(t *testing.T) {
 	assert.Nil(t, bi.Tail)
 	assert.Equal(t, want.ID, bi.Session.ID)
 }
+
+// TestRunNumberedWithTheAppend: a compacting attempt's stream run is
+// numbered in its request's append round trip (it was an autocommit
+// statement of its own while the request was on its way).
+func TestRunNumberedWithTheAppend(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	turnID := "trn_run"
+	_, _, _, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	require.NoError(t, err)
+	for i, step := range []string{"i0/a0", "i0/a1"} {
+		var run store.StreamRunNo
+		before := st.DBCalls()
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			var err error
+			_, run, err = tx.AppendEventsNumberingRun(ctx, sess.ID, []store.NewEvent{{IdemKey: turnID + "/" + step + "/req", TurnID: turnID,
+				Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}}, turnID, step)
+			return err
+		}))
+		assert.Equal(t, int64(2), st.DBCalls().RoundTrips-before.RoundTrips, "the append with the run, then the COMMIT")
+		assert.Equal(t, int64(i+1), run.Run)
+		if i > 0 {
+			assert.Equal(t, "i0/a0", run.PrevStep)
+		}
+	}
+	// A turn without a stored input is not numbered; the append stands.
+	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+		out, run, err := tx.AppendEventsNumberingRun(ctx, sess.ID, []store.NewEvent{{IdemKey: "other/req", Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}}, "trn_none", "i0/a0")
+		assert.Zero(t, run.Run)
+		assert.Len(t, out, 1)
+		return err
+	}))
+}

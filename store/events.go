@@ -248,8 +248,17 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("append events: %w", cerr)
 	}
-	if err != nil || len(inserted) == 0 {
-		return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, appended(ctx, tx, sessionID, inserted)
+}
+
+// appended sends the notice of the events an append inserted, and has a
+// tracked transaction hand them to the tail once it committed.
+func appended(ctx context.Context, tx dbtx, sessionID string, inserted []Event) error {
+	if len(inserted) == 0 {
+		return nil
 	}
 	head := inserted[len(inserted)-1].Seq
 	// The notice is delivered at commit whenever it is sent: in a tracked
@@ -258,9 +267,9 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 		tt.queue(queuedWrite{what: "notify appended events", sql: `SELECT pg_notify($1, $2)`, args: []any{EventsChannel, eventsNotice(sessionID, head, tt.origin)}, rows: -1})
 		tt.record(sessionID, inserted)
 	} else if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, head, "")); err != nil {
-		return nil, fmt.Errorf("append events: notify: %w", err)
+		return fmt.Errorf("append events: notify: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // appendPlan is one append's rows, as appendSQL takes them.

@@ -462,3 +462,37 @@ func scanStreamRun(row pgx.Row, turnID string) (StreamRunNo, error) {
 func (s *Store) StreamRun(ctx context.Context, turnID, step string) (StreamRunNo, error) {
 	return scanStreamRun(s.Pool.QueryRow(ctx, streamRunSQL, turnID, step), turnID)
 }
+
+// AppendEventsNumberingRun is Tx.AppendEvents that also numbers a new run
+// of the turn's provider call (as Store.StreamRun, committed with the
+// transaction) in the append's round trip: for a compacting attempt, which
+// knows only after its reads whether it calls. Run is 0 when the turn has
+// no stored input to number.
+func (t *Tx) AppendEventsNumberingRun(ctx context.Context, sessionID string, evs []NewEvent, turnID, step string) ([]Event, StreamRunNo, error) {
+	var run StreamRunNo
+	p, err := planAppend(sessionID, evs, false)
+	if err != nil {
+		return nil, run, err
+	}
+	b := &pgx.Batch{}
+	p.queue(b)
+	b.Queue(streamRunSQL, turnID, step)
+	br := t.db.SendBatch(ctx, b)
+	out, inserted, err := p.read(br)
+	if err == nil {
+		if run, err = scanStreamRun(br.QueryRow(), turnID); errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("append events: %w", cerr)
+	}
+	if err == nil {
+		err = appended(ctx, t.db, sessionID, inserted)
+	}
+	if err != nil {
+		return nil, run, err
+	}
+	t.s.noteSummaries(sessionID, evs)
+	return out, run, nil
+}
