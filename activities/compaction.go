@@ -107,7 +107,15 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			evs = append(evs, ne)
 		}
 	}
-	if len(evs) > 0 {
+	switch {
+	case p.messages != nil && a.Deltas != nil && !entry.NoStream:
+		// The request is stored, so the call is made: its run is numbered
+		// in the append's round trip, not in a transaction of its own
+		// while the request is on its way.
+		var run store.StreamRunNo
+		_, run, err = tx.AppendEventsNumberingRun(ctx, in.SessionID, evs, in.TurnID, step)
+		p.run = &run
+	case len(evs) > 0:
 		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
 	}
 	return p, err

@@ -439,19 +439,29 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 				IdemKey: idem(in.TurnID, step+"/resp"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: &kindName, OK: true, Status: &status, Body: resp.Raw},
 			}}, evs...)
-			stored, err := tx.AppendEvents(ctx, in.SessionID, all...)
+			// Counted with the response it is read from, under the
+			// response's key: once, whatever retries the attempt.
+			then := store.Then{Usage: &call}
+			if deltaEnd > 0 {
+				then.DeltaEnd = &store.DeltaEnd{TurnID: in.TurnID, RespIdem: all[0].IdemKey, Seq: deltaEnd}
+			}
+			if rec = turnRecord(in, res); rec != nil {
+				// The turn's result, its LastSeq the answer's last event's.
+				then.TurnID, then.Result = in.TurnID, func(seq int64) any {
+					r := rec.Result
+					r.LastSeq = seq
+					return r
+				}
+			}
+			// The message, the events, the usage, the result and the
+			// COMMIT: one round trip.
+			stored, err := tx.AppendAndCommit(ctx, in.SessionID, all, then)
 			if err != nil {
 				return err
 			}
-			if deltaEnd > 0 {
-				tx.RecordDeltaEnd(in.TurnID, all[0].IdemKey, deltaEnd)
-			}
-			// Counted with the response it is read from, under the
-			// response's key: once, whatever retries the attempt.
-			tx.RecordUsage(call)
 			res.LastSeq = lastSeq(stored)
-			if rec = turnRecord(in, res); rec != nil {
-				return tx.RecordTurnResult(in.TurnID, rec.Result)
+			if rec != nil {
+				rec.Result.LastSeq = res.LastSeq
 			}
 			return nil
 		})

@@ -104,10 +104,13 @@ func (t *Tx) ClearThrough(ctx context.Context, sessionID string, seq int64) erro
 // Calibrate stores the session's bytes-per-token estimate; it rides with
 // the transaction's next round trip.
 func (t *Tx) Calibrate(sessionID string, bytesPerToken float64) {
-	t.db.queue(queuedWrite{what: "store token calibration", sql: `INSERT INTO session_context (session_id, bytes_per_token) VALUES ($1, $2)
-		ON CONFLICT (session_id) DO UPDATE SET bytes_per_token = excluded.bytes_per_token`,
-		args: []any{sessionID, bytesPerToken}, rows: 1})
+	t.db.queue(queuedWrite{what: "store token calibration", sql: calibrateSQL,
+		checked: `WITH w AS (` + calibrateSQL + ` RETURNING 1) SELECT bae_check((SELECT count(*) FROM w) = 1, '` + checkRows + `', 'store token calibration: no row')`,
+		args:    []any{sessionID, bytesPerToken}, rows: 1})
 }
+
+const calibrateSQL = `INSERT INTO session_context (session_id, bytes_per_token) VALUES ($1, $2)
+		ON CONFLICT (session_id) DO UPDATE SET bytes_per_token = excluded.bytes_per_token`
 
 // Summary is one stored summary.
 type Summary struct {

@@ -237,13 +237,59 @@ func appendEnding(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent
 }
 
 func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEvent, ending bool) ([]Event, error) {
+	p, err := planAppend(sessionID, evs, ending)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	p.queue(b)
+	br := tx.SendBatch(ctx, b)
+	out, inserted, err := p.read(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("append events: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, appended(ctx, tx, sessionID, inserted)
+}
+
+// appended sends the notice of the events an append inserted, and has a
+// tracked transaction hand them to the tail once it committed.
+func appended(ctx context.Context, tx dbtx, sessionID string, inserted []Event) error {
+	if len(inserted) == 0 {
+		return nil
+	}
+	head := inserted[len(inserted)-1].Seq
+	// The notice is delivered at commit whenever it is sent: in a tracked
+	// transaction it rides with the next round trip, usually the COMMIT.
+	if tt, tracked := tx.(*trackedTx); tracked {
+		tt.queue(queuedWrite{what: "notify appended events", sql: `SELECT pg_notify($1, $2)`, args: []any{EventsChannel, eventsNotice(sessionID, head, tt.origin)}, rows: -1})
+		tt.record(sessionID, inserted)
+	} else if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, head, "")); err != nil {
+		return fmt.Errorf("append events: notify: %w", err)
+	}
+	return nil
+}
+
+// appendPlan is one append's rows, as appendSQL takes them.
+type appendPlan struct {
+	sessionID    string
+	evs          []NewEvent
+	idList, keys []string
+	firstOf      []int // index in evs of each row sent
+	followsClose bool
+	args         []any // appendSQL's
+}
+
+func planAppend(sessionID string, evs []NewEvent, ending bool) (*appendPlan, error) {
 	n := len(evs)
 	var (
 		idList, keys, turns, clients, types, payloads = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		upto, through, cleared                        = make([]*int64, 0, n), make([]*int64, 0, n), make([]*int64, 0, n)
 		summaries                                     = make([]*string, 0, n)
 		sent                                          = map[string]bool{}
-		firstOf                                       = make([]int, 0, n) // index in evs of each row sent
+		firstOf                                       = make([]int, 0, n)
 	)
 	for i, ev := range evs {
 		if ev.IdemKey != "" {
@@ -283,7 +329,13 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 		}
 		followsClose = followsClose && ev.Type().FollowsClose()
 	}
-	b := &pgx.Batch{}
+	return &appendPlan{sessionID: sessionID, evs: evs, idList: idList, keys: keys, firstOf: firstOf, followsClose: followsClose,
+		args: []any{sessionID, idList, keys, turns, clients, types, payloads, upto, followsClose, through, cleared, summaries}}, nil
+}
+
+// queue adds the append's two statements to b: the session lock, then
+// appendSQL.
+func (p *appendPlan) queue(b *pgx.Batch) {
 	// The lock also switches this transaction to generic plans before the
 	// append statement is bound. PostgreSQL otherwise keeps planning that
 	// statement afresh on every call (its custom plan, which knows the
@@ -292,25 +344,28 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	// The generic plan is the same index probes. The setting ends with the
 	// transaction; the statements after it in the transaction are keyed
 	// probes too, where the generic plan is the custom one.
-	b.Queue(`SELECT state, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
-	b.Queue(appendSQL, sessionID, idList, keys, turns, clients, types, payloads, upto, followsClose, through, cleared, summaries)
-	br := tx.SendBatch(ctx, b)
+	b.Queue(`SELECT state, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, p.sessionID)
+	b.Queue(appendSQL, p.args...)
+}
+
+// read reads the results of queue's statements: every event of the call
+// (stored now or before under its key) and those inserted now, in seq
+// order.
+func (p *appendPlan) read(br pgx.BatchResults) (out, inserted []Event, err error) {
+	sessionID, evs, idList, keys := p.sessionID, p.evs, p.idList, p.keys
 	var state string
 	if err := br.QueryRow().Scan(&state, nil); err != nil {
-		_ = br.Close()
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
+			return nil, nil, fmt.Errorf("append events: session %s: %w", sessionID, ErrNotFound)
 		}
-		return nil, fmt.Errorf("append events: lock session: %w", err)
+		return nil, nil, fmt.Errorf("append events: lock session: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		_ = br.Close()
-		return nil, fmt.Errorf("append events: %w", err)
+		return nil, nil, fmt.Errorf("append events: %w", err)
 	}
 	byID := make(map[string]Event, len(idList))
 	stored := map[string]Event{}
-	var inserted []Event
 	for rows.Next() {
 		var fresh bool
 		var e Event
@@ -318,8 +373,7 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 		if err := rows.Scan(&fresh, &e.Seq, &e.ID, &e.SessionID, &e.ClientKeyID, &e.TurnID, &e.IdemKey, &e.Type, &r.payload, &e.CreatedAt,
 			&r.at, &r.through, &r.cleared, &r.summary); err != nil {
 			rows.Close()
-			_ = br.Close()
-			return nil, fmt.Errorf("append events: %w", err)
+			return nil, nil, fmt.Errorf("append events: %w", err)
 		}
 		r.fill(&e)
 		if fresh {
@@ -331,27 +385,23 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		_ = br.Close()
-		return nil, fmt.Errorf("append events: %w", err)
+		return nil, nil, fmt.Errorf("append events: %w", err)
 	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	if state != StateOpen && !followsClose {
+	if state != StateOpen && !p.followsClose {
 		// appendSQL wrote nothing; a keyed event stored before the close
 		// is still answered as stored.
 		for j := range idList {
 			if _, ok := stored[keys[j]]; !ok || keys[j] == "" {
-				return nil, fmt.Errorf("append events: session %s: %w", sessionID, &NotOpenError{State: state})
+				return nil, nil, fmt.Errorf("append events: session %s: %w", sessionID, &NotOpenError{State: state})
 			}
 		}
 	}
-	out := make([]Event, len(evs))
-	for j, i := range firstOf {
+	out = make([]Event, len(evs))
+	for j, i := range p.firstOf {
 		e, ok := byID[idList[j]]
 		if !ok {
 			if e, ok = stored[keys[j]]; !ok || keys[j] == "" {
-				return nil, fmt.Errorf("append events: %s neither stored nor found", evs[i].Type())
+				return nil, nil, fmt.Errorf("append events: %s neither stored nor found", evs[i].Type())
 			}
 		}
 		out[i] = e
@@ -359,20 +409,8 @@ func appendChecked(ctx context.Context, tx dbtx, sessionID string, evs []NewEven
 			stored[keys[j]] = e
 		}
 	}
-	if len(inserted) == 0 {
-		return dedupe(out, evs, stored), nil
-	}
 	slices.SortFunc(inserted, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
-	head := inserted[len(inserted)-1].Seq
-	// The notice is delivered at commit whenever it is sent: in a tracked
-	// transaction it rides with the next round trip, usually the COMMIT.
-	if tt, tracked := tx.(*trackedTx); tracked {
-		tt.queue(queuedWrite{what: "notify appended events", sql: `SELECT pg_notify($1, $2)`, args: []any{EventsChannel, eventsNotice(sessionID, head, tt.origin)}, rows: -1})
-		tt.record(sessionID, inserted)
-	} else if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, eventsNotice(sessionID, head, "")); err != nil {
-		return nil, fmt.Errorf("append events: notify: %w", err)
-	}
-	return dedupe(out, evs, stored), nil
+	return dedupe(out, evs, stored), inserted, nil
 }
 
 // appendSQL is appendEvents's statement: $2..$8 are the new events' ids,

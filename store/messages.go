@@ -22,7 +22,14 @@ type Message struct {
 // insert), sent with the transaction's next round trip; it fails the
 // transaction with ErrNotFound when the session does not exist.
 func (t *Tx) AppendMessage(sessionID, idemKey, role string, content json.RawMessage) {
-	t.db.queue(queuedWrite{what: "append message", sql: `WITH found AS (
+	t.db.queue(queuedWrite{what: "append message", sql: appendMessageSQL + `SELECT 1 FROM found UNION ALL SELECT 1 FROM ins`,
+		checked: appendMessageSQL + `SELECT bae_check((SELECT count(*) FROM found) + (SELECT count(*) FROM ins) = 1, '` + checkRows + `', 'append message: session ' || $1 || ' not found')`,
+		args:    []any{sessionID, idemKey, role, string(content)}, rows: 1})
+}
+
+// appendMessageSQL is AppendMessage's statement but its last SELECT: found
+// and ins hold one row between them unless the session does not exist.
+const appendMessageSQL = `WITH found AS (
 			SELECT 1 FROM session_messages WHERE session_id = $1 AND idem_key = $2
 		), counter AS (
 			UPDATE sessions SET last_message_seq = last_message_seq + 1 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM found) RETURNING last_message_seq
@@ -30,9 +37,7 @@ func (t *Tx) AppendMessage(sessionID, idemKey, role string, content json.RawMess
 			INSERT INTO session_messages (session_id, seq, idem_key, role, content)
 			SELECT $1::text, last_message_seq, $2::text, $3::text, $4::json FROM counter RETURNING 1
 		)
-		SELECT 1 FROM found UNION ALL SELECT 1 FROM ins`,
-		args: []any{sessionID, idemKey, role, string(content)}, rows: 1})
-}
+		`
 
 // MessageByIdem returns a stored message by idempotency key.
 func (s *Store) MessageByIdem(ctx context.Context, sessionID, idemKey string) (Message, error) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,6 +25,9 @@ type trackedTx struct {
 	// queueErr is the first queued write that failed; the transaction
 	// fails with it.
 	queueErr error
+	// committed: COMMIT went with the transaction's last batch
+	// (commitWith); nothing may be sent after it.
+	committed bool
 }
 
 // queuedWrite is a statement whose only result is whether it succeeded.
@@ -33,6 +37,10 @@ type queuedWrite struct {
 	args []any
 	// rows is the number of rows it must affect, or -1 for any.
 	rows int64
+	// checked is sql made to fail on the server unless it affects rows
+	// rows (bae_check), for a batch that ends with COMMIT (commitWith);
+	// "" when it has no such form: it is then checked before the commit.
+	checked string
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -58,7 +66,7 @@ func runTx(ctx context.Context, pool *pgxpool.Pool, t *trackedTx, fn func(t *tra
 			return nil
 		}
 	}
-	if t.begun() {
+	if t.begun() && !t.committed {
 		// End the transaction. Should that fail too, Release sees the
 		// connection still in a transaction and closes it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -78,6 +86,9 @@ func (t *trackedTx) begun() bool { return len(t.queued) == 0 || t.queued[0].sql 
 // queued write's result must be checked first. A transaction that never
 // reached the server has nothing to commit.
 func (t *trackedTx) commit(ctx context.Context) error {
+	if t.committed {
+		return nil
+	}
 	if !t.begun() && len(t.queued) == 1 {
 		t.queued = nil
 		return nil
@@ -126,6 +137,9 @@ func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
 // batch fails too; one that affected the wrong number of rows does not, and
 // b runs. Either way runTx ends the transaction with that write's error.
 func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.committed {
+		return errBatch{err: errCommitted}
+	}
 	if len(t.queued) == 0 {
 		return t.conn.SendBatch(ctx, b)
 	}
@@ -152,6 +166,9 @@ func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 // flush sends the queued writes on their own, when a statement that is not
 // a batch comes next, or the commit.
 func (t *trackedTx) flush(ctx context.Context) error {
+	if t.committed {
+		return errCommitted
+	}
 	if len(t.queued) > 0 {
 		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil && t.queueErr == nil {
 			return err
@@ -185,3 +202,79 @@ func (t *trackedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// canCommitWith reports whether the queued writes can go in a batch that
+// ends with COMMIT: the server checks every row count (queuedWrite.checked).
+func (t *trackedTx) canCommitWith() bool {
+	for _, w := range t.queued {
+		if w.rows >= 0 && w.checked == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// commitWith sends the queued writes, b and COMMIT in one round trip; read
+// reads b's results (and only them). A statement that fails (a bae_check
+// included) aborts the transaction, so the COMMIT that follows it in the
+// batch does not commit and runTx rolls back. Only when every statement
+// succeeded did it commit; an error read returns after that (a result it
+// could not decode) comes after the commit. The caller must have asked
+// canCommitWith.
+func (t *trackedTx) commitWith(ctx context.Context, b *pgx.Batch, read func(br pgx.BatchResults) error) error {
+	if t.committed {
+		return errCommitted
+	}
+	q := t.queued
+	t.queued = nil
+	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(q)+b.Len()+1)}
+	for _, w := range q {
+		sql := w.sql
+		if w.rows >= 0 {
+			sql = w.checked
+		}
+		all.Queue(sql, w.args...)
+	}
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	all.Queue("commit")
+	br := t.conn.SendBatch(ctx, all)
+	var err error
+	for _, w := range q {
+		if _, werr := br.Exec(); werr != nil && err == nil {
+			err = fmt.Errorf("%s: %w", w.what, checkError(werr))
+		}
+	}
+	if err == nil {
+		err = read(br)
+	}
+	// Close reads whatever read left, through the batch's end; then the
+	// connection's transaction status says whether the COMMIT ran (idle:
+	// it did; a failed statement leaves the transaction aborted).
+	cerr := br.Close()
+	pc := t.conn.PgConn()
+	if !pc.IsClosed() && pc.TxStatus() == 'I' {
+		t.committed = true
+		return err
+	}
+	switch {
+	case err != nil:
+		return err
+	case cerr != nil:
+		return fmt.Errorf("commit: %w", checkError(cerr))
+	}
+	return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+}
+
+var errCommitted = errors.New("transaction already committed with its last batch")
+
+// errBatch is a batch that could not be sent. (It embeds the interface
+// for methods it does not use; they are never called.)
+type errBatch struct {
+	pgx.BatchResults
+	err error
+}
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }

@@ -348,13 +348,7 @@ func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID str
 	b := &pgx.Batch{}
 	b.Queue(`SELECT session_id, client_key_id, message, begin_result FROM turn_inputs WHERE turn_id = $1 FOR UPDATE`, turnID)
 	b.Queue(`SELECT deleted_at IS NULL FROM keys WHERE id = $1 AND role = 'client' FOR SHARE`, clientKeyID)
-	b.Queue(`SELECT pending_turn, state FROM sessions WHERE id = $1 FOR UPDATE`, sessionID)
-	// The last message, when the conversation's last change was an append:
-	// one probe of the primary key (see TailKnown).
-	b.Queue(`SELECT idem_key, role, content FROM session_messages
-		WHERE session_id = $1 AND seq = (SELECT last_message_seq FROM sessions WHERE id = $1) AND dropped_seq IS NULL`, sessionID)
-	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE id = $1`, sessionID)
-	b.Queue(`SELECT `+profileCols+` FROM profiles WHERE id = (SELECT profile_id FROM sessions WHERE id = $1) AND deleted_at IS NULL`, sessionID)
+	b.Queue(beginSessionSQL, sessionID)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 
@@ -374,10 +368,29 @@ func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID str
 	if err := br.QueryRow().Scan(&in.KeyLive); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return in, fmt.Errorf("check client key: %w", err)
 	}
-	var pending []byte
-	if err := br.QueryRow().Scan(&pending, &in.State); err != nil {
-		return in, fmt.Errorf("read pending turn: %w", err)
+	var (
+		pending       []byte
+		mcp           []byte
+		tail          TailMessage
+		tailKey       *string
+		tailRole      *string
+		tailContent   []byte
+		profileID     *string
+		p             Profile
+		pName, pPrim  *string
+		pSeq          *int64
+		pCreated, pUp *time.Time
+	)
+	s := &in.Session
+	err = br.QueryRow().Scan(&pending, &in.State,
+		&s.Seq, &s.ID, &s.ProfileID, &s.ClientKeyID, &s.State, &s.ClientVersion, &mcp, &s.CreatedAt, &s.ClosedAt, &s.Span,
+		&tailKey, &tailRole, &tailContent,
+		&pSeq, &profileID, &pName, &pPrim, &p.FallbackProviders, &p.MCPServers, &p.AllowedTools, &p.AvailableSandboxes, &p.Sandbox,
+		&p.Context, &p.ModelSettings, &p.Approvals, &pCreated, &pUp)
+	if err != nil {
+		return in, fmt.Errorf("read session: %w", err)
 	}
+	s.MCPTools = mcp
 	if len(pending) > 0 {
 		var p PendingTurn
 		if err := json.Unmarshal(pending, &p); err != nil {
@@ -385,27 +398,37 @@ func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID str
 		}
 		in.Pending = &p
 	}
-	var tail TailMessage
-	var content []byte
-	switch err := br.QueryRow().Scan(&tail.IdemKey, &tail.Role, &content); {
-	case err == nil:
-		tail.Content = content
+	if tailKey != nil {
+		tail.IdemKey, tail.Role, tail.Content = *tailKey, *tailRole, tailContent
 		in.Tail = &tail
-	case !errors.Is(err, pgx.ErrNoRows):
-		return in, fmt.Errorf("read conversation tail: %w", err)
 	}
-	if in.Session, err = scanSession(br.QueryRow()); err != nil {
-		return in, fmt.Errorf("get session: %w", err)
-	}
-	in.Profile, err = scanProfile(br.QueryRow())
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	if profileID == nil {
 		in.ProfileErr = ErrNotFound
-	case err != nil:
-		return in, fmt.Errorf("get profile: %w", err)
+	} else {
+		p.ID, p.Seq, p.Name, p.PrimaryProvider, p.CreatedAt, p.UpdatedAt = *profileID, *pSeq, *pName, *pPrim, *pCreated, *pUp
+		in.Profile = p
 	}
 	return in, br.Close()
 }
+
+// beginSessionSQL is the begin's one read of the session row: locked, with
+// the conversation's last message (when its last change was an append:
+// one probe of the primary key, see TailMessage) and the live profile
+// joined on it. Should the lock wait for a concurrent update, the joined
+// rows are of the statement's snapshot: a message appended meanwhile is
+// not seen, so the tail reads NULL (never a stale message: its seq is the
+// updated counter) and RepairConversationFrom reads it instead.
+const beginSessionSQL = `WITH s AS MATERIALIZED (
+		SELECT * FROM sessions WHERE id = $1 FOR UPDATE
+	)
+	SELECT s.pending_turn, s.state,
+		s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, coalesce(s.span, ''),
+		m.idem_key, m.role, m.content,
+		p.seq, p.id, p.name, p.primary_provider, p.fallback_providers, p.mcp_servers, p.allowed_tools, p.available_sandboxes,
+		coalesce(p.sandbox, '{}'), p.context, p.model_settings, p.approvals, p.created_at, p.updated_at
+	FROM s
+	LEFT JOIN session_messages m ON m.session_id = s.id AND m.seq = s.last_message_seq AND m.dropped_seq IS NULL
+	LEFT JOIN profiles p ON p.id = s.profile_id AND p.deleted_at IS NULL`
 
 // streamRunSQL numbers a new run of a turn's provider call ($1 the turn,
 // $2 the step) and returns the run and the step before it.
@@ -471,4 +494,38 @@ func (s *Store) DeltaEnd(ctx context.Context, turnID, respIdem string) (int64, e
 		return 0, nil
 	}
 	return *seq, nil
+}
+
+// AppendEventsNumberingRun is Tx.AppendEvents that also numbers a new run
+// of the turn's provider call (as Store.StreamRun, committed with the
+// transaction) in the append's round trip: for a compacting attempt, which
+// knows only after its reads whether it calls. Run is 0 when the turn has
+// no stored input to number.
+func (t *Tx) AppendEventsNumberingRun(ctx context.Context, sessionID string, evs []NewEvent, turnID, step string) ([]Event, StreamRunNo, error) {
+	var run StreamRunNo
+	p, err := planAppend(sessionID, evs, false)
+	if err != nil {
+		return nil, run, err
+	}
+	b := &pgx.Batch{}
+	p.queue(b)
+	b.Queue(streamRunSQL, turnID, step)
+	br := t.db.SendBatch(ctx, b)
+	out, inserted, err := p.read(br)
+	if err == nil {
+		if run, err = scanStreamRun(br.QueryRow(), turnID); errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("append events: %w", cerr)
+	}
+	if err == nil {
+		err = appended(ctx, t.db, sessionID, inserted)
+	}
+	if err != nil {
+		return nil, run, err
+	}
+	t.s.noteSummaries(sessionID, evs)
+	return out, run, nil
 }
