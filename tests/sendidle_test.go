@@ -303,3 +303,57 @@ func TestBackToBackSendsRunInArrivalOrder(t *testing.T) {
 	})
 	backToBack(e2.open(), 40)
 }
+
+// enqueueHolder holds every Enqueue signal until release closes.
+type enqueueHolder struct {
+	api.Engine
+	release chan struct{}
+}
+
+func (h *enqueueHolder) Enqueue(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	<-h.release
+	return h.Engine.Enqueue(ctx, ref, in)
+}
+
+// TestAheadTurnEndedInAnEarlierRunIsNotRunAgain: a message stored while a
+// turn ran names that turn as ahead of it; when its signal reaches the
+// workflow only after the turn ended and the run continued as new (held
+// on purpose), the new run knows the turn ended (Carry.Ended) and does not
+// run it again from the store. Its second run's history is recorded as
+// send_idle_ended_carried.
+func TestAheadTurnEndedInAnEarlierRunIsNotRunAgain(t *testing.T) {
+	h := &enqueueHolder{release: make(chan struct{})}
+	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
+		h.Engine = p.Deps.Engine
+		p.Deps.Engine = h
+		p.Deps.IdleUpdate = true
+		return nil
+	})
+	e.srv.Parts.Engine.TurnsPerRun = 1
+	d := e.open()
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("first answer").UntilReleased())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := d.stream(ctx, "first")
+	<-e.fake.Started()
+	desc, err := e.srv.Temporal.DescribeWorkflowExecution(ctx, d.sid, "")
+	require.NoError(t, err)
+	firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	next := d.stream(ctx, "next") // stored with the first turn ahead; its signal held
+	e.fake.Release()
+	assert.Equal(t, "first answer", firstText(message(lastLine(first))))
+	require.Eventually(t, func() bool {
+		desc, err := e.srv.Temporal.DescribeWorkflowExecution(ctx, d.sid, "")
+		return err == nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun
+	}, 30*time.Second, 20*time.Millisecond, "the run continued as new")
+	close(h.release)
+	assert.Equal(t, "echo: next", firstText(message(lastLine(next))))
+	assert.Equal(t, []string{"first answer", "echo: next"}, answers(d))
+
+	// Two turns ran: the second run did not run the first one again.
+	v, err := e.srv.Parts.Engine.Control(ctx, d.sid)
+	require.NoError(t, err)
+	assert.Equal(t, 2, v.Turns, "turns run")
+	d.closeSession()
+	recordAndReplay(t, e, d.sid, "send_idle_ended_carried")
+}

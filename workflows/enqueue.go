@@ -92,7 +92,13 @@ func (s *session) admitAhead(ctx workflow.Context, ahead []AheadTurn) {
 // waits for it. A turn the session's close reached first is refused.
 func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, started time.Time) TurnResult {
 	s.recording++
-	defer func() { s.recording-- }()
+	defer func() {
+		s.recording--
+		s.ended = append(s.ended, in.TurnID)
+		if len(s.ended) > carriedEnded {
+			s.ended = s.ended[len(s.ended)-carriedEnded:]
+		}
+	}()
 	res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
 	if !s.closed {
 		var (
@@ -124,7 +130,10 @@ func (s *session) carriedQueue() []SendMessageInput {
 	var q []SendMessageInput
 	for _, t := range s.queue {
 		if t.signalled {
-			q = append(q, t.in)
+			// What was ahead of it was admitted in this run.
+			in := t.in
+			in.Ahead = nil
+			q = append(q, in)
 		}
 	}
 	return q

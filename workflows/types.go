@@ -77,6 +77,10 @@ type Carry struct {
 	Turns  int
 	// Queue is the signalled turns still waiting, in queue order.
 	Queue []SendMessageInput `json:",omitempty"`
+	// Ended are the last turns the run ended (at most carriedEnded): a
+	// signal stored while one of them ran may reach the next run naming it
+	// as ahead (SendMessageInput.Ahead), and must not run it again.
+	Ended []string `json:",omitempty"`
 }
 
 // PausedTurn is a turn waiting for its owner's client tool results.
