@@ -104,7 +104,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		return
 	}
 
-	arrived, idle, prior, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key, c.Caps)
+	put, err := c.Store.PutTurnInput(ctx, call.sess.ID, turnID, call.clientID, stored, key, c.Caps)
 	var queued *store.QuotaError
 	switch {
 	case errors.As(err, &queued):
@@ -115,17 +115,20 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 		call.fail(NewRPCError(-32603, "Internal error"))
 		return
 	}
-	if prior != nil {
+	if put.Prior != nil {
 		// A concurrent request with the same key stored it first.
-		ticket.relay(prior.TurnID)
-		c.resendTurn(call, *prior, ticket)
+		ticket.relay(put.Prior.TurnID)
+		c.resendTurn(call, *put.Prior, ticket)
 		return
 	}
 	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
 		// It replaces the turn it interrupted: ahead of the queue.
-		Front: policy == wire.BusyInterrupt, Arrived: arrived.UnixMicro()}
+		Front: policy == wire.BusyInterrupt, Arrived: put.Arrived.UnixMicro()}
+	for _, a := range put.Ahead {
+		in.Ahead = append(in.Ahead, workflows.AheadTurn{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived})
+	}
 	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error) {
-		return c.runTurn(ctx, gone, sessionRef(call.sess), in, idle)
+		return c.runTurn(ctx, gone, sessionRef(call.sess), in, put.Idle)
 	})
 }
 
@@ -214,8 +217,12 @@ func (c *clientAPI) loggedOutcome(ctx context.Context, sessionID string, ti stor
 	if replied {
 		return workflows.TurnResult{Outcome: workflows.OutcomeCompleted}, nil
 	}
-	return workflows.TurnResult{}, fmt.Errorf("turn %s began but left no outcome in the log", ti.TurnID)
+	return workflows.TurnResult{}, fmt.Errorf("turn %s: %w", ti.TurnID, errNoOutcome)
 }
+
+// errNoOutcome: a turn began and its log holds no outcome (it has not
+// ended).
+var errNoOutcome = errors.New("began but left no outcome in the log")
 
 // relayTurn opens the stream (the turn is stored), runs submit in the
 // background and relays the turn's events until it returns, then the

@@ -232,7 +232,11 @@ func (c *clientAPI) recordedResult(ctx context.Context, turnID string) (res work
 // hold (its run ended, or the signal was lost) is enqueued again; one that
 // began and ended without a recorded result (under a server from before
 // the Enqueue signal, or in a run an operator terminated) answers from the
-// event log.
+// event log. One that began and did not end is enqueued again too: its
+// begin committed in a workflow task that never completed (a SendIdle
+// Update accepted in a speculative task whose worker died), so no run
+// holds it; the workflow runs it from what the store holds (the begin and
+// any stored provider answer are read back, not made twice).
 func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) (workflows.TurnResult, bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, controlWaitForCheck)
 	v, err := c.Engine.Control(qctx, ref.ID)
@@ -250,10 +254,22 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 	if len(ti.Result) > 0 {
 		return workflows.TurnResult{}, false, nil // read on the next pass
 	}
+	in.Arrived = ti.Arrived.UnixMicro()
 	if len(ti.BeginResult) == 0 {
-		in.Arrived = ti.Arrived.UnixMicro()
 		return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
 	}
 	res, err := c.loggedOutcome(ctx, ref.ID, ti)
-	return res, err == nil, err
+	if !errors.Is(err, errNoOutcome) {
+		return res, err == nil, err
+	}
+	sess, err := c.Store.GetSession(ctx, ref.ID)
+	if err != nil {
+		return workflows.TurnResult{}, false, nil // asked again on the next pass
+	}
+	if sess.State != store.StateOpen {
+		// A new run would only find the session closed under the turn.
+		return workflows.TurnResult{Outcome: workflows.OutcomeRejected, Rejection: workflows.RejectSessionNotOpen, Detail: sess.State}, true, nil
+	}
+	c.Log.Warn("a turn began but no workflow holds it: enqueued again", "session_id", ref.ID, "turn_id", in.TurnID)
+	return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
 }

@@ -96,7 +96,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 		t.Cleanup(func() { store.SetAnswerInOneTrip(true) })
 		sess := namedSession(t, st, strconv.FormatBool(oneTrip))
 		turnID := "trn_" + sess.ID
-		_, _, _, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+		_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 		require.NoError(t, err)
 		announced = nil
 		before := st.DBCalls()
@@ -140,7 +140,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 	// nothing written twice, the first result kept.
 	sess := namedSession(t, st, "again")
 	turnID := "trn_again"
-	_, _, _, err = st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	_, err = st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 	require.NoError(t, err)
 	first, err := answer(ctx, st, sess, turnID)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestAnswerOnAClosedSessionStoresNothing(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_closed"
-	_, _, _, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 	require.NoError(t, err)
 	_, _, err = st.EndSession(ctx, sess.ID, store.StateClosed)
 	require.NoError(t, err)
@@ -200,7 +200,7 @@ func TestBeginReadsTheSessionRowOnce(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_begin"
-	_, _, _, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 	require.NoError(t, err)
 	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
 		tx.AppendMessage(sess.ID, "m1", "user", json.RawMessage(`"one"`))
@@ -256,7 +256,7 @@ func TestRunNumberedWithTheAppend(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_run"
-	_, _, _, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 	require.NoError(t, err)
 	for i, step := range []string{"i0/a0", "i0/a1"} {
 		var run store.StreamRunNo

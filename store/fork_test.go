@@ -36,7 +36,7 @@ func (f *forkFixture) turn(t *testing.T, id string, finish bool) string {
 	ctx := context.Background()
 	f.n++
 	turnID := fmt.Sprintf("turn_%s_%d", id, f.n)
-	_, _, _, err := f.st.PutTurnInput(ctx, id, turnID, f.client, json.RawMessage(`"hi"`), "", store.Caps{})
+	_, err := f.st.PutTurnInput(ctx, id, turnID, f.client, json.RawMessage(`"hi"`), "", store.Caps{})
 	require.NoError(t, err)
 	_, err = f.st.AppendEvents(ctx, id, store.NewEvent{TurnID: turnID, IdemKey: turnID + "/in", Payload: events.DriverRegister{}})
 	require.NoError(t, err)

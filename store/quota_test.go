@@ -114,7 +114,7 @@ func TestIdleSweepSparesTurnsInProgress(t *testing.T) {
 	running, _ := newSession(t, st)
 	paused, _, err := st.CreateSession(ctx, running.ProfileID, store.ClientDecl{ClientKeyID: running.ClientKeyID}, events.Declarations{}, store.Caps{})
 	require.NoError(t, err)
-	_, _, _, err = st.PutTurnInput(ctx, running.ID, "turn_running", running.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	_, err = st.PutTurnInput(ctx, running.ID, "turn_running", running.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
 	require.NoError(t, err)
 	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
 		return tx.SetPendingTurn(ctx, paused.ID, &store.PendingTurn{TurnID: "turn_paused", Owner: paused.ClientKeyID})

@@ -18,15 +18,13 @@ import (
 // is refused with *QuotaError when the session, or the client key over
 // its open sessions, already holds caps' queued turns (stored, not yet
 // begun): counted under a lock on each, so the caps hold across replicas
-// and concurrent sends. idle says the session held no other unfinished
-// message (queued or running) when this one was stored, read in the same
-// statement: the turn may take the workflow's SendIdle path.
-func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string, caps Caps) (arrived time.Time, idle bool, prior *TurnInput, err error) {
+// and concurrent sends. See PutTurn for what else it reports.
+func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string, caps Caps) (PutTurn, error) {
 	if caps.QueuedTurnsPerSession <= 0 && caps.QueuedTurnsPerKey <= 0 {
 		return putTurnInput(ctx, s.Pool, sessionID, turnID, clientKeyID, message, idemKey)
 	}
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var err error
+	var put PutTurn
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		if err := lockQueues(ctx, tx, sessionID, clientKeyID); err != nil {
 			return err
 		}
@@ -34,7 +32,7 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 			// A resend stores nothing, so no cap refuses it.
 			ti, err := turnInputByKey(ctx, tx, sessionID, idemKey)
 			if err == nil {
-				prior = &ti
+				put.Prior = &ti
 				return nil
 			}
 			if !errors.Is(err, ErrNotFound) {
@@ -44,11 +42,42 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 		if err := checkQueueCaps(ctx, tx, caps, sessionID, clientKeyID); err != nil {
 			return err
 		}
-		arrived, idle, prior, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
+		var err error
+		put, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
 		return err
 	})
-	return arrived, idle, prior, err
+	return put, err
 }
+
+// PutTurn is what PutTurnInput did. Prior is the turn input already
+// stored under the idempotency key (nothing was stored). Otherwise Arrived
+// is when the database stored the message (the queue's arrival order),
+// and Ahead are the session's other unfinished messages (queued or
+// running) at that moment, oldest first, read in the same statement:
+// Idle (none) lets the turn take the workflow's SendIdle path; some, and
+// its signal names them, so the workflow runs them first even when their
+// own submission reaches it later or was lost (see
+// workflows.SendMessageInput.Ahead). A turn id stored before reports
+// neither Arrived nor Idle.
+type PutTurn struct {
+	Arrived time.Time
+	Idle    bool
+	Ahead   []UnfinishedTurn
+	Prior   *TurnInput
+}
+
+// UnfinishedTurn is a stored message without a recorded result, as
+// PutTurnInput saw it ahead of the one it stored.
+type UnfinishedTurn struct {
+	TurnID      string `json:"t"`
+	ClientKeyID string `json:"k"`
+	// Arrived is when it was stored, in Unix microseconds.
+	Arrived int64 `json:"a"`
+}
+
+// maxAhead bounds the unfinished messages PutTurnInput returns: the most
+// recent ones (the queue caps keep a session's queue shorter by default).
+const maxAhead = 16
 
 // lockQueues takes the transaction's locks on the session's and the client
 // key's queues, key first (one order everywhere): two sends count their
@@ -97,31 +126,44 @@ func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKe
 }
 
 // putTurnInput stores the message. Its RETURNING subquery reads the
-// statement's snapshot, without the new row: any other message of the
-// session without a recorded result (since turn results were recorded,
-// as in TurnGate) makes the session not idle.
-func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (arrived time.Time, idle bool, prior *TurnInput, err error) {
-	err = db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-		ON CONFLICT DO NOTHING RETURNING created_at, NOT EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
-			AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity'))`,
-		turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration).Scan(&arrived, &idle)
+// statement's snapshot, without the new row: the session's other messages
+// without a recorded result (since turn results were recorded, as in
+// TurnGate), the most recent maxAhead of them, oldest first.
+func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (PutTurn, error) {
+	var (
+		put       PutTurn
+		aheadJSON []byte
+	)
+	err := db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+		ON CONFLICT DO NOTHING RETURNING created_at, (SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
+				'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
+			FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
+				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity')
+				ORDER BY t.created_at DESC LIMIT $7) a)`,
+		turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration, maxAhead).Scan(&put.Arrived, &aheadJSON)
 	switch {
 	case err == nil:
-		return arrived, idle, nil, nil
+		if len(aheadJSON) > 0 {
+			if err := json.Unmarshal(aheadJSON, &put.Ahead); err != nil {
+				return PutTurn{}, fmt.Errorf("decode the unfinished turns ahead: %w", err)
+			}
+		}
+		put.Idle = len(put.Ahead) == 0
+		return put, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return time.Time{}, false, nil, fmt.Errorf("store turn input: %w", err)
+		return PutTurn{}, fmt.Errorf("store turn input: %w", err)
 	case idemKey == "":
-		return time.Time{}, false, nil, nil // this very turn id, stored before
+		return PutTurn{}, nil // this very turn id, stored before
 	}
 	// Another request stored a message under this key first.
 	ti, err := turnInputByKey(ctx, db, sessionID, idemKey)
 	if errors.Is(err, ErrNotFound) {
-		return time.Time{}, false, nil, nil // the conflict was this very turn id, stored before
+		return PutTurn{}, nil // the conflict was this very turn id, stored before
 	}
 	if err != nil {
-		return time.Time{}, false, nil, err
+		return PutTurn{}, err
 	}
-	return ti.Arrived, false, &ti, nil
+	return PutTurn{Arrived: ti.Arrived, Prior: &ti}, nil
 }
 
 // TurnOfSession reports whether turnID is a turn of sessionID: turn ids

@@ -116,7 +116,7 @@ func TestLostSubmissionIsResubmitted(t *testing.T) {
 	obs := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 5, "method": "session.subscribe", "params": map[string]any{}})
 	defer obs.Close()
 	// Store the message exactly as the handler does, but never submit it.
-	_, _, _, err := e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostsubmission0000000000000000", d.keyID, []byte(`{"role":"user","content":"was I lost?"}`), "", store.Caps{})
+	_, err := e.srv.Parts.Store.PutTurnInput(ctx, d.sid, "trn_lostsubmission0000000000000000", d.keyID, []byte(`{"role":"user","content":"was I lost?"}`), "", store.Caps{})
 	require.NoError(t, err)
 	answer := waitEvent(t, obs, "server.message.send")
 	assert.Equal(t, "echo: was I lost?", answer["payload"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])

@@ -19,6 +19,14 @@ const (
 	versionSignalQueue = 1
 )
 
+// versionAhead: a signalled turn first admits the unfinished turns the
+// store saw ahead of it that this run has not seen (SendMessageInput.Ahead).
+// Histories recorded before it carry no Ahead.
+const (
+	changeAhead  = "turns-ahead"
+	versionAhead = 1
+)
+
 // receiveTurns admits every Enqueue signal, in the order the history
 // holds them, which is the order the API stored and sent them.
 func (s *session) receiveTurns(ctx workflow.Context) {
@@ -41,6 +49,7 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 	if in.TurnID == "" || in.ClientKeyID == "" || s.seen[in.TurnID] {
 		return
 	}
+	s.admitAhead(ctx, in.Ahead)
 	s.seen[in.TurnID] = true
 	started := workflow.Now(ctx)
 	ticket := s.enqueue(in, true)
@@ -57,13 +66,40 @@ func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
 	})
 }
 
+// admitAhead admits, oldest first, the turns stored before a signalled
+// one that this run has not seen, as if their own signals had come first:
+// their place is by arrival (the late-signal rule), so they run before it.
+// Their own submission, when it comes, is dropped (a signal) or refused (a
+// SendIdle Update: its server then waits for the recorded result). A turn
+// whose begin already committed (its SendIdle task lost with a worker)
+// runs again from what the store holds: the begin and a stored provider
+// answer are read back, not made twice.
+func (s *session) admitAhead(ctx workflow.Context, ahead []AheadTurn) {
+	unseen := false
+	for _, a := range ahead {
+		unseen = unseen || !s.seen[a.TurnID]
+	}
+	if !unseen || workflow.GetVersion(ctx, changeAhead, workflow.DefaultVersion, versionAhead) < versionAhead {
+		return
+	}
+	for _, a := range ahead {
+		s.admit(ctx, SendMessageInput{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived})
+	}
+}
+
 // runAndRecord runs a turn that holds the gate (taken by the caller in the
 // same workflow step: the session is marked busy before anything yields)
 // and records its result in PostgreSQL, where the server relaying the turn
 // waits for it. A turn the session's close reached first is refused.
 func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, started time.Time) TurnResult {
 	s.recording++
-	defer func() { s.recording-- }()
+	defer func() {
+		s.recording--
+		s.ended = append(s.ended, in.TurnID)
+		if len(s.ended) > carriedEnded {
+			s.ended = s.ended[len(s.ended)-carriedEnded:]
+		}
+	}()
 	res := TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}
 	if !s.closed {
 		var (
@@ -95,7 +131,10 @@ func (s *session) carriedQueue() []SendMessageInput {
 	var q []SendMessageInput
 	for _, t := range s.queue {
 		if t.signalled {
-			q = append(q, t.in)
+			// What was ahead of it was admitted in this run.
+			in := t.in
+			in.Ahead = nil
+			q = append(q, in)
 		}
 	}
 	return q

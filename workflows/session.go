@@ -100,7 +100,14 @@ type session struct {
 	// steps reports the running turn's step (versionTurnStep); nil until
 	// a turn of a run that records the version.
 	steps *stepper
+	// ended are the last signalled or SendIdle turns that ended, oldest
+	// first, carried to the next run (Carry.Ended).
+	ended []string
 }
+
+// carriedEnded bounds Carry.Ended: more than the turns a signal can name
+// as ahead of it (store's maxAhead).
+const carriedEnded = 32
 
 // queuedTurn is a turn waiting for the gate: its ticket orders the queue.
 type queuedTurn struct {
@@ -119,6 +126,10 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		s.limit = defaultTurnsPerRun
 	}
 	if p.Carry != nil {
+		for _, id := range p.Carry.Ended {
+			s.seen[id] = true
+		}
+		s.ended = p.Carry.Ended
 		s.turns = p.Carry.Turns
 		if p.Carry.Paused != nil {
 			s.pause(ctx, *p.Carry.Paused)
@@ -181,7 +192,7 @@ func Session(ctx workflow.Context, p SessionParams) error {
 		return nil
 	}
 	next := p
-	next.Carry = &Carry{Paused: s.paused, Turns: s.turns, Queue: s.carriedQueue()}
+	next.Carry = &Carry{Paused: s.paused, Turns: s.turns, Queue: s.carriedQueue(), Ended: s.ended}
 	return workflow.NewContinueAsNewError(ctx, Session, next)
 }
 

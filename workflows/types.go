@@ -81,6 +81,10 @@ type Carry struct {
 	Turns  int
 	// Queue is the signalled turns still waiting, in queue order.
 	Queue []SendMessageInput `json:",omitempty"`
+	// Ended are the last turns the run ended (at most carriedEnded): a
+	// signal stored while one of them ran may reach the next run naming it
+	// as ahead (SendMessageInput.Ahead), and must not run it again.
+	Ended []string `json:",omitempty"`
 }
 
 // PausedTurn is a turn waiting for its owner's client tool results.
@@ -112,6 +116,22 @@ type SendMessageInput struct {
 	// (its server died before sending it, and a resend or the orphan
 	// sweep sent it) still takes its place by arrival. 0 = at the tail.
 	Arrived int64 `json:",omitempty"`
+	// Ahead are the session's unfinished messages stored before this one
+	// (store.PutTurn.Ahead), oldest first. A signalled turn admits first
+	// any of them this run has not seen (versionAhead): one whose SendIdle
+	// Update or signal is still on its way, or one whose begin committed
+	// in a workflow task that was lost (its Update accepted in a
+	// speculative task a dead worker never completed). So arrival order is
+	// the order turns run, and a turn the store says began is not passed
+	// over (and taken out of the conversation) by the next.
+	Ahead []AheadTurn `json:",omitempty"`
+}
+
+// AheadTurn names an unfinished turn stored before another.
+type AheadTurn struct {
+	TurnID      string
+	ClientKeyID string
+	Arrived     int64
 }
 
 // Rejection says why a turn was refused without running. Only api/ turns

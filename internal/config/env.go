@@ -92,7 +92,7 @@ type Server struct {
 	AdminKeyHashFile string
 	DisableAdminAuth bool
 	// IdleUpdate is BAE_IDLE_UPDATE: admit a message to an idle session
-	// with a SendIdle Update (experimental, off by default).
+	// with a SendIdle Update (on by default; 0 or false turns it off).
 	IdleUpdate bool
 	// KeyHash is BAE_KEY_HASH: how new keys' hashes are written
 	// ("argon2id", the default, or "sha256"); both are always read.
@@ -188,7 +188,7 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	s.AdminKeyFile = get("BAE_ADMIN_KEY_FILE", filepath.Join(s.DataDir, "admin-key.pem"))
 	s.AdminKeyHashFile = get("BAE_ADMIN_KEY_HASH_FILE", filepath.Join(s.DataDir, "admin-key-hash.pem"))
 	s.DisableAdminAuth = truthy(get("BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH", ""))
-	s.IdleUpdate = truthy(get("BAE_IDLE_UPDATE", ""))
+	s.IdleUpdate = !falsy(get("BAE_IDLE_UPDATE", ""))
 	s.KeyHash = strings.ToLower(get("BAE_KEY_HASH", keyhash.SchemeArgon2id))
 	if _, err := keyhash.ForScheme(s.KeyHash); err != nil {
 		return Server{}, invalidf("BAE_KEY_HASH: %v", err)
@@ -370,6 +370,11 @@ func parseByteSize(name, v string, def int64) (int64, error) {
 
 func truthy(v string) bool {
 	return v == "1" || strings.EqualFold(v, "true")
+}
+
+// falsy is truthy's opposite, for a switch that is on unless turned off.
+func falsy(v string) bool {
+	return v == "0" || strings.EqualFold(v, "false")
 }
 
 // ParseTrustedProxies reads a comma- or space-separated list of CIDR
