@@ -33,6 +33,9 @@ type queuedWrite struct {
 	args []any
 	// rows is the number of rows it must affect, or -1 for any.
 	rows int64
+	// mismatch, when set, is the error of a write that affected another
+	// number of rows (a check that did not hold), instead of ErrNotFound.
+	mismatch error
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -141,6 +144,9 @@ func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 		tag, err := br.Exec()
 		if err == nil && w.rows >= 0 && tag.RowsAffected() != w.rows {
 			err = fmt.Errorf("%d rows affected, want %d: %w", tag.RowsAffected(), w.rows, ErrNotFound)
+			if w.mismatch != nil {
+				err = w.mismatch
+			}
 		}
 		if err != nil && t.queueErr == nil {
 			t.queueErr = fmt.Errorf("%s: %w", w.what, err)
