@@ -105,6 +105,7 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			}
 			ne.Payload = req
 			evs = append(evs, ne)
+			p.fence = fenceAt(tx, in, ci.Counter)
 		}
 	}
 	switch {
@@ -173,25 +174,19 @@ func (a *Activities) clearThrough(ctx context.Context, tx *store.Tx, ref workflo
 // attemptTooLong records a too-long refusal (provider.response, without
 // the provider_call_failed error: it is not the provider's failure yet)
 // and asks the workflow to compact harder and retry.
-func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError, off bool, deltaEnd int64) (workflows.CallProviderResult, error) {
+func (a *Activities) attemptTooLong(ctx context.Context, in workflows.CallProviderInput, step, kindName string, ce *provider.CallError, off bool, fence *store.AttemptFence, deltaEnd int64) (workflows.CallProviderResult, error) {
 	var body any
 	if len(ce.Body) > 0 {
 		body = ce.Body
 	}
 	respIdem := idem(in.TurnID, step+"/resp")
 	if err := a.untilStored(ctx, "store provider refusal", func(ctx context.Context) error {
-		return a.Store.Tx(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
-				IdemKey: respIdem, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
-				Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: ce.Status, Error: ce.Detail, Body: body},
-			})
-			if err == nil && deltaEnd > 0 {
-				tx.RecordDeltaEnd(in.TurnID, respIdem, deltaEnd)
-			}
-			return err
+		return a.appendFenced(ctx, in.SessionID, fence, deltaEndOf(in.TurnID, respIdem, deltaEnd), store.NewEvent{
+			IdemKey: respIdem, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			Payload: events.ProviderResponsePayload{Attempt: in.Attempt, Kind: attemptKind(in.Attempt), Provider: events.Optional(kindName), Status: ce.Status, Error: ce.Detail, Body: body},
 		})
 	}); err != nil {
-		return workflows.CallProviderResult{}, err
+		return a.fenced(ctx, in, step, err)
 	}
 	a.logger(ctx, in.TurnID).Warn("provider refused the request as too long", "provider", in.Provider, "attempt", in.Attempt, "retry", in.Retry)
 	res := tooLongResult(in)

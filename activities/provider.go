@@ -64,7 +64,7 @@ func (a *Activities) CallProvider(ctx context.Context, in workflows.CallProvider
 		})
 	})
 	if err != nil {
-		return workflows.CallProviderResult{}, err
+		return workflows.CallProviderResult{}, a.superseded(ctx, in, err)
 	}
 	return a.callPrepared(ctx, in, prep, slot)
 }
@@ -93,6 +93,30 @@ type attemptPrep struct {
 	// overrides; settingsErr fails the attempt before its call.
 	settings    provider.Settings
 	settingsErr error
+	// fence is what the attempt's request continued: its outcome is
+	// stored only while the conversation is still that (nil: no request
+	// was made, nothing to fence).
+	fence *store.AttemptFence
+}
+
+// tailKey is the message an attempt of iteration it continues: the turn's
+// own message, or the tool results of the iteration before.
+func tailKey(turnID string, it int) string {
+	if it == 0 {
+		return idem(turnID, "user")
+	}
+	return idem(turnID, fmt.Sprintf("i%d/results", it-1))
+}
+
+// fenceAt fences an attempt whose request is the conversation as of
+// counter at: the request is appended, and its outcome stored, only while
+// the turn is still the live end of that conversation. A turn interrupted,
+// taken out of the conversation or followed by a later turn meanwhile (its
+// attempt ran on a worker Temporal had given up on) stores nothing more.
+func fenceAt(tx *store.Tx, in workflows.CallProviderInput, at int64) *store.AttemptFence {
+	f := &store.AttemptFence{SessionID: in.SessionID, TailKey: tailKey(in.TurnID, in.Iteration), At: at}
+	tx.Fence(*f)
+	return f
 }
 
 // prepareAttempt reads the attempt's inputs and appends its
@@ -141,6 +165,7 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		}
 		p.messages, p.tools = conv, p.ts.json()
 		p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
+		p.fence = fenceAt(tx, in, at)
 		// The conversation is stored once, as messages; the event names it
 		// by counter and is materialized whenever it is read.
 		evs = append(evs, store.NewEvent{
@@ -176,12 +201,12 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	defer span.End()
 	if !configured {
 		endAttempt(span, nil, "provider not configured")
-		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil, 0)
+		return a.attemptFailed(ctx, in, step, "", nil, fmt.Sprintf("provider %q is not configured", in.Provider), nil, prep.fence, 0)
 	}
 
 	if prep.settingsErr != nil {
 		endAttempt(span, nil, "provider config error")
-		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+prep.settingsErr.Error(), nil, 0)
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+prep.settingsErr.Error(), nil, prep.fence, 0)
 	}
 	lookup := a.Lookup
 	if lookup == nil {
@@ -190,7 +215,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
 	if terr != nil {
 		endAttempt(span, nil, "provider config error")
-		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil, 0)
+		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil, prep.fence, 0)
 	}
 	stop := heartbeatEvery(ctx, 2*time.Second)
 	started := time.Now()
@@ -254,14 +279,14 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		// Each HTTP call is its own span, a transport retry included.
 		endAttempt(span, ce.Status, "provider call failed")
 		if in.Compact && provider.TooLong(entry.Kind, ce) {
-			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off, run.last())
+			return a.attemptTooLong(ctx, in, step, entry.Kind, ce, prep.off, prep.fence, run.last())
 		}
 		// Only transport failures are retried in place; an HTTP error from
 		// the provider is its answer, logged once, and the walk moves on.
 		if ce.Retryable && ce.Status == nil && activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt < workflows.ProviderAttempts {
 			return workflows.CallProviderResult{}, fmt.Errorf("provider %s: %s", in.Provider, ce.Detail)
 		}
-		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body, run.last())
+		return a.attemptFailed(ctx, in, step, entry.Kind, ce.Status, ce.Detail, ce.Body, prep.fence, run.last())
 	}
 	status := resp.Status
 	if status == 0 {
@@ -272,7 +297,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	if prep.compacting {
 		cal = &calibration{bytes: len(messages) + len(tools), prev: prep.bytesPerToken}
 	}
-	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal, run.last())
+	res, rec, err := a.attemptSucceeded(ctx, in, step, entry.Kind, resp, ts, cal, prep.fence, run.last())
 	if rec != nil {
 		// The turn ended with this attempt: its span ends after the
 		// attempt's (a second End is ignored).
@@ -315,7 +340,7 @@ func (a *Activities) beginThenCall(ctx context.Context, in workflows.CallProvide
 		})
 	})
 	if err != nil {
-		return workflows.CallProviderResult{}, err
+		return workflows.CallProviderResult{}, a.superseded(ctx, in, err)
 	}
 	if !attempt {
 		return workflows.CallProviderResult{Begin: &b}, nil
@@ -357,9 +382,7 @@ func heartbeatEvery(ctx context.Context, d time.Duration) func() {
 	return func() { close(done) }
 }
 
-// deltaEnd is the failed call's last delta (0: none), recorded with the
-// failure (store.Tx.RecordDeltaEnd).
-func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage, deltaEnd int64) (workflows.CallProviderResult, error) {
+func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProviderInput, step, kindName string, status *int, detail string, body json.RawMessage, fence *store.AttemptFence, deltaEnd int64) (workflows.CallProviderResult, error) {
 	var b any
 	if len(body) > 0 {
 		b = body
@@ -375,15 +398,9 @@ func (a *Activities) attemptFailed(ctx context.Context, in workflows.CallProvide
 		})
 	}
 	if err := a.untilStored(ctx, "store provider failure", func(ctx context.Context) error {
-		return a.Store.Tx(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendEvents(ctx, in.SessionID, evs...)
-			if err == nil && deltaEnd > 0 {
-				tx.RecordDeltaEnd(in.TurnID, evs[0].IdemKey, deltaEnd)
-			}
-			return err
-		})
+		return a.appendFenced(ctx, in.SessionID, fence, deltaEndOf(in.TurnID, evs[0].IdemKey, deltaEnd), evs...)
 	}); err != nil {
-		return workflows.CallProviderResult{}, err
+		return a.fenced(ctx, in, step, err)
 	}
 	a.logger(ctx, in.TurnID).Warn("provider attempt failed", "provider", in.Provider, "attempt", in.Attempt, "detail", detail)
 	return failedAttempt(in, attemptDetail(status, detail))
@@ -409,9 +426,7 @@ type calibration struct {
 // attemptSucceeded stores a successful attempt's answer. rec is the turn's
 // result when it was stored with the answer (turnRecord), for the caller
 // to report the turn.
-// deltaEnd is the call's last live delta (0: none), recorded with the
-// response so that a stream relaying it knows which deltas it stands for.
-func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration, deltaEnd int64) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
+func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProviderInput, step, kindName string, resp *provider.Response, ts toolset, cal *calibration, fence *store.AttemptFence, deltaEnd int64) (workflows.CallProviderResult, *workflows.RecordTurnResultInput, error) {
 	content := resp.Canonical.Content
 	if len(content) == 0 || string(content) == "null" {
 		content = json.RawMessage(`[]`)
@@ -428,6 +443,10 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 	err := a.untilStored(ctx, "store provider response", func(ctx context.Context) error {
 		rec = nil
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			if fence != nil {
+				// Ahead of the message, which moves the conversation on.
+				tx.Fence(*fence)
+			}
 			// Made first, the message rides with the append's first round trip.
 			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)), "assistant", content)
 			if cal != nil {
@@ -442,9 +461,7 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 			// Counted with the response it is read from, under the
 			// response's key: once, whatever retries the attempt.
 			then := store.Then{Usage: &call}
-			if deltaEnd > 0 {
-				then.DeltaEnd = &store.DeltaEnd{TurnID: in.TurnID, RespIdem: all[0].IdemKey, Seq: deltaEnd}
-			}
+			then.DeltaEnd = deltaEndOf(in.TurnID, all[0].IdemKey, deltaEnd)
 			if rec = turnRecord(in, res); rec != nil {
 				// The turn's result, its LastSeq the answer's last event's.
 				then.TurnID, then.Result = in.TurnID, func(seq int64) any {
@@ -467,7 +484,8 @@ func (a *Activities) attemptSucceeded(ctx context.Context, in workflows.CallProv
 		})
 	})
 	if err != nil {
-		return workflows.CallProviderResult{}, nil, err
+		res, err := a.fenced(ctx, in, step, err)
+		return res, nil, err
 	}
 	res.Recorded = rec != nil
 	// Counted once, after the commit: a retry finds the stored response and
@@ -582,4 +600,65 @@ func requestPayload(attempt int, entry config.ProviderEntry, tools json.RawMessa
 		p.ModelSettings = settings.Shown()
 	}
 	return p
+}
+
+// appendFenced appends an attempt's outcome events, in one transaction
+// with its fence when it has one, and the last live delta of the run that
+// stored them when it sent any (end), queued after the append: a second
+// run storing the same outcome waits for the first's commit and keeps its
+// end.
+func (a *Activities) appendFenced(ctx context.Context, sessionID string, fence *store.AttemptFence, end *store.DeltaEnd, evs ...store.NewEvent) error {
+	if fence == nil && end == nil {
+		_, err := a.Store.AppendEvents(ctx, sessionID, evs...)
+		return err
+	}
+	return a.Store.Tx(ctx, func(tx *store.Tx) error {
+		if fence != nil {
+			tx.Fence(*fence)
+		}
+		_, err := tx.AppendEvents(ctx, sessionID, evs...)
+		if err == nil && end != nil {
+			tx.RecordDeltaEnd(end.TurnID, end.RespIdem, end.Seq)
+		}
+		return err
+	})
+}
+
+// deltaEndOf is the delta end to record with the response respIdem, nil
+// when its run sent no delta (seq 0).
+func deltaEndOf(turnID, respIdem string, seq int64) *store.DeltaEnd {
+	if seq <= 0 {
+		return nil
+	}
+	return &store.DeltaEnd{TurnID: turnID, RespIdem: respIdem, Seq: seq}
+}
+
+// fenced answers an attempt whose outcome could not be stored. A fence
+// that did not hold because another run of this very attempt stored its
+// outcome first (the workflow task moved to another worker while this one
+// still ran it) is answered from what that run stored; any other turn's
+// progress made this attempt stale (superseded).
+func (a *Activities) fenced(ctx context.Context, in workflows.CallProviderInput, step string, err error) (workflows.CallProviderResult, error) {
+	if !errors.Is(err, store.ErrTurnSuperseded) {
+		return workflows.CallProviderResult{}, err
+	}
+	ev, serr := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, step+"/resp"))
+	switch {
+	case serr == nil:
+		return a.storedAttempt(ctx, in, ev)
+	case !errors.Is(serr, store.ErrNotFound):
+		return workflows.CallProviderResult{}, serr
+	}
+	return workflows.CallProviderResult{}, a.superseded(ctx, in, err)
+}
+
+// superseded turns a fence that did not hold into the attempt's final,
+// non-retryable failure (workflows.ErrTurnSuperseded): nothing was stored,
+// and no retry could store anything either.
+func (a *Activities) superseded(ctx context.Context, in workflows.CallProviderInput, err error) error {
+	if !errors.Is(err, store.ErrTurnSuperseded) {
+		return err
+	}
+	a.logger(ctx, in.TurnID).Warn("provider attempt stored nothing: the turn was superseded", "iteration", in.Iteration, "attempt", in.Attempt, "retry", in.Retry)
+	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTurnSuperseded, nil)
 }

@@ -50,8 +50,12 @@ func budgetRefusal(b store.BudgetState) *RPCError {
 // (OutcomeFailed): a spent budget as budgetRefusal says it, any other step
 // as an internal error, the session open either way.
 func turnFailure(res workflows.TurnResult) *RPCError {
-	if res.FailedStep == workflows.StepBudget {
+	switch res.FailedStep {
+	case workflows.StepBudget:
 		return quotaRPC(res.Detail)
+	case workflows.StepSuperseded:
+		// Its messages are where what superseded it left them.
+		return NewRPCError(-32603, "Internal error: the turn failed at %s: the session moved on without it (an interrupt, or a later turn); the session is still open", res.FailedStep)
 	}
 	return NewRPCError(-32603, "Internal error: the turn failed at %s and was left out of the conversation; the session is still open", res.FailedStep)
 }

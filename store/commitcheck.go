@@ -17,6 +17,9 @@ const (
 	checkNoSession = "BA002"
 	// checkRows: a write affected another number of rows than it must.
 	checkRows = "BA003"
+	// checkSuperseded: a provider attempt's fence found the conversation
+	// moved on from its turn (Tx.Fence).
+	checkSuperseded = "BA004"
 )
 
 // checkError is the store's error for a failed bae_check, err otherwise.
@@ -28,6 +31,8 @@ func checkError(err error) error {
 	switch pgErr.Code {
 	case checkNotOpen:
 		return &NotOpenError{State: pgErr.Message}
+	case checkSuperseded:
+		return fmt.Errorf("%s: %w", pgErr.Message, ErrTurnSuperseded)
 	case checkNoSession, checkRows:
 		return fmt.Errorf("%s: %w", pgErr.Message, ErrNotFound)
 	}

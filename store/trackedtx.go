@@ -41,6 +41,9 @@ type queuedWrite struct {
 	// rows (bae_check), for a batch that ends with COMMIT (commitWith);
 	// "" when it has no such form: it is then checked before the commit.
 	checked string
+	// mismatch, when set, is the error of a write that affected another
+	// number of rows (a check that did not hold), instead of ErrNotFound.
+	mismatch error
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -155,6 +158,9 @@ func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 		tag, err := br.Exec()
 		if err == nil && w.rows >= 0 && tag.RowsAffected() != w.rows {
 			err = fmt.Errorf("%d rows affected, want %d: %w", tag.RowsAffected(), w.rows, ErrNotFound)
+			if w.mismatch != nil {
+				err = w.mismatch
+			}
 		}
 		if err != nil && t.queueErr == nil {
 			t.queueErr = fmt.Errorf("%s: %w", w.what, err)

@@ -170,6 +170,13 @@ const ErrProviderAttemptFailed = "ProviderAttemptFailed"
 // no retry and no fallback follow it; the Interrupt update decides.
 const ErrAttemptStopped = "AttemptStopped"
 
+// ErrTurnSuperseded is the non-retryable application error type of a
+// provider attempt whose turn PostgreSQL no longer holds as the live end of
+// the session's conversation (interrupted, taken out of the conversation,
+// or a later turn began while the attempt still ran on a worker Temporal
+// had given up on): it stored nothing, and no retry could.
+const ErrTurnSuperseded = "TurnSuperseded"
+
 // ErrSessionNotOpen is the non-retryable application error type of an
 // activity whose events the store refused because the session left the
 // open state (closed meanwhile); its detail is the session's state. The

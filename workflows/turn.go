@@ -233,6 +233,14 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 	if err == nil || temporal.IsCanceledError(err) {
 		return res, err
 	}
+	if superseded(err) && workflow.GetVersion(ctx, changeSuperseded, workflow.DefaultVersion, versionSuperseded) >= versionSuperseded {
+		// PostgreSQL moved on from the turn (a run of it that this history
+		// does not hold ended it): it stored nothing, and neither does its
+		// end here, which a failure's repair would (taking out what a
+		// later turn or an interrupt stored).
+		workflow.GetLogger(ctx).Warn("turn ended: superseded in PostgreSQL", "turn_id", in.TurnID)
+		return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: StepSuperseded, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}, nil
+	}
 	if state, closed := sessionNotOpen(err); closed {
 		// The session was closed under the turn: the store refused its
 		// next event, and a failure could not be stored either.
@@ -472,6 +480,26 @@ func sessionNotOpen(err error) (string, bool) {
 	}
 	return state, true
 }
+
+// superseded reports a provider attempt that found its turn superseded
+// (ErrTurnSuperseded). Histories recorded before the attempts were fenced
+// hold no such failure, so they replay unchanged.
+func superseded(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == ErrTurnSuperseded
+}
+
+// versionSuperseded: a turn whose attempt found it superseded ends as
+// OutcomeFailed (StepSuperseded) with nothing stored, instead of failing
+// as a step past its retries (a session.error and a repair).
+const (
+	changeSuperseded  = "turn-superseded"
+	versionSuperseded = 1
+)
+
+// StepSuperseded is the failed step of a turn whose provider attempt found
+// that PostgreSQL had moved on from it.
+const StepSuperseded = "superseded"
 
 // attemptFailure reports a provider attempt that failed as an
 // ErrProviderAttemptFailed activity failure (its events are stored; the walk

@@ -746,7 +746,15 @@ func truncate(b []byte) string {
 // Open server bugs the campaign found (docs/benchmarks.md, "Chaos"); a
 // violation that is an instance of one is tagged, so a short run can
 // require no new violation while the bug is open.
-const knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
+const (
+	knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
+	// knownSuperseded is what is left of finding 2 since provider attempts
+	// are fenced: a turn whose begin a lost workflow task stored, run after
+	// a later turn in the history that survived (that turn's begin took it
+	// out of the conversation), ends failed at "superseded" with no answer
+	// event and its request without a response.
+	knownSuperseded = "finding 2: a turn begun by a lost workflow task ran after a later turn and ended superseded, unanswered"
+)
 
 // tagKnown tags a session's violations that are instances of an open bug:
 // a turn with events (a provider call, an answer) after a later turn
@@ -781,6 +789,27 @@ func tagKnown(s *SessionInput, vs []Violation) {
 			reanswered[e.TurnID] = true
 		}
 	}
+	// A turn is unanswered-superseded when it logged a provider.request
+	// and then nothing that ends it before a later turn began.
+	superseded := map[string]bool{}
+	var open string
+	ended := map[string]bool{}
+	requested := map[string]bool{}
+	for _, e := range s.Events {
+		if e.TurnID == "" {
+			continue
+		}
+		if e.Type == "client.message.send" && open != "" && open != e.TurnID && requested[open] && !ended[open] {
+			superseded[open] = true
+		}
+		open = e.TurnID
+		switch {
+		case e.Type == "provider.request":
+			requested[e.TurnID] = true
+		case slices.Contains(terminals, e.Type):
+			ended[e.TurnID] = true
+		}
+	}
 	for i := range vs {
 		v := &vs[i]
 		switch v.Invariant {
@@ -789,6 +818,11 @@ func tagKnown(s *SessionInput, vs []Violation) {
 				for id := range reanswered {
 					if strings.Contains(e, "turn="+id+" ") {
 						v.Known = knownReanswered
+					}
+				}
+				for id := range superseded {
+					if v.Known == "" && strings.Contains(e, "turn="+id+" ") {
+						v.Known = knownSuperseded
 					}
 				}
 			}

@@ -111,6 +111,38 @@ func TestCheckTagsKnownBugs(t *testing.T) {
 	assert.Empty(t, vs[0].Known, "a stream missing its tail is a new violation")
 }
 
+// A turn that logged its request and then nothing before a later turn
+// began (finding 2 since attempts are fenced: it ended superseded) is
+// tagged; the same turn answered after all is not that bug.
+func TestCheckTagsSupersededTurns(t *testing.T) {
+	in := oneTurn()
+	s := in.Sessions[0]
+	s.Events = []logEvent{
+		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
+		ev(2, "t1", "provider.request", `{"attempt":0}`),
+		ev(3, "t2", "client.message.send", `{"role":"user","content":[{"type":"text","text":"next"}]}`),
+		ev(4, "t2", "provider.request", `{"attempt":0}`),
+		ev(5, "t2", "provider.response", `{"attempt":0}`),
+		ev(6, "t2", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: next"}]}`),
+	}
+	s.Calls = []*call{
+		{Kind: kindPlain, Text: "hi", Outcome: outFailed},
+		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`)},
+	}
+	vs := Check(in, "")
+	got := invariants(vs)
+	assert.Positive(t, got[InvAnsweredOnce])
+	assert.Positive(t, got[InvProviderPairs])
+	for _, v := range vs {
+		assert.Equal(t, knownSuperseded, v.Known, "untagged: %s", v.String())
+	}
+	// Its answer stored after the later turn is the older shape, not this.
+	s.Events = append(s.Events, ev(7, "t1", "provider.response", `{"attempt":0}`), ev(8, "t1", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: next"}]}`))
+	for _, v := range Check(in, "") {
+		assert.NotEqual(t, knownSuperseded, v.Known, "%s", v.String())
+	}
+}
+
 // MCP repeats are allowed only across a process fault.
 func TestCheckMCPRepeatNeedsAFault(t *testing.T) {
 	in := oneTurn()

@@ -1,0 +1,47 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrTurnSuperseded: a turn's provider attempt found the session's
+// conversation moved on from the turn (interrupted, taken out of the
+// conversation, rewound, or a later turn began): what it would store
+// belongs to no live turn, and nothing of it is stored.
+var ErrTurnSuperseded = errors.New("turn superseded: the conversation moved on")
+
+// AttemptFence is what a provider attempt's request continued: the
+// conversation as of counter At, whose last message is TailKey (the
+// turn's own message, or its last iteration's tool results).
+type AttemptFence struct {
+	SessionID string
+	TailKey   string
+	At        int64
+}
+
+// fenceSQL locks the session row and finds it only while its conversation
+// is still exactly the one the attempt continues: no message appended or
+// taken out since (the counter), and the last message the turn's own.
+// Under READ COMMITTED a row changed by a transaction that committed while
+// this one waited for the lock is re-checked, so the fence and every
+// change to the conversation are serialised on the session row.
+const fenceSQL = `SELECT 1 FROM sessions s JOIN session_messages m ON m.session_id = s.id AND m.seq = s.last_message_seq
+	WHERE s.id = $1 AND s.last_message_seq = $2 AND m.idem_key = $3 AND m.dropped_seq IS NULL
+	FOR UPDATE OF s`
+
+// fenceCheckedSQL is fenceSQL failing on the server (checkSuperseded) when
+// the conversation moved on, for a batch that ends with COMMIT.
+const fenceCheckedSQL = `WITH f AS (` + fenceSQL + `) SELECT bae_check((SELECT count(*) FROM f) = 1, '` + checkSuperseded + `', 'turn of ' || $3 || ' at message ' || $2::bigint::text)`
+
+// Fence makes the transaction store nothing unless the attempt's turn is
+// still the live end of its session's conversation (f): queued ahead of
+// the attempt's writes, it costs no round trip of its own, and on a
+// moved conversation the transaction fails with ErrTurnSuperseded.
+func (t *Tx) Fence(f AttemptFence) {
+	t.db.queue(queuedWrite{
+		what: "fence provider attempt", sql: fenceSQL, args: []any{f.SessionID, f.At, f.TailKey}, rows: 1,
+		checked:  fenceCheckedSQL,
+		mismatch: fmt.Errorf("turn of %s at message %d: %w", f.TailKey, f.At, ErrTurnSuperseded),
+	})
+}
