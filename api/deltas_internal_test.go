@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -126,7 +127,10 @@ func TestDeltasBatchedPerSocket(t *testing.T) {
 	start := time.Now()
 	for seq := int64(1); seq <= n; seq++ {
 		tw.publish(seq)
-		time.Sleep(deltaHold / 10) // pacing, not synchronisation
+		// Paced by spinning: a sleep oversleeps on a loaded machine.
+		for next := time.Now().Add(deltaHold / 10); time.Now().Before(next); {
+			runtime.Gosched()
+		}
 	}
 	elapsed := time.Since(start)
 	for _, w := range ws {
@@ -163,16 +167,18 @@ func TestStalledStreamDoesNotHoldBackOthers(t *testing.T) {
 	tw := newTestWriters(t)
 	tw.ws.stall = 20 * time.Millisecond
 	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
 	stuck := &sentWriter{header: http.Header{}, block: release}
 	fine := &sentWriter{header: http.Header{}}
 	tw.stream(t, stuck)
 	tw.stream(t, fine)
+	t.Cleanup(unblock) // before the streams' own: a leaving stream waits for its write
 	tw.publish(1)
 	require.Eventually(t, func() bool { return len(flat(fine.sent(t))) == 1 }, 10*time.Second, time.Millisecond, "the other stream is written")
 	tw.publish(2)
 	require.Eventually(t, func() bool { return len(flat(fine.sent(t))) == 2 }, 10*time.Second, time.Millisecond, "and goes on being written")
 	assert.Empty(t, stuck.sent(t))
-	close(release)
+	unblock()
 	require.Eventually(t, func() bool { return len(flat(stuck.sent(t))) == 2 }, 10*time.Second, time.Millisecond, "the stalled stream catches up")
 	assert.Equal(t, seqs(1, 2), flat(stuck.sent(t)))
 	tw.publish(3)
