@@ -25,11 +25,13 @@ type clientAPI struct {
 	opens *admission
 	// streams counts and re-checks the live subscribe streams.
 	streams *streamWatch
+	// deltaWriters writes each session's deltas to its opted-in streams.
+	deltaWriters *deltaWriters
 }
 
 // ClientRouter builds the client-port handler.
 func ClientRouter(d *Deps) http.Handler {
-	c := &clientAPI{Deps: d, opens: newAdmission(d.MaxConcurrentOpens, d.AdmissionWait, d.Log)}
+	c := &clientAPI{Deps: d, opens: newAdmission(d.MaxConcurrentOpens, d.AdmissionWait, d.Log), deltaWriters: newDeltaWriters()}
 	c.streams = newStreamWatch(c)
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)

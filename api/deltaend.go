@@ -21,10 +21,10 @@ const deltaEndWait = 3 * time.Second
 // reached the stream without a gap from the run's first (-1 after a gap),
 // and the highest sequence seen. A turn's deltas reach a replica in
 // sequence (its buffer drops one that comes late), so a gap is never
-// filled later.
-func (d *deltaStream) track(x live.Delta) {
+// filled later. It reports whether x was of the relay's turn.
+func (d *deltaStream) track(x live.Delta) bool {
 	if d.turnID == "" || x.TurnID != d.turnID {
-		return
+		return false
 	}
 	if d.runs == nil {
 		d.runs = map[int64]int64{}
@@ -39,6 +39,7 @@ func (d *deltaStream) track(x live.Delta) {
 		d.runs[r] = -1
 	}
 	d.top = max(d.top, x.Seq)
+	return true
 }
 
 // reached is how far run r's deltas reached the stream without a gap:
@@ -63,7 +64,7 @@ func (d *deltaStream) reached(r int64) int64 {
 // the stream subscribed, or they did not come in time) it gets a reset
 // for the turn, once: a gap is never silent.
 func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) error {
-	if d == nil || d.turnID == "" || e.TurnID != d.turnID || d.reset {
+	if d == nil || d.turnID == "" || e.TurnID != d.turnID || d.wasReset() {
 		return nil
 	}
 	end, err := c.Store.DeltaEnd(ctx, e.TurnID, e.IdemKey)
@@ -83,37 +84,54 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 	// it was stored.
 	wait := time.NewTimer(max(0, min(deltaEndWait, time.Until(e.CreatedAt.Add(deltaEndWait)))))
 	defer wait.Stop()
-	for expired := false; ; {
+	// The session's writer may write the stream's deltas meanwhile: what
+	// track notes is read under wmu.
+	settled := func() (done, complete bool) {
+		d.wmu.Lock()
+		defer d.wmu.Unlock()
+		complete = d.reached(r) >= end
+		// A gap in the run, or a later run seen, is never filled.
+		return complete || d.runs[r] < 0 || d.top/live.RunSpan > r, complete
+	}
+	for {
 		// What came so far goes out first, whatever the wait's outcome.
 		if err := d.drain(); err != nil {
 			return err
 		}
-		// A gap in the run, or a later run seen, is never filled.
-		if expired || d.reached(r) >= end || d.runs[r] < 0 || d.top/live.RunSpan > r {
-			break
+		if done, complete := settled(); done {
+			if complete {
+				return nil
+			}
+			return d.resetTurn(end)
 		}
 		select {
-		case <-d.ready():
-		case <-d.due():
-			d.flushHeld()
+		case <-d.progress:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wait.C:
-			expired = true
+			if _, complete := settled(); complete {
+				return nil
+			}
+			return d.resetTurn(end)
 		}
 	}
-	if d.reached(r) >= end {
-		return nil
-	}
-	return d.resetTurn(end)
 }
 
 // resetTurn tells the relay's client it missed deltas of its turn (those
 // up to end, which stay out if they come later: the events answer).
 func (d *deltaStream) resetTurn(end int64) error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
 	d.reset = true
 	if d.seenTurn == "" || d.seenTurn == d.turnID {
 		d.seenTurn, d.seenSeq = d.turnID, max(d.seenSeq, end)
 	}
 	return d.call.delta(live.Delta{TurnID: d.turnID, Type: live.DeltaReset})
+}
+
+// wasReset reports whether the stream got a reset for its turn.
+func (d *deltaStream) wasReset() bool {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	return d.reset
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bae-go/bae-go/api/wire"
@@ -10,19 +11,12 @@ import (
 	"github.com/bae-go/bae-go/internal/provider"
 )
 
-// deltaHold is the longest a stream holds a delta back to send it with the
-// ones that follow. Every flush is a system call per stream (with 100
-// observers, most of a streamed turn's CPU): deltas that come faster than
-// this go out together, one flush per batch. A delta after a quiet spell
-// goes out at once.
-const deltaHold = 2 * time.Millisecond
-
-// deltaStream is a stream's opt-in to live deltas: its subscription, and
-// the turn it follows (a sendMessage relay's own; "" for every turn of the
-// session).
+// deltaStream is a stream's opt-in to live deltas: its place in its
+// session's writer (deltawriter.go), and the turn it follows (a
+// sendMessage relay's own; "" for every turn of the session).
 type deltaStream struct {
 	call   *rpcCall
-	sub    *live.DeltaSub
+	w      *sessionWriter
 	turnID string
 	// seenTurn's deltas up to seenSeq were seen by a resuming client: a
 	// replica that starts receiving the turn again (its publisher sends
@@ -31,21 +25,31 @@ type deltaStream struct {
 	seenSeq  int64
 	// thinking: the stream opted in to thinking deltas as well.
 	thinking bool
-	// runs, top and reset: what a relay got of its turn's deltas (see
-	// settle in deltaend.go).
-	runs  map[int64]int64
-	top   int64
-	reset bool
-	// taken is the last batch drain wrote, reused for the next one.
-	taken []live.Delta
-	lines [][]byte
-	// flushed is when the stream last sent deltas; held: deltas written
-	// since, sent when hold fires (at most deltaHold after flushed).
-	flushed time.Time
-	held    bool
-	hold    *time.Timer
-	// now is the clock (time.Now; tests set their own).
-	now func() time.Time
+	gone     chan struct{} // closed when the stream leaves
+
+	// Under w.mu: the deltas queued for the stream and whether some were
+	// lost (it fell behind); started once the stream drained (its resume
+	// is written: the writer's deltas come after it); alone once its
+	// socket stalled the writer (written by writeAlone from then on).
+	pending []live.Delta
+	lost    bool
+	started bool
+	alone   bool
+	own     chan struct{}
+
+	// wmu is held while deltas are written to the stream, by the session's
+	// writer or the stream itself: the queue's order is the socket's.
+	wmu    sync.Mutex
+	closed bool
+	batch  []live.Delta
+	lines  [][]byte
+	// Under wmu once the stream started: runs, top and reset, what a relay
+	// got of its turn's deltas (see settle in deltaend.go); progress is
+	// signalled when a delta of its turn was taken, for settle's wait.
+	runs     map[int64]int64
+	top      int64
+	reset    bool
+	progress chan struct{}
 }
 
 // openDeltas subscribes a stream that asked for deltas (DeltasHeader);
@@ -60,23 +64,14 @@ func (c *clientAPI) openDeltas(call *rpcCall, turnID string) (*deltaStream, wire
 	if !opt.On {
 		return nil, opt, true
 	}
-	return &deltaStream{call: call, sub: c.Hub.Deltas().Subscribe(call.sess.ID), turnID: turnID, thinking: opt.Thinking}, opt, true
-}
-
-// ready is the subscription's wake-up (nil, never firing, without one).
-func (d *deltaStream) ready() <-chan struct{} {
-	if d == nil {
-		return nil
-	}
-	return d.sub.Ready()
+	d := &deltaStream{call: call, turnID: turnID, thinking: opt.Thinking, gone: make(chan struct{}), progress: make(chan struct{}, 1)}
+	c.deltaWriters.attach(c.Hub.Deltas(), d, call.sess.ID)
+	return d, opt, true
 }
 
 func (d *deltaStream) close() {
 	if d != nil {
-		d.sub.Close()
-		if d.hold != nil {
-			d.hold.Stop()
-		}
+		d.w.ws.detach(d)
 	}
 }
 
@@ -124,23 +119,47 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 	return nil
 }
 
-// drain writes the pending deltas; a stream that fell behind gets a reset
-// marker for the turns it follows. What it writes is sent at once when the
-// stream sent nothing for deltaHold, else held until deltaHold after the
-// last send (flushHeld), so deltas in quick succession share one flush.
+// drain writes the deltas published so far that the stream has not
+// written yet, before the stream writes events (a turn's deltas precede
+// its events); the session's writer writes its other streams' share. The
+// stream's first drain lets the writer write to it: its resume is done.
 func (d *deltaStream) drain() error {
 	if d == nil {
 		return nil
 	}
-	xs, lost := d.sub.TakeInto(d.taken)
-	d.taken = xs
+	w := d.w
+	w.mu.Lock()
+	news := w.takeLocked()
+	d.started = true
+	w.mu.Unlock()
+	if news {
+		w.poke()
+	}
+	return d.writePending()
+}
+
+// writePending writes the stream's queue with one flush.
+func (d *deltaStream) writePending() error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if d.closed {
+		return nil
+	}
+	w := d.w
+	clear(d.batch)
+	w.mu.Lock()
+	xs, lost := d.pending, d.lost
+	d.pending, d.lost = d.batch[:0], false
+	w.mu.Unlock()
+	d.batch = xs
 	lines := d.lines[:0]
 	if lost {
 		d.reset = true
 		lines = append(lines, deltaLine(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}))
 	}
+	tracked := false
 	for _, x := range xs {
-		d.track(x)
+		tracked = d.track(x) || tracked
 		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq || !d.shows(x) {
 			continue
 		}
@@ -148,51 +167,31 @@ func (d *deltaStream) drain() error {
 	}
 	clear(lines[len(lines):cap(lines)])
 	d.lines = lines
-	if len(lines) == 0 {
-		return nil
+	var err error
+	if len(lines) > 0 {
+		err = d.call.out.writeLines(lines)
 	}
-	now := d.clock()
-	wait := deltaHold - now.Sub(d.flushed)
-	if wait <= 0 {
-		d.flushed, d.held = now, false
-		return d.call.out.writeLines(lines)
-	}
-	if err := d.call.out.writeParts(false, lines...); err != nil {
-		return err
-	}
-	if !d.held {
-		d.held = true
-		if d.hold == nil {
-			d.hold = time.NewTimer(wait)
-		} else {
-			d.hold.Reset(wait)
+	if tracked {
+		// After the write: what settle then finds reached is on the socket.
+		select {
+		case d.progress <- struct{}{}:
+		default:
 		}
 	}
-	return nil
+	return err
 }
 
-// due fires when held deltas are due (nil, never firing, when none are).
-func (d *deltaStream) due() <-chan time.Time {
-	if d == nil || !d.held {
-		return nil
+// writeAlone writes the stream's deltas once its socket stalled the
+// session's writer, until the stream leaves.
+func (d *deltaStream) writeAlone(own, gone <-chan struct{}) {
+	for {
+		select {
+		case <-own:
+			_ = d.writePending()
+		case <-gone:
+			return
+		}
 	}
-	return d.hold.C
-}
-
-// flushHeld sends the held deltas.
-func (d *deltaStream) flushHeld() {
-	if d == nil || !d.held {
-		return
-	}
-	d.held, d.flushed = false, d.clock()
-	d.call.out.flush()
-}
-
-func (d *deltaStream) clock() time.Time {
-	if d.now != nil {
-		return d.now()
-	}
-	return time.Now()
 }
 
 // shows reports whether the stream gets x: thinking (its deltas and its

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ type sentWriter struct {
 	header  http.Header
 	pending bytes.Buffer
 	flushes [][]byte
+	// block, when set, holds every flush until it is closed (a client
+	// that stopped reading).
+	block chan struct{}
 }
 
 func (w *sentWriter) Header() http.Header { return w.header }
@@ -33,6 +37,9 @@ func (w *sentWriter) Write(p []byte) (int, error) {
 }
 
 func (w *sentWriter) Flush() {
+	if w.block != nil {
+		<-w.block
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pending.Len() > 0 {
@@ -63,72 +70,117 @@ func (w *sentWriter) sent(t *testing.T) [][]int64 {
 	return out
 }
 
-func newTestDeltaStream(t *testing.T, now func() time.Time) (*deltaStream, *sentWriter, func(seq int64)) {
+// testWriters is a replica's session writers on one session of a
+// hub without a database.
+type testWriters struct {
+	ws  *deltaWriters
+	hub *live.Hub
+}
+
+func newTestWriters(t *testing.T) *testWriters {
 	t.Helper()
-	hub := live.New(nil, slog.New(slog.DiscardHandler))
-	w := &sentWriter{header: http.Header{}}
-	call := &rpcCall{out: &ndjson{w: w, opened: true}}
-	d := &deltaStream{call: call, sub: hub.Deltas().Subscribe("ses_x"), now: now}
+	return &testWriters{ws: newDeltaWriters(), hub: live.New(nil, slog.New(slog.DiscardHandler))}
+}
+
+// stream attaches a started stream writing to w.
+func (tw *testWriters) stream(t *testing.T, w http.ResponseWriter) *deltaStream {
+	t.Helper()
+	d := &deltaStream{call: &rpcCall{out: &ndjson{w: w, opened: true}}, gone: make(chan struct{})}
+	tw.ws.attach(tw.hub.Deltas(), d, "ses_x")
 	t.Cleanup(d.close)
-	publish := func(seq int64) {
-		hub.Deltas().Publish(live.Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: live.RunSpan + seq, Type: provider.DeltaText, Text: "tk"})
+	require.NoError(t, d.drain())
+	return d
+}
+
+func (tw *testWriters) publish(seq int64) {
+	tw.hub.Deltas().Publish(live.Delta{SessionID: "ses_x", TurnID: "trn_x", Seq: live.RunSpan + seq, Type: provider.DeltaText, Text: "tk"})
+}
+
+// seqs is 1..n as published.
+func seqs(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, live.RunSpan+s)
 	}
-	return d, w, publish
+	return out
 }
 
-// TestLoneDeltaIsNotHeldBack: a delta after a quiet spell is on the socket
-// when drain returns, and so is the next one after another quiet spell.
-func TestLoneDeltaIsNotHeldBack(t *testing.T) {
-	now := time.Unix(1000, 0)
-	d, w, publish := newTestDeltaStream(t, func() time.Time { return now })
-	publish(1)
-	require.NoError(t, d.drain())
-	assert.Equal(t, [][]int64{{live.RunSpan + 1}}, w.sent(t), "sent at once")
-	assert.Nil(t, d.due(), "nothing held")
-	now = now.Add(deltaHold)
-	publish(2)
-	require.NoError(t, d.drain())
-	assert.Equal(t, [][]int64{{live.RunSpan + 1}, {live.RunSpan + 2}}, w.sent(t), "sent at once after a quiet spell")
+func flat(xs [][]int64) []int64 {
+	var out []int64
+	for _, x := range xs {
+		out = append(out, x...)
+	}
+	return out
 }
 
-// TestCoalescedDeltasArriveInOrder: deltas that follow a send within
-// deltaHold are held and then sent together, in order and all of them,
-// no later than deltaHold after that send.
-func TestCoalescedDeltasArriveInOrder(t *testing.T) {
-	start := time.Unix(1000, 0)
-	now := start
-	d, w, publish := newTestDeltaStream(t, func() time.Time { return now })
-	publish(1)
-	require.NoError(t, d.drain())
-	held := time.Now()
-	for seq := int64(2); seq <= 50; seq++ {
-		now = start.Add(time.Duration(seq) * deltaHold / 100)
-		publish(seq)
-		if seq%7 == 0 {
-			require.NoError(t, d.drain())
+// TestDeltasBatchedPerSocket: deltas closer together than deltaHold reach
+// every stream of the session in order, all of them, with at most one
+// flush per stream per deltaHold (plus the first delta's own).
+func TestDeltasBatchedPerSocket(t *testing.T) {
+	tw := newTestWriters(t)
+	const streams, n = 5, 40
+	ws := make([]*sentWriter, streams)
+	for i := range ws {
+		ws[i] = &sentWriter{header: http.Header{}}
+		tw.stream(t, ws[i])
+	}
+	start := time.Now()
+	for seq := int64(1); seq <= n; seq++ {
+		tw.publish(seq)
+		// Paced by spinning: a sleep oversleeps on a loaded machine.
+		for next := time.Now().Add(deltaHold / 10); time.Now().Before(next); {
+			runtime.Gosched()
 		}
 	}
+	elapsed := time.Since(start)
+	for _, w := range ws {
+		require.Eventually(t, func() bool { return len(flat(w.sent(t))) == n }, 10*time.Second, time.Millisecond)
+		sent := w.sent(t)
+		assert.Equal(t, seqs(1, n), flat(sent), "in order, none lost")
+		// A flush per started deltaHold window, and one for the first.
+		limit := 2 + int(elapsed/deltaHold)
+		assert.LessOrEqual(t, len(sent), limit, "flushes for %d deltas in %v", n, elapsed)
+		t.Logf("%d deltas in %v: %d flushes (limit %d)", n, elapsed, len(sent), limit)
+	}
+}
+
+// TestLoneDeltaIsNotHeldBack: a delta after a quiet spell goes out at
+// once, the next one within the hold waits for it (here, an hour), and a
+// stream's own drain (before it writes events) sends what is held.
+func TestLoneDeltaIsNotHeldBack(t *testing.T) {
+	tw := newTestWriters(t)
+	tw.ws.hold = time.Hour
+	w := &sentWriter{header: http.Header{}}
+	d := tw.stream(t, w)
+	tw.publish(1)
+	require.Eventually(t, func() bool { return len(w.sent(t)) == 1 }, 10*time.Second, time.Millisecond, "sent at once")
+	tw.publish(2)
+	require.Never(t, func() bool { return len(w.sent(t)) > 1 }, 50*time.Millisecond, time.Millisecond, "held")
 	require.NoError(t, d.drain())
-	assert.Len(t, w.sent(t), 1, "the deltas after the first are held")
-	due := d.due()
-	require.NotNil(t, due)
-	select {
-	case <-due:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held deltas never came due")
-	}
-	waited := time.Since(held)
-	d.flushHeld()
-	sent := w.sent(t)
-	require.Len(t, sent, 2, "one send for the held deltas")
-	var want []int64
-	for seq := int64(2); seq <= 50; seq++ {
-		want = append(want, live.RunSpan+seq)
-	}
-	assert.Equal(t, want, sent[1], "in order, none lost")
-	// The hold is counted from the first send (deltaHold after it, minus
-	// the 0.5 ms the test's clock had moved on): never longer.
-	assert.GreaterOrEqual(t, waited, deltaHold/2, "held, not sent at once")
-	t.Logf("held for %v (deltaHold %v)", waited, deltaHold)
-	assert.Nil(t, d.due(), "nothing held any more")
+	assert.Equal(t, [][]int64{seqs(1, 1), seqs(2, 2)}, w.sent(t), "the stream's drain sends what is held")
+}
+
+// TestStalledStreamDoesNotHoldBackOthers: a stream whose socket blocks
+// keeps its session's other streams waiting writeStall at most; it then
+// gets its deltas, in order, once its socket drains.
+func TestStalledStreamDoesNotHoldBackOthers(t *testing.T) {
+	tw := newTestWriters(t)
+	tw.ws.stall = 20 * time.Millisecond
+	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	stuck := &sentWriter{header: http.Header{}, block: release}
+	fine := &sentWriter{header: http.Header{}}
+	tw.stream(t, stuck)
+	tw.stream(t, fine)
+	t.Cleanup(unblock) // before the streams' own: a leaving stream waits for its write
+	tw.publish(1)
+	require.Eventually(t, func() bool { return len(flat(fine.sent(t))) == 1 }, 10*time.Second, time.Millisecond, "the other stream is written")
+	tw.publish(2)
+	require.Eventually(t, func() bool { return len(flat(fine.sent(t))) == 2 }, 10*time.Second, time.Millisecond, "and goes on being written")
+	assert.Empty(t, stuck.sent(t))
+	unblock()
+	require.Eventually(t, func() bool { return len(flat(stuck.sent(t))) == 2 }, 10*time.Second, time.Millisecond, "the stalled stream catches up")
+	assert.Equal(t, seqs(1, 2), flat(stuck.sent(t)))
+	tw.publish(3)
+	require.Eventually(t, func() bool { return len(flat(stuck.sent(t))) == 3 && len(flat(fine.sent(t))) == 3 }, 10*time.Second, time.Millisecond)
 }

@@ -280,6 +280,10 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 			return
 		}
 	}
+	// From here the session's writer sends the turn's deltas.
+	if deltas.drain() != nil {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -291,14 +295,6 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 			}
 			c.finishTurn(call, relay, turn.res, turn.err)
 			return
-		case <-deltas.ready():
-			if deltas.drain() != nil {
-				return
-			}
-			continue
-		case <-deltas.due():
-			deltas.flushHeld()
-			continue
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {

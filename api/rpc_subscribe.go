@@ -118,8 +118,8 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 }
 
 // awaitSubscribeWake waits for news for a subscribe stream: new events, or
-// a re-check by the session's shared checker. Deltas are written as they
-// come, without reading the log. It reports false when the stream ends.
+// a re-check by the session's shared checker. Deltas are written by the
+// session's writer, without waking the stream. It reports false when the stream ends.
 func (c *clientAPI) awaitSubscribeWake(ctx context.Context, call *rpcCall, waiter *live.Waiter, deltas *deltaStream, ticket *streamTicket) bool {
 	for {
 		select {
@@ -129,12 +129,6 @@ func (c *clientAPI) awaitSubscribeWake(ctx context.Context, call *rpcCall, waite
 			return false
 		case <-waiter.Wake():
 			return true
-		case <-deltas.ready():
-			if deltas.drain() != nil {
-				return false
-			}
-		case <-deltas.due():
-			deltas.flushHeld()
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {
