@@ -860,3 +860,62 @@ func TestApprovalHoldsSandboxExec(t *testing.T) {
 	assert.Equal(t, "rm -rf build/tmp", payload(reqs[1])["command"], "the approved command")
 	assert.Zero(t, e.fake.StrictRefusals())
 }
+
+// TestApprovalLaterCallDeadline: of two held calls in one model response,
+// the second's deadline runs from its request: it expires while the first
+// still waits for a person (recorded, and its error result stored), and
+// when the first is approved the model gets both results.
+func TestApprovalLaterCallDeadline(t *testing.T) {
+	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
+	e.fake.Strict(true)
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{
+		map[string]any{"kind": "mcp", "server": "fs", "tool": "create_*", "args_match": map[string]any{"repo": "acme/prod"}, "timeout": "1h"},
+		map[string]any{"kind": "mcp", "server": "fs", "tool": "create_*", "timeout": "2s", "on_timeout": "reject"},
+	}}})
+	d := e.openDriver(pid)
+	e.fake.Lane("primary").Enqueue(
+		fakeprovider.ToolUse("tu_1", "create_issue", map[string]any{"repo": "acme/prod", "title": "Fix it"}).
+			WithToolUse("tu_2", "create_issue", map[string]any{"repo": "acme/dev", "title": "Fix it"}),
+		fakeprovider.Text("One filed."))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := d.stream(ctx, "file both")
+	defer st.Close()
+
+	byCall := map[string]string{} // tool_call id → approval id
+	require.Eventually(t, func() bool {
+		for _, ev := range ofType(d.allEvents(), "approval.request") {
+			byCall[payload(ev)["tool_call_id"].(string)] = payload(ev)["approval_id"].(string)
+		}
+		return len(byCall) == 2
+	}, time.Minute, 50*time.Millisecond)
+	state := func(id string) any {
+		return e.srv.Admin(t, http.MethodGet, "/admin/v1/approvals/"+id, nil).Body["state"]
+	}
+	// The first call is still held: the second expires at its own deadline.
+	require.Eventually(t, func() bool { return state(byCall["tu_2"]) == "expired" }, 30*time.Second, 100*time.Millisecond,
+		"the later call's deadline passes while the turn waits on the first")
+	assert.Equal(t, "pending", state(byCall["tu_1"]))
+	dec := ofType(d.allEvents(), "approval.decision")
+	require.Len(t, dec, 1)
+	assert.Equal(t, map[string]any{"approval_id": byCall["tu_2"], "decision": "expired", "decided_by": map[string]any{"kind": "deadline"}}, payload(dec[0]))
+
+	require.Equal(t, http.StatusOK, e.decideAdmin(byCall["tu_1"], map[string]any{"decision": "approve"}).Status)
+	_, term := readTurn(t, st)
+	assert.Equal(t, "One filed.", firstText(message(term)))
+	evs := d.allEvents()
+	require.Len(t, ofType(evs, "mcp.request"), 1, "only the approved call ran")
+	assert.Equal(t, "acme/prod", payload(ofType(evs, "mcp.request")[0])["input"].(map[string]any)["repo"])
+	reqs := e.fake.Requests()
+	msgs := reqs[len(reqs)-1].Messages()
+	results := map[string]map[string]any{}
+	for _, b := range msgs[len(msgs)-1]["content"].([]any) {
+		block := b.(map[string]any)
+		results[block["tool_use_id"].(string)] = block
+	}
+	require.Len(t, results, 2)
+	assert.Equal(t, "created acme/prod: Fix it", contentText(t, results["tu_1"]["content"]))
+	assert.Equal(t, true, results["tu_2"]["is_error"])
+	assert.Equal(t, events.ExpiredRejection, contentText(t, results["tu_2"]["content"]))
+	assert.Zero(t, e.fake.StrictRefusals())
+}
