@@ -919,3 +919,65 @@ func TestApprovalLaterCallDeadline(t *testing.T) {
 	assert.Equal(t, events.ExpiredRejection, contentText(t, results["tu_2"]["content"]))
 	assert.Zero(t, e.fake.StrictRefusals())
 }
+
+// TestApprovalNotesOnSubscribeReplay: an opted-in session.subscribe that
+// replays with since_event_id carries session.approvalRequest for an
+// approval still pending, right after its event, and nothing for one
+// decided before (its events only); the live part then carries the
+// decision's notification.
+func TestApprovalNotesOnSubscribeReplay(t *testing.T) {
+	e, pid := approvalEnv(t, nil)
+	d := e.openDriver(pid)
+	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Understood."), issueCall("acme/prod"), fakeprovider.Text("Filed."))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := d.stream(ctx, "file it")
+	decided := e.pendingApproval(d.sid)["id"].(string)
+	require.Equal(t, http.StatusOK, e.decideAdmin(decided, map[string]any{"decision": "reject"}).Status)
+	readTurn(t, first)
+	first.Close()
+	st := d.stream(ctx, "file it again")
+	defer st.Close()
+	pending := e.pendingApproval(d.sid)["id"].(string)
+
+	since := d.allEvents()[0]["id"]
+	obs := e.srv.RPCStreamHeader(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.subscribe",
+		"params": map[string]any{"since_event_id": since}}, approvalsOn)
+	defer obs.Close()
+	isRequestOf := func(id string) func(map[string]any) bool {
+		return func(m map[string]any) bool {
+			p, _ := m["params"].(map[string]any)
+			return m["method"] == "session.event" && p["event_type"] == "approval.request" && payload(p)["approval_id"] == id
+		}
+	}
+	// A BAE client replaying the same log sees no approval event at all.
+	bae := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 8, "method": "session.subscribe",
+		"params": map[string]any{"since_event_id": since}})
+	defer bae.Close()
+	replayed := until(t, obs, isRequestOf(pending))
+	for _, m := range replayed {
+		assert.NotContains(t, []any{"session.approvalRequest", "session.approvalDecision"}, m["method"], "nothing for the approval decided before: %v", m)
+	}
+	assert.Contains(t, testenv.EventTypes(replayed), "approval.decision", "the decided approval's events are replayed")
+	// Decide now: the note of the pending request must come before the
+	// decision's event.
+	require.Equal(t, http.StatusOK, e.decideAdmin(pending, map[string]any{"decision": "approve"}).Status)
+	next := obs.Next(time.Minute)
+	require.NotNil(t, next)
+	require.Equal(t, "session.approvalRequest", next["method"], "the replayed pending request's notification follows its event: %v", next)
+	note := next["params"].(map[string]any)
+	assert.Equal(t, pending, note["approval_id"])
+	assert.Equal(t, "create_issue", note["tool_call"].(map[string]any)["name"])
+	until(t, obs, isMethod("session.approvalDecision"))
+	readTurn(t, st)
+	plain := until(t, bae, func(m map[string]any) bool {
+		p, _ := m["params"].(map[string]any)
+		return p["event_type"] == "server.message.send" && len(ofType(d.allEvents(), "server.message.send")) == 2 && p["payload"] != nil &&
+			strings.Contains(fmt.Sprint(p["payload"]), "Filed.")
+	})
+	for _, m := range plain {
+		assert.Equal(t, "session.event", m["method"], "BAE's notifications only: %v", m)
+	}
+	assert.NotContains(t, testenv.EventTypes(plain), "approval.request", "a BAE replay carries nothing of approvals")
+	assert.NotContains(t, testenv.EventTypes(plain), "approval.decision")
+}
