@@ -981,3 +981,48 @@ func TestApprovalNotesOnSubscribeReplay(t *testing.T) {
 	assert.NotContains(t, testenv.EventTypes(plain), "approval.request", "a BAE replay carries nothing of approvals")
 	assert.NotContains(t, testenv.EventTypes(plain), "approval.decision")
 }
+
+// TestApprovalHoldsSubagentLaunch: a subagent rule holds a launch of a
+// declared subagent tool: no subagent starts while it waits; approved, it
+// launches; rejected, it never does and the model gets the error result.
+func TestApprovalHoldsSubagentLaunch(t *testing.T) {
+	image := busyboxImage(t)
+	e := newEnv(t, envOpts{})
+	e.fake.Strict(true)
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{},
+		"available_sandboxes": []string{image}, "approvals": map[string]any{"rules": []any{map[string]any{"kind": "subagent", "tool": "launch_*"}}}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	require.NotNil(t, testenv.Terminal(t, e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))["result"])
+	launch := func(id string) fakeprovider.Reply {
+		return fakeprovider.ToolUse(id, "launch_subagent", map[string]any{"harness": "echo", "model": "m1", "prompt": "hello sub"})
+	}
+	e.fake.Lane("primary").Enqueue(launch("tu_a"), fakeprovider.Text("launched"), launch("tu_r"), fakeprovider.Text("not launched"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	st := d.stream(ctx, "delegate it")
+	item := e.pendingApproval(sid)
+	assert.Equal(t, "subagent", item["tool_call"].(map[string]any)["kind"])
+	assert.Empty(t, ofType(d.allEvents(), "session.subagent.start"), "nothing launches while the call is held")
+	require.Equal(t, http.StatusOK, e.decideAdmin(item["id"].(string), map[string]any{"decision": "approve"}).Status)
+	_, term := readTurn(t, st)
+	st.Close()
+	assert.Equal(t, "launched", firstText(message(term)))
+	assert.Len(t, ofType(d.allEvents(), "session.subagent.start"), 1, "approved: it launched")
+
+	st = d.stream(ctx, "another")
+	defer st.Close()
+	item = e.pendingApproval(sid)
+	require.Equal(t, http.StatusOK, e.decideAdmin(item["id"].(string), map[string]any{"decision": "reject", "message": "not now"}).Status)
+	_, term = readTurn(t, st)
+	assert.Equal(t, "not launched", firstText(message(term)))
+	assert.Len(t, ofType(d.allEvents(), "session.subagent.start"), 1, "rejected: no second launch")
+	tr := lastToolResult(t, e)
+	assert.Equal(t, true, tr["is_error"])
+	assert.Contains(t, contentText(t, tr["content"]), "not now")
+	assert.Zero(t, e.fake.StrictRefusals())
+}
