@@ -245,6 +245,52 @@ func approvalNote(e store.Event) (map[string]any, bool) {
 	return nil, false
 }
 
+// replayedApprovalNote writes, after an approval event a subscribe replay
+// carries to an opted-in stream, the notification the live stream would
+// have carried, for approvals still pending when the replay reads their
+// request (and then for their decision): a client that reconnects learns
+// what waits for a decision, and is not asked about calls decided while
+// it was away. noted holds the approvals whose request it announced.
+func (c *clientAPI) replayedApprovalNote(ctx context.Context, call *rpcCall, e store.EncodedEvent, noted map[string]bool) error {
+	if !call.approvals || !isApprovalEvent(e.Type) {
+		return nil
+	}
+	var ev struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	var ref struct {
+		ApprovalID string `json:"approval_id"`
+	}
+	if json.Unmarshal(bytes.Join(e.Parts, nil), &ev) != nil || json.Unmarshal(ev.Payload, &ref) != nil || ref.ApprovalID == "" {
+		return nil
+	}
+	switch e.Type {
+	case events.ApprovalRequest:
+		var ap store.Approval
+		err := waitForStore(ctx, func(ctx context.Context) error {
+			var err error
+			ap, err = c.Store.GetApproval(ctx, ref.ApprovalID)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !ap.Pending()) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		noted[ref.ApprovalID] = true
+	case events.ApprovalDecision:
+		if !noted[ref.ApprovalID] {
+			return nil
+		}
+	}
+	note, ok := approvalNote(store.Event{Type: e.Type, Payload: ev.Payload})
+	if !ok {
+		return nil
+	}
+	return call.out.write(note)
+}
+
 // isApprovalEvent reports the event types a stream carries only when it
 // opted in with Bae-Approvals.
 func isApprovalEvent(t events.Type) bool {

@@ -52,6 +52,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 		// Replay the backlog without the lag rule. Events are written as
 		// encoded pieces (a provider.request's conversation is not copied)
 		// and flushed once per page.
+		noted := map[string]bool{}
 		for {
 			var evs []store.EncodedEvent
 			var next *string
@@ -64,7 +65,7 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 				return
 			}
 			for _, e := range evs {
-				if call.encodedEvent(e) != nil {
+				if call.encodedEvent(e) != nil || c.replayedApprovalNote(ctx, call, e, noted) != nil {
 					return
 				}
 				cursor = e.Seq

@@ -715,7 +715,7 @@ func (s *Store) encode(ctx context.Context, sessionID string, evs []Event) ([]En
 	out := make([]EncodedEvent, len(evs))
 	for i, ev := range evs {
 		if !ev.byRef {
-			out[i] = EncodedEvent{Seq: ev.Seq, Parts: [][]byte{ev.AppendJSON(nil)}}
+			out[i] = EncodedEvent{Seq: ev.Seq, Type: ev.Type, Parts: [][]byte{ev.AppendJSON(nil)}}
 		}
 	}
 	e, err := s.entryFor(ctx, s.Pool, sessionID, evs)

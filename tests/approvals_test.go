@@ -860,3 +860,169 @@ func TestApprovalHoldsSandboxExec(t *testing.T) {
 	assert.Equal(t, "rm -rf build/tmp", payload(reqs[1])["command"], "the approved command")
 	assert.Zero(t, e.fake.StrictRefusals())
 }
+
+// TestApprovalLaterCallDeadline: of two held calls in one model response,
+// the second's deadline runs from its request: it expires while the first
+// still waits for a person (recorded, and its error result stored), and
+// when the first is approved the model gets both results.
+func TestApprovalLaterCallDeadline(t *testing.T) {
+	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
+	e.fake.Strict(true)
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{
+		map[string]any{"kind": "mcp", "server": "fs", "tool": "create_*", "args_match": map[string]any{"repo": "acme/prod"}, "timeout": "1h"},
+		map[string]any{"kind": "mcp", "server": "fs", "tool": "create_*", "timeout": "2s", "on_timeout": "reject"},
+	}}})
+	d := e.openDriver(pid)
+	e.fake.Lane("primary").Enqueue(
+		fakeprovider.ToolUse("tu_1", "create_issue", map[string]any{"repo": "acme/prod", "title": "Fix it"}).
+			WithToolUse("tu_2", "create_issue", map[string]any{"repo": "acme/dev", "title": "Fix it"}),
+		fakeprovider.Text("One filed."))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := d.stream(ctx, "file both")
+	defer st.Close()
+
+	byCall := map[string]string{} // tool_call id → approval id
+	require.Eventually(t, func() bool {
+		for _, ev := range ofType(d.allEvents(), "approval.request") {
+			byCall[payload(ev)["tool_call_id"].(string)] = payload(ev)["approval_id"].(string)
+		}
+		return len(byCall) == 2
+	}, time.Minute, 50*time.Millisecond)
+	state := func(id string) any {
+		return e.srv.Admin(t, http.MethodGet, "/admin/v1/approvals/"+id, nil).Body["state"]
+	}
+	// The first call is still held: the second expires at its own deadline.
+	require.Eventually(t, func() bool { return state(byCall["tu_2"]) == "expired" }, 30*time.Second, 100*time.Millisecond,
+		"the later call's deadline passes while the turn waits on the first")
+	assert.Equal(t, "pending", state(byCall["tu_1"]))
+	dec := ofType(d.allEvents(), "approval.decision")
+	require.Len(t, dec, 1)
+	assert.Equal(t, map[string]any{"approval_id": byCall["tu_2"], "decision": "expired", "decided_by": map[string]any{"kind": "deadline"}}, payload(dec[0]))
+
+	require.Equal(t, http.StatusOK, e.decideAdmin(byCall["tu_1"], map[string]any{"decision": "approve"}).Status)
+	_, term := readTurn(t, st)
+	assert.Equal(t, "One filed.", firstText(message(term)))
+	evs := d.allEvents()
+	require.Len(t, ofType(evs, "mcp.request"), 1, "only the approved call ran")
+	assert.Equal(t, "acme/prod", payload(ofType(evs, "mcp.request")[0])["input"].(map[string]any)["repo"])
+	reqs := e.fake.Requests()
+	msgs := reqs[len(reqs)-1].Messages()
+	results := map[string]map[string]any{}
+	for _, b := range msgs[len(msgs)-1]["content"].([]any) {
+		block := b.(map[string]any)
+		results[block["tool_use_id"].(string)] = block
+	}
+	require.Len(t, results, 2)
+	assert.Equal(t, "created acme/prod: Fix it", contentText(t, results["tu_1"]["content"]))
+	assert.Equal(t, true, results["tu_2"]["is_error"])
+	assert.Equal(t, events.ExpiredRejection, contentText(t, results["tu_2"]["content"]))
+	assert.Zero(t, e.fake.StrictRefusals())
+}
+
+// TestApprovalNotesOnSubscribeReplay: an opted-in session.subscribe that
+// replays with since_event_id carries session.approvalRequest for an
+// approval still pending, right after its event, and nothing for one
+// decided before (its events only); the live part then carries the
+// decision's notification.
+func TestApprovalNotesOnSubscribeReplay(t *testing.T) {
+	e, pid := approvalEnv(t, nil)
+	d := e.openDriver(pid)
+	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Understood."), issueCall("acme/prod"), fakeprovider.Text("Filed."))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := d.stream(ctx, "file it")
+	decided := e.pendingApproval(d.sid)["id"].(string)
+	require.Equal(t, http.StatusOK, e.decideAdmin(decided, map[string]any{"decision": "reject"}).Status)
+	readTurn(t, first)
+	first.Close()
+	st := d.stream(ctx, "file it again")
+	defer st.Close()
+	pending := e.pendingApproval(d.sid)["id"].(string)
+
+	since := d.allEvents()[0]["id"]
+	obs := e.srv.RPCStreamHeader(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.subscribe",
+		"params": map[string]any{"since_event_id": since}}, approvalsOn)
+	defer obs.Close()
+	isRequestOf := func(id string) func(map[string]any) bool {
+		return func(m map[string]any) bool {
+			p, _ := m["params"].(map[string]any)
+			return m["method"] == "session.event" && p["event_type"] == "approval.request" && payload(p)["approval_id"] == id
+		}
+	}
+	// A BAE client replaying the same log sees no approval event at all.
+	bae := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 8, "method": "session.subscribe",
+		"params": map[string]any{"since_event_id": since}})
+	defer bae.Close()
+	replayed := until(t, obs, isRequestOf(pending))
+	for _, m := range replayed {
+		assert.NotContains(t, []any{"session.approvalRequest", "session.approvalDecision"}, m["method"], "nothing for the approval decided before: %v", m)
+	}
+	assert.Contains(t, testenv.EventTypes(replayed), "approval.decision", "the decided approval's events are replayed")
+	// Decide now: the note of the pending request must come before the
+	// decision's event.
+	require.Equal(t, http.StatusOK, e.decideAdmin(pending, map[string]any{"decision": "approve"}).Status)
+	next := obs.Next(time.Minute)
+	require.NotNil(t, next)
+	require.Equal(t, "session.approvalRequest", next["method"], "the replayed pending request's notification follows its event: %v", next)
+	note := next["params"].(map[string]any)
+	assert.Equal(t, pending, note["approval_id"])
+	assert.Equal(t, "create_issue", note["tool_call"].(map[string]any)["name"])
+	until(t, obs, isMethod("session.approvalDecision"))
+	readTurn(t, st)
+	plain := until(t, bae, func(m map[string]any) bool {
+		p, _ := m["params"].(map[string]any)
+		return p["event_type"] == "server.message.send" && len(ofType(d.allEvents(), "server.message.send")) == 2 && p["payload"] != nil &&
+			strings.Contains(fmt.Sprint(p["payload"]), "Filed.")
+	})
+	for _, m := range plain {
+		assert.Equal(t, "session.event", m["method"], "BAE's notifications only: %v", m)
+	}
+	assert.NotContains(t, testenv.EventTypes(plain), "approval.request", "a BAE replay carries nothing of approvals")
+	assert.NotContains(t, testenv.EventTypes(plain), "approval.decision")
+}
+
+// TestApprovalHoldsSubagentLaunch: a subagent rule holds a launch of a
+// declared subagent tool: no subagent starts while it waits; approved, it
+// launches; rejected, it never does and the model gets the error result.
+func TestApprovalHoldsSubagentLaunch(t *testing.T) {
+	image := busyboxImage(t)
+	e := newEnv(t, envOpts{})
+	e.fake.Strict(true)
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{},
+		"available_sandboxes": []string{image}, "approvals": map[string]any{"rules": []any{map[string]any{"kind": "subagent", "tool": "launch_*"}}}})
+	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	require.NotNil(t, testenv.Terminal(t, e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))["result"])
+	launch := func(id string) fakeprovider.Reply {
+		return fakeprovider.ToolUse(id, "launch_subagent", map[string]any{"harness": "echo", "model": "m1", "prompt": "hello sub"})
+	}
+	e.fake.Lane("primary").Enqueue(launch("tu_a"), fakeprovider.Text("launched"), launch("tu_r"), fakeprovider.Text("not launched"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	st := d.stream(ctx, "delegate it")
+	item := e.pendingApproval(sid)
+	assert.Equal(t, "subagent", item["tool_call"].(map[string]any)["kind"])
+	assert.Empty(t, ofType(d.allEvents(), "session.subagent.start"), "nothing launches while the call is held")
+	require.Equal(t, http.StatusOK, e.decideAdmin(item["id"].(string), map[string]any{"decision": "approve"}).Status)
+	_, term := readTurn(t, st)
+	st.Close()
+	assert.Equal(t, "launched", firstText(message(term)))
+	assert.Len(t, ofType(d.allEvents(), "session.subagent.start"), 1, "approved: it launched")
+
+	st = d.stream(ctx, "another")
+	defer st.Close()
+	item = e.pendingApproval(sid)
+	require.Equal(t, http.StatusOK, e.decideAdmin(item["id"].(string), map[string]any{"decision": "reject", "message": "not now"}).Status)
+	_, term = readTurn(t, st)
+	assert.Equal(t, "not launched", firstText(message(term)))
+	assert.Len(t, ofType(d.allEvents(), "session.subagent.start"), 1, "rejected: no second launch")
+	tr := lastToolResult(t, e)
+	assert.Equal(t, true, tr["is_error"])
+	assert.Contains(t, contentText(t, tr["content"]), "not now")
+	assert.Zero(t, e.fake.StrictRefusals())
+}

@@ -129,6 +129,31 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		readTurn(t, st)
 		recordAndReplay(t, e, d.sid, "approvals")
 	})
+	t.Run("approval_deadlines", func(t *testing.T) {
+		// versionApprovalDeadlines: each held call's deadline is its own
+		// timer from its request: of two calls in one response, the second
+		// expires while the first waits, then the first is approved.
+		e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
+		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{
+			map[string]any{"kind": "mcp", "args_match": map[string]any{"repo": "acme/prod"}, "timeout": "1h"},
+			map[string]any{"kind": "mcp", "timeout": "1s"},
+		}}})
+		d := e.openDriver(pid)
+		e.fake.Lane("primary").Enqueue(
+			fakeprovider.ToolUse("tu_1", "create_issue", map[string]any{"repo": "acme/prod", "title": "t"}).
+				WithToolUse("tu_2", "create_issue", map[string]any{"repo": "acme/dev", "title": "t"}),
+			fakeprovider.Text("One filed."))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		st := d.stream(ctx, "file both")
+		defer st.Close()
+		require.Eventually(t, func() bool { return len(ofType(d.allEvents(), "approval.decision")) == 1 }, time.Minute, 50*time.Millisecond)
+		id := e.pendingApproval(d.sid)["id"].(string)
+		require.Equal(t, http.StatusOK, e.decideAdmin(id, map[string]any{"decision": "approve"}).Status)
+		readTurn(t, st)
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "approval_deadlines")
+	})
 	t.Run("budgets", func(t *testing.T) {
 		// versionBudgets: attempts read the budgets first; a looping turn
 		// is stopped by the session's spent budget (FailTurn, step

@@ -20,6 +20,16 @@ const (
 	versionApprovals = 1
 )
 
+// versionApprovalDeadlines: each held call's deadline is a timer of its
+// own, started once the model response's requests are stored, so a later
+// call expires at its deadline while an earlier one still waits. Before
+// it a call's timer started only when the turn reached the call, and a
+// call whose deadline had passed by then waited for a decision.
+const (
+	changeApprovalDeadlines  = "approval-deadlines"
+	versionApprovalDeadlines = 1
+)
+
 // UpdateDecideApproval decides a pending approval (see decideApproval).
 const UpdateDecideApproval = "DecideApproval"
 
@@ -100,6 +110,9 @@ type pendingApproval struct {
 	claim      *SettleApprovalInput
 	settled    bool
 	err        error
+	// stopTimer cancels the deadline's own timer (versionApprovalDeadlines;
+	// nil before it, when the wait times itself).
+	stopTimer workflow.CancelFunc
 }
 
 // approvalValidation is DecideApproval's validator. A decision for an
@@ -180,6 +193,9 @@ func (s *session) decideApproval(ctx workflow.Context, in ApprovalDecisionInput)
 // settleApproval stores a claimed decision (SettleApproval) on a context
 // no interrupt cancels: a decision taken is always recorded.
 func (s *session) settleApproval(ctx workflow.Context, pa *pendingApproval) {
+	if pa.stopTimer != nil {
+		pa.stopTimer() // decided before its deadline (a no-op once it fired)
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	pa.err = settleApproval.runLocal(dbCtx(dctx, s.turnOptions()), *pa.claim)
 	pa.settled = true
@@ -213,6 +229,30 @@ func (g *approvalGate) request(ctx workflow.Context, o turnOptions, ref TurnRef,
 	return pa, nil
 }
 
+// arm starts the timer of a stored request's deadline: when it fires
+// before anyone decides (or the turn ends), the call expires, whether or
+// not the turn has reached it yet.
+func (g *approvalGate) arm(ctx workflow.Context, pa *pendingApproval) {
+	tctx, stop := workflow.WithCancel(ctx)
+	pa.stopTimer = stop
+	timer := workflow.NewTimer(tctx, pa.deadline.Sub(workflow.Now(ctx)))
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if err := timer.Get(gctx, nil); err != nil || pa.claim != nil || g.s.closed {
+			return // decided, interrupted or closed first
+		}
+		g.expire(gctx, pa)
+	})
+}
+
+// expire claims the call for its deadline and stores it expired.
+func (g *approvalGate) expire(ctx workflow.Context, pa *pendingApproval) {
+	claim := pa.in
+	claim.Decision, claim.By = events.DecisionExpired, events.DecidedBy{Kind: events.DecidedByDeadline}
+	claim.Rejected = pa.onTimeout != events.OnTimeoutApprove
+	pa.claim = &claim
+	g.s.settleApproval(ctx, pa)
+}
+
 // wait holds the call until its approval is decided, its deadline's timer
 // fires, the turn is interrupted or the session closes. It reports whether
 // the call may run. The wait holds no activity and no worker slot: the
@@ -224,7 +264,11 @@ func (g *approvalGate) wait(ctx workflow.Context, pa *pendingApproval) (bool, er
 		remaining := pa.deadline.Sub(workflow.Now(ctx))
 		decided := true
 		var err error
-		if remaining > 0 {
+		switch {
+		case pa.stopTimer != nil:
+			// Its own timer expires it (arm).
+			err = workflow.Await(ctx, func() bool { return pa.claim != nil || s.closed })
+		case remaining > 0:
 			decided, err = workflow.AwaitWithTimeout(ctx, remaining, func() bool { return pa.claim != nil || s.closed })
 		}
 		switch {
@@ -236,11 +280,7 @@ func (g *approvalGate) wait(ctx workflow.Context, pa *pendingApproval) (bool, er
 			g.cancel(ctx, pa, events.DecidedByClose)
 			return false, temporal.NewNonRetryableApplicationError("session closed while an approval was pending", ErrSessionNotOpen, nil, s.endState)
 		case pa.claim == nil && !decided:
-			claim := pa.in
-			claim.Decision, claim.By = events.DecisionExpired, events.DecidedBy{Kind: events.DecidedByDeadline}
-			claim.Rejected = pa.onTimeout != events.OnTimeoutApprove
-			pa.claim = &claim
-			s.settleApproval(ctx, pa)
+			g.expire(ctx, pa)
 		}
 	}
 	if err := workflow.Await(ctx, func() bool { return pa.settled }); err != nil {

@@ -386,6 +386,7 @@ func requestApprovals(ctx workflow.Context, o turnOptions, begin BeginTurnResult
 	if o.gate == nil || !begin.Approvals {
 		return held, nil
 	}
+	timed := workflow.GetVersion(ctx, changeApprovalDeadlines, workflow.DefaultVersion, versionApprovalDeadlines) >= versionApprovalDeadlines
 	for i, call := range calls {
 		if _, ok := serverToolFor(call.Dispatch); !ok {
 			continue
@@ -396,6 +397,15 @@ func requestApprovals(ctx workflow.Context, o turnOptions, begin BeginTurnResult
 			return nil, err
 		}
 		held[i] = pa
+	}
+	if timed {
+		// Every deadline runs from its request, not from when the turn
+		// reaches its call.
+		for _, pa := range held {
+			if pa != nil && pa.claim == nil {
+				o.gate.arm(ctx, pa)
+			}
+		}
 	}
 	return held, nil
 }

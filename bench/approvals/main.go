@@ -41,6 +41,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -49,13 +50,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
@@ -73,6 +74,7 @@ type options struct {
 	stickyCache                    int
 	window, pauseTimeout           time.Duration
 	db                             string
+	heapProfiles                   string
 	verbose                        bool
 }
 
@@ -84,12 +86,10 @@ func main() {
 	flag.DurationVar(&o.window, "window", 30*time.Second, "how long every session waits, paused, while the bench counts what runs")
 	flag.DurationVar(&o.pauseTimeout, "pause-timeout", 2*time.Minute, "how long one turn may take to reach its approval request")
 	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
-	flag.IntVar(&o.stickyCache, "sticky-cache", 0, "the Temporal worker's sticky workflow cache size (0: the SDK's default, 10,000); a smaller cache evicts paused workflows, which then hold no goroutine at all")
+	flag.IntVar(&o.stickyCache, "sticky-cache", 0, "BAE_WORKFLOW_CACHE_SIZE, the workflows baesrv's worker keeps loaded (0: the server's default, 10,000); a smaller cache evicts paused workflows, which then hold no goroutine at all")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "a directory to write heap profiles into, open and idle (idle.pprof) and paused (paused.pprof): go tool pprof -base idle.pprof paused.pprof says what a pending approval holds")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
 	flag.Parse()
-	if o.stickyCache > 0 {
-		worker.SetStickyWorkflowCacheSize(o.stickyCache)
-	}
 	o.measure = min(o.measure, o.sessions)
 	benchstack.Main("approvals", func(ctx context.Context, log *slog.Logger) error { return run(ctx, log, o) })
 }
@@ -207,7 +207,14 @@ func startMCP(ran *clock) (string, func(), error) {
 type snapshot struct {
 	goroutines int
 	heap       uint64 // HeapInuse after a GC
+	live       uint64 // HeapAlloc after a GC: the live objects
+	rss        uint64 // the process's resident memory (the in-memory Temporal's SQLite is outside Go's heap)
 	dbBytes    int64
+	// pgConns are the bench database's server connections (baesrv's pool;
+	// the snapshot's own is not counted); poolConns is baesrv's pool as it
+	// sees itself (total, of which acquired).
+	pgConns             int
+	poolConns, poolBusy int32
 	// byKind counts goroutines by what holds them (goroutineKind).
 	byKind map[string]int
 }
@@ -246,12 +253,46 @@ func goroutinesByKind() map[string]int {
 	return out
 }
 
-func take(ctx context.Context, dbURL string) (snapshot, error) {
+// residentBytes is VmRSS from /proc/self/status (0 where there is none).
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// writeHeap writes a heap profile to dir/name.pprof (nothing without dir).
+func writeHeap(dir, name string) error {
+	if dir == "" {
+		return nil
+	}
+	runtime.GC()
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return nil
+}
+
+func take(ctx context.Context, dbURL string, pool *pgxpool.Pool) (snapshot, error) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	s := snapshot{goroutines: runtime.NumGoroutine(), heap: ms.HeapInuse, byKind: goroutinesByKind()}
+	s := snapshot{goroutines: runtime.NumGoroutine(), heap: ms.HeapInuse, live: ms.HeapAlloc, rss: residentBytes(), byKind: goroutinesByKind()}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return s, fmt.Errorf("connect to the bench database: %w", err)
@@ -259,6 +300,13 @@ func take(ctx context.Context, dbURL string) (snapshot, error) {
 	defer conn.Close(ctx)
 	if err := conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&s.dbBytes); err != nil {
 		return s, fmt.Errorf("database size: %w", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").Scan(&s.pgConns); err != nil {
+		return s, fmt.Errorf("database connections: %w", err)
+	}
+	if pool != nil {
+		st := pool.Stat()
+		s.poolConns, s.poolBusy = st.TotalConns(), st.AcquiredConns()
 	}
 	return s, nil
 }
@@ -291,6 +339,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	calls := &temporalCalls{}
 	st, err := benchstack.StartInProc(ctx, log, benchstack.InProcOptions{
 		BaseDatabaseURL: o.db, ServerLog: srvLog, TemporalInterceptors: []interceptor.ClientInterceptor{calls},
+		Env: cacheEnv(o.stickyCache),
 		ConfigTOML: benchstack.ProviderTOML("http://"+ln.Addr().String()) +
 			fmt.Sprintf("\n[[mcp.servers]]\nname = %q\ntransport = \"http\"\nurl = %q\n", mcpServerName, mcpURL),
 	})
@@ -313,7 +362,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		InputSchema: map[string]any{"type": "object"},
 		Handler:     func(context.Context, json.RawMessage) (any, error) { return "ok", nil }})
 
-	start, err := take(ctx, st.DB.URL)
+	start, err := take(ctx, st.DB.URL, st.Parts.Store.Pool)
 	if err != nil {
 		return err
 	}
@@ -332,8 +381,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}); err != nil {
 		return fmt.Errorf("open sessions: %w", err)
 	}
-	idle, err := take(ctx, st.DB.URL)
+	idle, err := take(ctx, st.DB.URL, st.Parts.Store.Pool)
 	if err != nil {
+		return err
+	}
+	if err := writeHeap(o.heapProfiles, "idle"); err != nil {
 		return err
 	}
 	log.Info("pausing a turn of each session on an approval")
@@ -359,7 +411,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 
 	// Let the pausing turns' last workflow tasks finish before the window.
 	time.Sleep(2 * time.Second) //nolint:forbidigo // a settle time before measuring, not synchronisation
-	before, err := take(ctx, st.DB.URL)
+	before, err := take(ctx, st.DB.URL, st.Parts.Store.Pool)
 	if err != nil {
 		return err
 	}
@@ -373,8 +425,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	winEnd := time.Now()
 	inWindow := calls.since(callsBefore)
-	during, err := take(ctx, st.DB.URL)
+	during, err := take(ctx, st.DB.URL, st.Parts.Store.Pool)
 	if err != nil {
+		return err
+	}
+	if err := writeHeap(o.heapProfiles, "paused"); err != nil {
 		return err
 	}
 	log.Info("reading every session's workflow history")
@@ -420,6 +475,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	report(os.Stdout, o, pauseTook, start, idle, before, during, &counts, inWindow, approvalRowBytes, toTool, toResume, clientResume)
 	return nil
+}
+
+// cacheEnv sets baesrv's workflow cache size when the run asks for one.
+func cacheEnv(size int) map[string]string {
+	if size <= 0 {
+		return nil
+	}
+	return map[string]string{"BAE_WORKFLOW_CACHE_SIZE": fmt.Sprint(size)}
 }
 
 // pause sends text on a stream opted into approvals, reads it until the
@@ -646,9 +709,9 @@ func progress(log *slog.Logger, what string, n int) func() {
 func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before, during snapshot, counts *windowCounts, inWindow map[string]int64, approvalRowBytes int64,
 	toTool, toResume, clientResume []time.Duration) {
 	n := float64(o.sessions)
-	cache := "the SDK's default sticky workflow cache (10,000)"
+	cache := "the default workflow cache (BAE_WORKFLOW_CACHE_SIZE unset: 10,000)"
 	if o.stickyCache > 0 {
-		cache = fmt.Sprintf("a sticky workflow cache of %d", o.stickyCache)
+		cache = fmt.Sprintf("BAE_WORKFLOW_CACHE_SIZE=%d", o.stickyCache)
 	}
 	fmt.Fprintf(w, "\napprovals: %d sessions, each paused on one approval of an MCP tool (paused in %s); one process holds baesrv, an in-memory Temporal and the client; %s\n\n",
 		o.sessions, pauseTook.Round(time.Millisecond), cache)
@@ -671,7 +734,11 @@ func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before
 	fmt.Fprintf(w, "%-34s %12s %12s %12s\n", "", "no session", "open, idle", "paused")
 	fmt.Fprintf(w, "%-34s %12d %12d %12d\n", "goroutines (process)", start.goroutines, idle.goroutines, during.goroutines)
 	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "heap in use, MiB (after GC)", mib(start.heap), mib(idle.heap), mib(during.heap))
+	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "heap live objects, MiB", mib(start.live), mib(idle.live), mib(during.live))
+	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "resident memory, MiB", mib(start.rss), mib(idle.rss), mib(during.rss))
 	fmt.Fprintf(w, "%-34s %12.1f %12.1f %12.1f\n", "database, MiB", mib(uint64(start.dbBytes)), mib(uint64(idle.dbBytes)), mib(uint64(during.dbBytes)))
+	fmt.Fprintf(w, "%-34s %12d %12d %12d\n", "PostgreSQL connections (server)", start.pgConns, idle.pgConns, during.pgConns)
+	fmt.Fprintf(w, "%-34s %5d (%3d) %5d (%3d) %5d (%3d)\n", "baesrv's pool (acquired)", start.poolConns, start.poolBusy, idle.poolConns, idle.poolBusy, during.poolConns, during.poolBusy)
 	fmt.Fprintf(w, "\nper pending approval (paused − open and idle after one turn, ÷ %d):\n", o.sessions)
 	fmt.Fprintf(w, "  goroutines                  %+.3f\n", float64(during.goroutines-idle.goroutines)/n)
 	kinds := append([]string{}, "other")
@@ -683,7 +750,8 @@ func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before
 			fmt.Fprintf(w, "    %-52s %+.3f  (%d → %d)\n", k, float64(d)/n, idle.byKind[k], during.byKind[k])
 		}
 	}
-	fmt.Fprintf(w, "  heap in use                 %+.0f bytes\n", (float64(during.heap)-float64(idle.heap))/n)
+	fmt.Fprintf(w, "  heap in use                 %+.0f bytes (live objects %+.0f bytes)\n", (float64(during.heap)-float64(idle.heap))/n, (float64(during.live)-float64(idle.live))/n)
+	fmt.Fprintf(w, "  resident memory             %+.0f bytes\n", (float64(during.rss)-float64(idle.rss))/n)
 	fmt.Fprintf(w, "  database                    %+.0f bytes (the paused turn's events and its approvals row; the approvals table alone: %.0f bytes)\n",
 		float64(during.dbBytes-idle.dbBytes)/n, float64(approvalRowBytes)/n)
 	line := func(name string, ds []time.Duration) benchstack.Dist {
@@ -692,6 +760,11 @@ func report(w io.Writer, o options, pauseTook time.Duration, start, idle, before
 		return d
 	}
 	fmt.Fprintf(w, "\nresume, one at a time (%d each), with %d other approvals pending:\n", len(toTool), o.sessions-len(toTool))
+	if o.stickyCache > 0 && o.sessions-len(toTool) >= o.stickyCache {
+		// The decided sessions paused first: the cache has since filled with
+		// at least a cache's worth of later ones.
+		fmt.Fprintf(w, "  (the decided sessions' workflows were evicted before their decision: each resume replays its history)\n")
+	}
 	line("approval: decision → the MCP tool runs", toTool)
 	a := line("approval: decision → provider's next request", toResume)
 	c := line("client tool: result posted → provider's next request", clientResume)

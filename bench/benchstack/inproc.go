@@ -99,6 +99,17 @@ func StartInProc(ctx context.Context, log *slog.Logger, o InProcOptions) (_ *InP
 	t0 := time.Now()
 	s.Frontend, s.Namespace = o.TemporalAddr, o.TemporalNamespace
 	if s.Frontend == "" {
+		// As `baesrv dev` does: before the embedded Temporal's workers.
+		size, err := config.WorkflowCacheSizeFromEnv(func(k string) (string, bool) {
+			if v, ok := o.Env[k]; ok {
+				return v, true
+			}
+			return os.LookupEnv(k)
+		})
+		if err != nil {
+			return nil, err
+		}
+		app.SetWorkflowCacheSize(size)
 		ports, err := FreePorts(1)
 		if err != nil {
 			return nil, err

@@ -52,6 +52,7 @@ func runDev(ctx context.Context, stderr io.Writer, f *cliFlags) error {
 		return err
 	}
 	srv := opts.Server
+	app.SetWorkflowCacheSize(srv.WorkflowCacheSize)
 	dev, err := devstack.Start(ctx, devstack.Options{
 		DataDir:          filepath.Join(srv.DataDir, "temporal"),
 		FrontendPort:     srv.TemporalPort,

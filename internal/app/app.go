@@ -199,6 +199,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 
+	SetWorkflowCacheSize(cfg.WorkflowCacheSize)
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
 		Interceptors:               []interceptor.WorkerInterceptor{telemetry.TurnInterceptor(tel.Spans, log), activities.NotOpenInterceptor()},
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
@@ -366,4 +367,15 @@ func authFailures(limit int) int {
 		return -1
 	}
 	return limit
+}
+
+// SetWorkflowCacheSize sizes the Temporal worker's sticky workflow cache
+// (BAE_WORKFLOW_CACHE_SIZE; 0 leaves the SDK's default). The cache is one
+// per process, created when the process's first worker starts: a process
+// embedding a Temporal server must call this before the server starts, as
+// that server's own workers would otherwise create it at the default size.
+func SetWorkflowCacheSize(size int) {
+	if size > 0 {
+		worker.SetStickyWorkflowCacheSize(size)
+	}
 }

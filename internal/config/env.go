@@ -35,6 +35,9 @@ const (
 	DefaultTemporalPort      = 7233
 	DefaultMaxBodyBytes      = 4 << 20
 	DefaultBodyReadTimeout   = 60 * time.Second
+	// DefaultWorkflowCacheSize is the Temporal Go SDK's own default for
+	// its sticky workflow cache (session workflows a worker keeps loaded).
+	DefaultWorkflowCacheSize = 10000
 	// DefaultMCPIdleTimeout is how long an MCP connection may sit unused
 	// before it is closed (a stdio server's process ends with it).
 	DefaultMCPIdleTimeout = 10 * time.Minute
@@ -113,6 +116,12 @@ type Server struct {
 	// and driver registrations doing their work at once on this replica;
 	// 0 (unset) leaves the choice to the server (half its CPUs).
 	MaxConcurrentOpens int
+	// WorkflowCacheSize is BAE_WORKFLOW_CACHE_SIZE: how many session
+	// workflows this replica's worker keeps loaded between their workflow
+	// tasks (Temporal's sticky cache). A loaded workflow holds a goroutine
+	// and its state; an evicted one costs nothing until its next task
+	// replays its history.
+	WorkflowCacheSize int
 	// TrustedProxies (BAE_TRUSTED_PROXIES) are the reverse proxies whose
 	// X-Forwarded-For header names the client address for rate limiting.
 	TrustedProxies []netip.Prefix
@@ -267,6 +276,9 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	if s.MaxConcurrentOpens, err = parseCount("BAE_MAX_CONCURRENT_OPENS", get("BAE_MAX_CONCURRENT_OPENS", ""), 0, 1); err != nil {
 		return Server{}, err
 	}
+	if s.WorkflowCacheSize, err = WorkflowCacheSizeFromEnv(lookup); err != nil {
+		return Server{}, err
+	}
 	if s.Temporal, err = temporalConnFromEnv(get); err != nil {
 		return Server{}, err
 	}
@@ -286,6 +298,14 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, err
 	}
 	return s, nil
+}
+
+// WorkflowCacheSizeFromEnv reads BAE_WORKFLOW_CACHE_SIZE on its own, for
+// a process that must size the cache before it has the rest (an embedded
+// Temporal's own workers create the process's cache when they start).
+func WorkflowCacheSizeFromEnv(lookup func(string) (string, bool)) (int, error) {
+	v, _ := lookup("BAE_WORKFLOW_CACHE_SIZE")
+	return parseCount("BAE_WORKFLOW_CACHE_SIZE", strings.TrimSpace(v), DefaultWorkflowCacheSize, 1)
 }
 
 // parseCount reads a whole number no smaller than least; "" means def.

@@ -34,6 +34,7 @@ func TestServerFromEnvDefaults(t *testing.T) {
 		MaxBodyBytes:      4 << 20,
 		BodyReadTimeout:   60 * time.Second,
 		MCPIdleTimeout:    10 * time.Minute,
+		WorkflowCacheSize: 10000,
 		// The documented defaults, written out: a change to one is a
 		// change to docs/configuration.md too.
 		MaxSessionsPerKey: 100, MaxSessionsPerProfile: 1000, MaxSandboxesPerKey: 4, MaxSandboxesPerProfile: 16,
@@ -65,6 +66,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		"BAE_MAX_BODY_BYTES":                 "1024",
 		"BAE_BODY_READ_TIMEOUT":              "250ms",
 		"BAE_MAX_CONCURRENT_OPENS":           "4",
+		"BAE_WORKFLOW_CACHE_SIZE":            "500",
 		"BAE_KEY_HASH":                       "SHA256",
 		"BAE_MCP_IDLE_TIMEOUT":               "90",
 		"BAE_MAX_SESSIONS_PER_KEY":           "5",
@@ -85,7 +87,7 @@ func TestServerFromEnvOverrides(t *testing.T) {
 		ConfigPath: "/etc/bae-config.toml", AdminKeyFile: "/data/admin-key.pem", AdminKeyHashFile: "/data/admin-key-hash.pem",
 		DisableAdminAuth: true, KeyHash: "sha256", SandboxDriver: "apple-container", TemporalAddr: "temporal:7233",
 		TemporalNamespace: "ns", TaskQueue: "q", DataDir: "/data", TemporalUIPort: 18233, TemporalPort: 17233,
-		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4, MCPIdleTimeout: 90 * time.Second,
+		MaxBodyBytes: 1024, BodyReadTimeout: 250 * time.Millisecond, MaxConcurrentOpens: 4, WorkflowCacheSize: 500, MCPIdleTimeout: 90 * time.Second,
 		MaxSessionsPerKey: 5, MaxSessionsPerProfile: 0, MaxSandboxesPerKey: 1, MaxSandboxesPerProfile: 2,
 		MaxStreamsPerSession: 3, MaxStreamsPerKey: 7, MaxQueuedTurnsPerSession: 2, MaxQueuedTurnsPerKey: 0, SessionIdleTTL: 2 * time.Hour,
 		SandboxSweepInterval: 90 * time.Second,
@@ -170,6 +172,10 @@ func TestServerFromEnvInvalidValues(t *testing.T) {
 	for _, v := range []string{"0", "-2", "two"} {
 		_, err = ServerFromEnv(envMap(map[string]string{"BAE_MAX_CONCURRENT_OPENS": v}))
 		requireValidation(t, err, "BAE_MAX_CONCURRENT_OPENS")
+	}
+	for _, v := range []string{"0", "-5", "many"} {
+		_, err = ServerFromEnv(envMap(map[string]string{"BAE_WORKFLOW_CACHE_SIZE": v}))
+		requireValidation(t, err, "BAE_WORKFLOW_CACHE_SIZE")
 	}
 	for _, v := range []string{"-1", "x"} {
 		_, err = ServerFromEnv(envMap(map[string]string{"BAE_AUTH_FAILURE_LIMIT": v}))
