@@ -188,17 +188,16 @@ func (c *cacheState) bill(rec Recorded) (*CacheBilling, error) {
 			return nil, &cacheError{fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", CacheMaxBreaks, n)}
 		}
 		var seen []block // the blocks in the model's context
-		ignored := 0
+		ignored := 0     // bytes as sent, less bytes seen
 		for _, bl := range blocks {
 			if bl.thinking && bl.ttl > 0 {
 				return nil, &cacheError{"cache_control cannot be set for thinking blocks"}
 			}
 			rendered = append(rendered, bl.content...)
-			if bl.ignored {
-				ignored += len(bl.content)
-				continue
+			ignored += len(bl.content) - len(bl.seen)
+			if !bl.ignored {
+				seen = append(seen, bl)
 			}
-			seen = append(seen, bl)
 		}
 		b.Ignored = ignored / 4
 		b.Input = max(b.Input-b.Ignored, 1)
