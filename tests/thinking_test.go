@@ -220,12 +220,12 @@ func TestThinkingThroughAToolLoop(t *testing.T) {
 // its tool loops (a compaction at a request that carries the cycle in
 // progress); the strict fake accepts every request, so no thinking block
 // of a cycle in progress was cut, altered or parted from its tool_use, and
-// no request was too long. Anthropic streamed and whole, openai streamed.
+// no request was too long. Both wire formats, streamed and whole.
 func TestThinkingSurvivesCompaction(t *testing.T) {
 	for _, c := range []struct {
 		kind   string
 		stream bool
-	}{{"anthropic", true}, {"anthropic", false}, {"openai", true}} {
+	}{{"anthropic", true}, {"anthropic", false}, {"openai", true}, {"openai", false}} {
 		t.Run(fmt.Sprintf("%s/stream=%t", c.kind, c.stream), func(t *testing.T) {
 			fake := fakeprovider.New(t)
 			fake.Strict(true)
