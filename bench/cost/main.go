@@ -286,7 +286,32 @@ func (o options) answer(rec fakeprovider.Recorded) fakeprovider.Reply {
 	if step < o.steps {
 		return r.WithToolUse("", "read_file", map[string]any{"path": fmt.Sprintf("src/file_%d.go", step)})
 	}
-	return r
+	// The echo of the message's own text: a compaction that summarizes
+	// every earlier turn puts the summary in the same user message.
+	return r.WithText("echo: " + lastTextBlock(rec))
+}
+
+// lastTextBlock is the last text block of the last user message that has
+// one.
+func lastTextBlock(rec fakeprovider.Recorded) string {
+	msgs := rec.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i]["role"] != "user" {
+			continue
+		}
+		switch c := msgs[i]["content"].(type) {
+		case string:
+			return c
+		case []any:
+			for j := len(c) - 1; j >= 0; j-- {
+				if b, _ := c[j].(map[string]any); b["type"] == "text" {
+					text, _ := b["text"].(string)
+					return text
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // cycleSteps is how many assistant messages the turn in progress has (the
