@@ -213,6 +213,12 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 		lookup = os.LookupEnv
 	}
 	token, terr := config.ResolveEnvTokens(entry.AuthToken, lookup)
+	// The settings' header tokens are resolved for this call only: events
+	// and views keep prep.settings, tokens unresolved.
+	settings, herr := config.ResolveHeaders(prep.settings, lookup)
+	if terr == nil && herr != nil {
+		terr = fmt.Errorf("model_settings.%w", herr)
+	}
 	if terr != nil {
 		endAttempt(span, nil, "provider config error")
 		return a.attemptFailed(ctx, in, step, entry.Kind, nil, "provider config error: "+terr.Error(), nil, prep.fence, 0)
@@ -221,7 +227,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	started := time.Now()
 	ep := provider.Endpoint{
 		Kind: entry.Kind, BaseURL: entry.EffectiveBaseURL(), Model: entry.Model, MaxTokens: entry.MaxTokens, AuthToken: token,
-		PromptCache: !entry.NoPromptCache, CacheKey: in.SessionID, Settings: prep.settings,
+		PromptCache: !entry.NoPromptCache, CacheKey: in.SessionID, Settings: settings,
 	}
 	var (
 		resp *provider.Response
@@ -251,7 +257,7 @@ func (a *Activities) callPrepared(ctx context.Context, in workflows.CallProvider
 	stopped := err != nil && stoppedCall(callCtx)
 	endCall()
 	stop()
-	token = ""
+	token, settings = "", provider.Settings{}
 	// Every HTTP call counts, including the transport failures Temporal
 	// retries: the metric is about the provider, not the attempt.
 	outcome := "ok"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"unicode"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/bae-go/bae-go/api/wire"
 	"github.com/bae-go/bae-go/internal/compaction"
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/sandbox"
@@ -227,8 +229,9 @@ func (a *adminAPI) profileInput(w http.ResponseWriter, r *http.Request) (store.P
 // entries' model settings, by entry name): malformed (not an object, an
 // unknown key, a wrong type) is 400; a name not in the provider registry or
 // a setting the entry's model refuses, once laid over the entry's own, is
-// 422 invalid_model_settings, naming the field. Absent, null or {} stores
-// nothing.
+// 422 invalid_model_settings, naming the field, as is a header's ${VAR}
+// token naming a variable unset in the server's environment. Absent, null
+// or {} stores nothing.
 func (a *adminAPI) modelSettings(raw json.RawMessage) (json.RawMessage, *Problem) {
 	over, err := provider.ParseOverrides(raw)
 	var se *provider.SettingError
@@ -251,7 +254,14 @@ func (a *adminAPI) modelSettings(raw json.RawMessage) (json.RawMessage, *Problem
 		if !ok {
 			return nil, unprocessable("invalid_model_settings", fmt.Sprintf("model_settings.%s: %q is not in the provider registry", name, name))
 		}
-		if err := entry.Settings.Merge(over[name]).Validate(entry.Kind, entry.Model, entry.MaxTokens); err != nil {
+		merged := entry.Settings.Merge(over[name])
+		if err := merged.Validate(entry.Kind, entry.Model, entry.MaxTokens); err != nil {
+			return nil, unprocessable("invalid_model_settings", fmt.Sprintf("model_settings.%s.%s", name, err))
+		}
+		// Header tokens resolve against this server's environment at each
+		// call; one unset here would fail every call. The row keeps the
+		// tokens, never what they resolve to.
+		if _, err := config.ResolveHeaders(merged, os.LookupEnv); err != nil {
 			return nil, unprocessable("invalid_model_settings", fmt.Sprintf("model_settings.%s.%s", name, err))
 		}
 	}

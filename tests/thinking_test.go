@@ -220,12 +220,12 @@ func TestThinkingThroughAToolLoop(t *testing.T) {
 // its tool loops (a compaction at a request that carries the cycle in
 // progress); the strict fake accepts every request, so no thinking block
 // of a cycle in progress was cut, altered or parted from its tool_use, and
-// no request was too long. Anthropic streamed and whole, openai streamed.
+// no request was too long. Both wire formats, streamed and whole.
 func TestThinkingSurvivesCompaction(t *testing.T) {
 	for _, c := range []struct {
 		kind   string
 		stream bool
-	}{{"anthropic", true}, {"anthropic", false}, {"openai", true}} {
+	}{{"anthropic", true}, {"anthropic", false}, {"openai", true}, {"openai", false}} {
 		t.Run(fmt.Sprintf("%s/stream=%t", c.kind, c.stream), func(t *testing.T) {
 			fake := fakeprovider.New(t)
 			fake.Strict(true)
@@ -369,6 +369,7 @@ auth_token = "literal-token"
 		{map[string]any{"thinker": map[string]any{"temperature": 0.3}}, 422, "model_settings.thinker.temperature: must be 1 (or unset) with thinking on"},
 		{map[string]any{"thinker": map[string]any{"tool_choice": "any"}}, 422, "model_settings.thinker.tool_choice"},
 		{map[string]any{"old": map[string]any{"reasoning_effort": "high"}}, 422, "is an openai setting"},
+		{map[string]any{"old": map[string]any{"headers": map[string]any{"x-gateway-key": "Bearer ${BAE_TEST_DEFINITELY_UNSET}"}}}, 422, `model_settings.old.headers: header "X-Gateway-Key": environment variable "BAE_TEST_DEFINITELY_UNSET" is not set`},
 	} {
 		status, body := post(c.settings)
 		assert.Equal(t, c.status, status, "%v: %v", c.settings, body)
@@ -378,12 +379,14 @@ auth_token = "literal-token"
 		assert.Contains(t, body["detail"], c.detail, "%v", c.settings)
 	}
 
-	// A valid override reaches the body of the profile's requests only.
-	over := map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048}, "stop": []any{"STOP"}}}
+	// A valid override reaches the body of the profile's requests only; a
+	// header's ${VAR} token is stored as written and resolved at the call.
+	over := map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048}, "stop": []any{"STOP"}, "headers": map[string]any{"x-gateway-key": "Bearer ${BAE_FAKE_TOKEN}"}}}
 	r := e.srv.Admin(t, http.MethodPost, "/admin/v1/profiles", map[string]any{"name": "tuned", "primary_provider": "old", "model_settings": over})
 	require.Equal(t, http.StatusCreated, r.Status, string(r.Raw))
+	assert.NotContains(t, string(r.Raw), "sk-fake-secret")
 	shown := e.srv.Admin(t, http.MethodGet, "/admin/v1/profiles/"+r.Body["id"].(string), nil)
-	assert.Equal(t, map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0}, "stop": []any{"STOP"}}}, shown.Body["model_settings"])
+	assert.Equal(t, map[string]any{"old": map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0}, "stop": []any{"STOP"}, "headers": map[string]any{"x-gateway-key": "Bearer ${BAE_FAKE_TOKEN}"}}}, shown.Body["model_settings"])
 	plain := e.srv.Profile(t, map[string]any{"name": "plain", "primary_provider": "old"})
 	got := e.srv.Admin(t, http.MethodGet, "/admin/v1/profiles/"+plain, nil)
 	assert.NotContains(t, got.Body, "model_settings", "a profile without settings shows none")
@@ -396,11 +399,13 @@ auth_token = "literal-token"
 	req := fake.Requests()[fake.RequestCount()-1]
 	assert.Equal(t, map[string]any{"type": "enabled", "budget_tokens": 2048.0}, req.Body["thinking"])
 	assert.Equal(t, []any{"STOP"}, req.Body["stop_sequences"])
+	assert.Equal(t, "Bearer sk-fake-secret", req.Header.Get("X-Gateway-Key"), "the token is resolved for the call")
 	for _, ev := range resultEvents(term) {
 		if ev["event_type"] == "provider.request" {
-			assert.Equal(t, map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0}, "stop": []any{"STOP"}}, payload(ev)["model_settings"])
+			assert.Equal(t, map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 2048.0}, "stop": []any{"STOP"}, "headers": map[string]any{"X-Gateway-Key": "••••••••"}}, payload(ev)["model_settings"])
 		}
 	}
+	assert.NotContains(t, fmt.Sprint(d.allEvents()), "sk-fake-secret", "the resolved value is in no event")
 
 	p := e.openOn(plain, nil)
 	p.register()

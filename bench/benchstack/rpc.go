@@ -76,6 +76,27 @@ func PostRPCResult(ctx context.Context, hc *http.Client, base, sid, key, method 
 // response, decoding only that line, and checks it is the fake provider's
 // echo of text. It returns the bytes read.
 func ReadEcho(r io.Reader, text string) (int64, error) {
+	a, n, err := ReadAnswer(r)
+	if err != nil {
+		return n, err
+	}
+	if a.Text != "echo: "+text || len(a.ToolUses) > 0 {
+		return n, fmt.Errorf("wrong reply: %.200s", a.line)
+	}
+	return n, nil
+}
+
+// Answer is a turn's answer: its first text block and the ids of its
+// tool_use blocks (thinking blocks are passed over).
+type Answer struct {
+	Text     string
+	ToolUses []string
+	line     []byte
+}
+
+// ReadAnswer reads a session.sendMessage NDJSON answer to its terminal
+// response, decoding only that line. It returns the bytes read.
+func ReadAnswer(r io.Reader) (Answer, int64, error) {
 	var n int64
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -89,25 +110,35 @@ func ReadEcho(r io.Reader, text string) (int64, error) {
 				Result *struct {
 					Message struct {
 						Content []struct {
+							Type string `json:"type"`
 							Text string `json:"text"`
+							ID   string `json:"id"`
 						} `json:"content"`
 					} `json:"message"`
 				} `json:"result"`
 				Error json.RawMessage `json:"error"`
 			}
 			if err := json.Unmarshal(line, &term); err != nil {
-				return n, fmt.Errorf("decode terminal: %w", err)
+				return Answer{}, n, fmt.Errorf("decode terminal: %w", err)
 			}
 			if term.Result == nil {
-				return n, fmt.Errorf("turn failed: %s", term.Error)
+				return Answer{}, n, fmt.Errorf("turn failed: %s", term.Error)
 			}
-			if c := term.Result.Message.Content; len(c) == 0 || c[0].Text != "echo: "+text {
-				return n, fmt.Errorf("wrong reply: %.200s", line)
+			a := Answer{line: line}
+			for _, b := range term.Result.Message.Content {
+				switch b.Type {
+				case "text":
+					if a.Text == "" {
+						a.Text = b.Text
+					}
+				case "tool_use":
+					a.ToolUses = append(a.ToolUses, b.ID)
+				}
 			}
-			return n, nil
+			return a, n, nil
 		}
 		if err != nil {
-			return n, fmt.Errorf("stream ended without a terminal response: %w", err)
+			return Answer{}, n, fmt.Errorf("stream ended without a terminal response: %w", err)
 		}
 	}
 }

@@ -17,8 +17,21 @@
 // on the same fake, so its calls are counted apart and added to the
 // session's bill.
 //
+// With -thinking, each wire format and window also runs with the model
+// thinking (issue 42): Anthropic adaptive thinking on claude-sonnet-4-6,
+// which keeps every prior thinking block in its context, and a
+// budget_tokens on claude-sonnet-4-5, which strips the thinking of turns
+// that ended (the fake applies Anthropic's documented caching rules for
+// both); OpenAI reasoning_effort on gpt-5. Every answer then carries a
+// thinking block of -thinking-bytes (billed as output), and the fake is
+// strict: it refuses a request whose tool cycle lost a thinking block.
+// With -steps, every turn first calls read_file that many times (each
+// answered with a ~600-byte result), so thinking blocks sit in the cached
+// prefix of the tool loop.
+//
 //	go run ./bench/cost                                   # 1,000 turns, both formats, both windows
 //	go run ./bench/cost -turns 300 -kinds openai -windows compacting
+//	go run ./bench/cost -turns 300 -steps 2 -thinking off,adaptive,budget,reasoning
 package main
 
 import (
@@ -30,6 +43,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +58,9 @@ import (
 type options struct {
 	turns            int
 	kinds, windows   string
+	thinking         string
+	steps            int
+	thinkingBytes    int
 	largeWindow      int
 	compactWindow    int
 	maxTokens        int
@@ -59,6 +76,9 @@ func main() {
 	flag.IntVar(&o.largeWindow, "large-window", 1_000_000, "the large context window in tokens")
 	flag.IntVar(&o.compactWindow, "compacting-window", 40_000, "the context window, in tokens, that forces compaction")
 	flag.IntVar(&o.maxTokens, "max-tokens", 1000, "max_tokens of the provider entries")
+	flag.StringVar(&o.thinking, "thinking", "off", "thinking modes to run (comma-separated): off, adaptive and budget (anthropic), reasoning (openai)")
+	flag.IntVar(&o.steps, "steps", 0, "tool calls per turn before the answer")
+	flag.IntVar(&o.thinkingBytes, "thinking-bytes", 1200, "bytes of each answer's thinking block")
 	flag.StringVar(&o.db, "db", benchstack.DefaultDatabaseURL(), "maintenance database URL")
 	flag.BoolVar(&o.jsonOut, "json", false, "JSON report on stdout")
 	flag.BoolVar(&o.verbose, "v", false, "show baesrv/Temporal warnings")
@@ -84,17 +104,39 @@ type fake struct {
 	inner *fakeprovider.Server
 }
 
-// scenario is one wire format and window.
+// scenario is one wire format, window and thinking mode.
 type scenario struct {
-	kind, window string
-	tokens       int
+	kind, window, mode string
+	tokens             int
 }
 
 func (s scenario) lane(cached bool) string {
-	if cached {
-		return "c-" + s.kind + "-" + s.window
+	name := s.kind + "-" + s.window
+	if s.mode != "off" {
+		name += "-" + s.mode
 	}
-	return "p-" + s.kind + "-" + s.window
+	if cached {
+		return "c-" + name
+	}
+	return "p-" + name
+}
+
+// modesOf are the thinking modes of a wire format.
+var modesOf = map[string][]string{"anthropic": {"off", "adaptive", "budget"}, "openai": {"off", "reasoning"}}
+
+// model is the session entry's model and its model_settings for the
+// scenario's thinking mode (budget_tokens 1,024 with max_tokens 1,000
+// needs the interleaved-thinking beta).
+func (s scenario) model() (model, settings string) {
+	switch s.mode {
+	case "adaptive":
+		return "claude-sonnet-4-6", "thinking = { type = \"adaptive\" }\neffort = \"medium\"\n"
+	case "budget":
+		return "claude-sonnet-4-5", "thinking = { type = \"enabled\", budget_tokens = 1024 }\nheaders = { \"anthropic-beta\" = \"interleaved-thinking-2025-05-14\" }\n"
+	case "reasoning":
+		return "gpt-5", "reasoning_effort = \"medium\"\n"
+	}
+	return "bench-model", ""
 }
 
 // summarizerLane is the summarizer of the cached (or plain) session.
@@ -103,28 +145,45 @@ func (s scenario) summarizerLane(cached bool) string { return "s" + s.lane(cache
 func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 	f := &fake{inner: fakeprovider.NewHandler()}
 	f.inner.Caching(true)
+	modes := strings.Split(o.thinking, ",")
+	for i, m := range modes {
+		modes[i] = strings.TrimSpace(m)
+		if m := modes[i]; m != "off" && m != "adaptive" && m != "budget" && m != "reasoning" {
+			return nil, fmt.Errorf("unknown thinking mode %q (off, adaptive, budget, reasoning)", m)
+		}
+	}
+	// The strict fake refuses a tool cycle that lost a thinking block.
+	f.inner.Strict(o.thinking != "off")
 	var scenarios []scenario
 	for _, k := range strings.Split(o.kinds, ",") {
 		for _, w := range strings.Split(o.windows, ",") {
-			sc := scenario{kind: strings.TrimSpace(k), window: strings.TrimSpace(w)}
-			switch sc.window {
-			case "large":
-				sc.tokens = o.largeWindow
-			case "compacting":
-				sc.tokens = o.compactWindow
-				// The fake refuses what the window cannot hold, as the
-				// providers do.
-				f.inner.Lane(sc.lane(true)).ContextWindow(sc.tokens)
-				f.inner.Lane(sc.lane(false)).ContextWindow(sc.tokens)
-			default:
-				return nil, fmt.Errorf("unknown window %q (large or compacting)", w)
+			for _, mode := range modes {
+				sc := scenario{kind: strings.TrimSpace(k), window: strings.TrimSpace(w), mode: mode}
+				if !slices.Contains(modesOf[sc.kind], mode) {
+					continue
+				}
+				switch sc.window {
+				case "large":
+					sc.tokens = o.largeWindow
+				case "compacting":
+					sc.tokens = o.compactWindow
+					// The fake refuses what the window cannot hold, as the
+					// providers do.
+					f.inner.Lane(sc.lane(true)).ContextWindow(sc.tokens)
+					f.inner.Lane(sc.lane(false)).ContextWindow(sc.tokens)
+				default:
+					return nil, fmt.Errorf("unknown window %q (large or compacting)", w)
+				}
+				for _, cached := range []bool{true, false} {
+					f.inner.Lane(sc.summarizerLane(cached)).Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+						return fakeprovider.Text(fmt.Sprintf("The user sent numbered messages of repeated words; the assistant echoed each. This summary replaced %d bytes.", len(rec.RawBody)))
+					})
+					if sc.mode != "off" || o.steps > 0 {
+						f.inner.Lane(sc.lane(cached)).Respond(o.answer)
+					}
+				}
+				scenarios = append(scenarios, sc)
 			}
-			for _, cached := range []bool{true, false} {
-				f.inner.Lane(sc.summarizerLane(cached)).Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
-					return fakeprovider.Text(fmt.Sprintf("The user sent numbered messages of repeated words; the assistant echoed each. This summary replaced %d bytes.", len(rec.RawBody)))
-				})
-			}
-			scenarios = append(scenarios, sc)
 		}
 	}
 	var err error
@@ -136,17 +195,24 @@ func run(ctx context.Context, log *slog.Logger, o options) ([]*report, error) {
 	var toml strings.Builder
 	for _, sc := range scenarios {
 		for _, lane := range []string{sc.lane(true), sc.lane(false), sc.summarizerLane(true), sc.summarizerLane(false)} {
+			model, settings := "bench-model", ""
+			if !strings.HasPrefix(lane, "s") {
+				model, settings = sc.model()
+			}
 			fmt.Fprintf(&toml, `
 [[providers.entries]]
 name = %q
 provider = %q
 base_url = "%s/%s"
-model = "bench-model"
+model = %q
 auth_token = "not-a-secret"
 context_window = %d
 max_tokens = %d
 prompt_cache = %v
-`, lane, sc.kind, f.URL, lane, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-") && !strings.HasPrefix(lane, "sp-"))
+`, lane, sc.kind, f.URL, lane, model, sc.tokens, o.maxTokens, !strings.HasPrefix(lane, "p-") && !strings.HasPrefix(lane, "sp-"))
+			if settings != "" {
+				fmt.Fprintf(&toml, "\n[providers.entries.model_settings]\n%s", settings)
+			}
 		}
 	}
 	var srvLog *slog.Logger
@@ -179,9 +245,9 @@ prompt_cache = %v
 			if err != nil {
 				return nil, fmt.Errorf("open session: %w", err)
 			}
-			drives[i] = &drive{id: s.ID, key: s.Key(), hc: hc, base: st.ClientURL, f: f, lane: sc.lane(cached)}
+			drives[i] = &drive{id: s.ID, key: s.Key(), hc: hc, base: st.ClientURL, f: f, lane: sc.lane(cached), steps: o.steps}
 		}
-		log.Info("running", "kind", sc.kind, "window", sc.window, "context_window", sc.tokens, "turns", o.turns)
+		log.Info("running", "kind", sc.kind, "window", sc.window, "thinking", sc.mode, "context_window", sc.tokens, "turns", o.turns, "steps", o.steps)
 		t0 := time.Now()
 		for n := range o.turns {
 			for _, d := range drives {
@@ -190,18 +256,80 @@ prompt_cache = %v
 				}
 			}
 			if (n+1)%100 == 0 {
-				log.Info("progress", "kind", sc.kind, "window", sc.window, "turns", n+1, "elapsed", time.Since(t0).Round(time.Second))
+				log.Info("progress", "kind", sc.kind, "window", sc.window, "thinking", sc.mode, "turns", n+1, "elapsed", time.Since(t0).Round(time.Second))
 			}
 		}
-		rep := &report{Kind: sc.kind, Window: sc.window, ContextWindow: sc.tokens, Turns: o.turns, Wall: time.Since(t0).Seconds()}
+		rep := &report{Kind: sc.kind, Window: sc.window, Thinking: sc.mode, Steps: o.steps, ContextWindow: sc.tokens, Turns: o.turns, Wall: time.Since(t0).Seconds()}
 		rep.fill(f.inner.CacheLedger(), sc, drives[0], drives[1])
 		if rep.Summaries, rep.Clearings, err = compactions(ctx, st.DB.URL, drives[0].id); err != nil {
 			return nil, err
+		}
+		if n := f.inner.StrictRefusals(); n > 0 {
+			return nil, fmt.Errorf("the strict fake refused %d requests", n)
 		}
 		reps = append(reps, rep)
 		rep.print(os.Stderr)
 	}
 	return reps, nil
+}
+
+// answer is a session lane's answer: with a thinking block (sent only
+// when the request turns thinking on), a read_file call for the first
+// -steps answers of a turn, then the echo.
+func (o options) answer(rec fakeprovider.Recorded) fakeprovider.Reply {
+	step := cycleSteps(rec)
+	thought := fmt.Sprintf("Request %d, step %d: the user sent a numbered message of repeated words; I read the file and echo it. ", rec.Seq, step)
+	for len(thought) < o.thinkingBytes {
+		thought += "Checking the words once more before answering. "
+	}
+	r := fakeprovider.Reply{}.WithThinking(thought[:o.thinkingBytes])
+	if step < o.steps {
+		return r.WithToolUse("", "read_file", map[string]any{"path": fmt.Sprintf("src/file_%d.go", step)})
+	}
+	// The echo of the message's own text: a compaction that summarizes
+	// every earlier turn puts the summary in the same user message.
+	return r.WithText("echo: " + lastTextBlock(rec))
+}
+
+// lastTextBlock is the last text block of the last user message that has
+// one.
+func lastTextBlock(rec fakeprovider.Recorded) string {
+	msgs := rec.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i]["role"] != "user" {
+			continue
+		}
+		switch c := msgs[i]["content"].(type) {
+		case string:
+			return c
+		case []any:
+			for j := len(c) - 1; j >= 0; j-- {
+				if b, _ := c[j].(map[string]any); b["type"] == "text" {
+					text, _ := b["text"].(string)
+					return text
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// cycleSteps is how many assistant messages the turn in progress has (the
+// messages after the last user message that is no tool result).
+func cycleSteps(rec fakeprovider.Recorded) int {
+	msgs := rec.Messages()
+	n := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch m := msgs[i]; {
+		case m["role"] == "assistant":
+			n++
+		case m["role"] == "tool":
+		case strings.Contains(fmt.Sprint(m["content"]), "tool_result"):
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // benchTools are 8 client tool declarations of about 2,500 tokens in all,
@@ -242,7 +370,8 @@ type drive struct {
 	id, key, base, lane string
 	hc                  *http.Client
 	f                   *fake
-	n                   int
+	n, steps            int
+	rpc                 int
 	added               []time.Duration
 }
 
@@ -258,7 +387,7 @@ func (d *drive) turn(ctx context.Context) error {
 	}
 	before := int64(d.f.Served())
 	start := time.Now()
-	err := sendTurn(ctx, d.hc, d.base, d.id, d.key, d.n, userText(d.n))
+	err := d.sendTurn(ctx, userText(d.n))
 	lat := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("session %s (%s) turn %d: %w", d.id, d.lane, d.n+1, err)
@@ -268,18 +397,43 @@ func (d *drive) turn(ctx context.Context) error {
 	return nil
 }
 
-// sendTurn sends one message and reads its stream to the terminal
-// response, checking it is the echo.
-func sendTurn(ctx context.Context, hc *http.Client, base, sid, key string, n int, text string) error {
+// sendTurn sends one message, answers each read_file call with a
+// ~600-byte result, and checks the turn ends with the echo.
+func (d *drive) sendTurn(ctx context.Context, text string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	resp, err := benchstack.PostRPC(ctx, hc, base, sid, key, n+1, "session.sendMessage", benchstack.UserMessage(text), nil)
-	if err != nil {
-		return err
+	msg := benchstack.UserMessage(text)
+	for step := 0; ; step++ {
+		d.rpc++
+		resp, err := benchstack.PostRPC(ctx, d.hc, d.base, d.id, d.key, d.rpc, "session.sendMessage", msg, nil)
+		if err != nil {
+			return err
+		}
+		a, _, err := benchstack.ReadAnswer(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if len(a.ToolUses) == 0 {
+			if a.Text != "echo: "+text {
+				return fmt.Errorf("wrong reply: %.200q", a.Text)
+			}
+			return nil
+		}
+		if step >= d.steps {
+			return fmt.Errorf("tool call %d of a turn of %d steps", step+1, d.steps)
+		}
+		var results []any
+		for _, id := range a.ToolUses {
+			results = append(results, map[string]any{"type": "tool_result", "tool_use_id": id, "content": toolResult(d.n, step)})
+		}
+		msg = map[string]any{"message": map[string]any{"role": "user", "content": results}}
 	}
-	defer resp.Body.Close()
-	_, err = benchstack.ReadEcho(resp.Body, text)
-	return err
+}
+
+// toolResult is a read_file result of ~600 bytes.
+func toolResult(turn, step int) string {
+	return fmt.Sprintf("file %d.%d:\n", turn, step) + strings.Repeat(fmt.Sprintf("line %d of the file\n", step), 40)[:580]
 }
 
 func compactions(ctx context.Context, dbURL, sid string) (summaries, clearings int, err error) {
@@ -305,6 +459,8 @@ type bill struct {
 	Uncached int `json:"uncached_tokens"`
 	Read     int `json:"cache_read_tokens"`
 	Write    int `json:"cache_write_tokens"`
+	// Ignored is thinking the model stripped from its context (not input).
+	Ignored int `json:"thinking_stripped_tokens"`
 	// Billed is in uncached-input-token units at Anthropic's prices.
 	Billed float64 `json:"billed_tokens"`
 }
@@ -315,12 +471,15 @@ func (b *bill) add(l fakeprovider.CacheBilling) {
 	b.Uncached += l.Uncached
 	b.Read += l.Read
 	b.Write += l.Write
+	b.Ignored += l.Ignored
 	b.Billed += l.Billed()
 }
 
 type report struct {
 	Kind          string  `json:"kind"`
 	Window        string  `json:"window"`
+	Thinking      string  `json:"thinking"`
+	Steps         int     `json:"steps"`
 	ContextWindow int     `json:"context_window"`
 	Turns         int     `json:"turns"`
 	Wall          float64 `json:"wall_s"`
@@ -389,10 +548,13 @@ func (r *report) fill(ledger []fakeprovider.CacheBilling, sc scenario, cached, p
 }
 
 func (r *report) print(w io.Writer) {
-	fmt.Fprintf(w, "\n%s, %s window (%d tokens), %d turns, %.0f s\n", r.Kind, r.Window, r.ContextWindow, r.Turns, r.Wall)
+	fmt.Fprintf(w, "\n%s, %s window (%d tokens), thinking %s, %d turns of %d tool steps, %.0f s\n", r.Kind, r.Window, r.ContextWindow, r.Thinking, r.Turns, r.Steps, r.Wall)
 	fmt.Fprintf(w, "  billed/uncached (Anthropic prices, summarizer included): %.3f   (prompt_cache = false: %.3f)\n", r.BilledRatio, r.PlainRatio)
 	fmt.Fprintf(w, "  cached share of input tokens: %.1f%%   input %d, read %d, written %d, uncached %d; summarizer input %d\n",
 		100*r.CachedShare, r.Session.Input, r.Session.Read, r.Session.Write, r.Session.Uncached, r.Summarizer.Input)
+	if r.Session.Ignored > 0 {
+		fmt.Fprintf(w, "  thinking of ended turns stripped by the model (not input): %d tokens\n", r.Session.Ignored)
+	}
 	fmt.Fprintf(w, "  prefix rewrites: %d (%.1f per 100 turns); summaries %d, clearings %d\n", r.Rewrites, r.RewritesPer, r.Summaries, r.Clearings)
 	fmt.Fprintf(w, "  byte-identical prefix of the previous request, outside rewrites: min %.1f%%, %d requests under 90%%\n", 100*r.PrefixShareMin, r.PrefixShareUnder90)
 	fmt.Fprintf(w, "  bae-go time per turn: cached p50 %.1f ms mean %.1f ms; prompt_cache = false p50 %.1f ms mean %.1f ms\n",
@@ -400,11 +562,25 @@ func (r *report) print(w io.Writer) {
 }
 
 func printReports(w io.Writer, o options, reps []*report) {
-	fmt.Fprintf(w, "\nsummary: %d turns a session, 8 tools (~2,500 tokens), ~600-byte messages, echo answers; compaction target %.0f%% of the budget\n",
-		o.turns, 100*compaction.DefaultTrigger*compaction.TargetOfTrigger)
-	fmt.Fprintf(w, "%-10s %-11s %10s %8s %12s %10s %12s %14s\n", "format", "window", "billed/unc", "cached", "rewrites/100", "prefix min", "cached p50", "uncached p50")
+	fmt.Fprintf(w, "\nsummary: %d turns a session, 8 tools (~2,500 tokens), ~600-byte messages, %d read_file calls (~600-byte results) then an echo a turn, %d-byte thinking blocks; compaction target %.0f%% of the budget\n",
+		o.turns, o.steps, o.thinkingBytes, 100*compaction.DefaultTrigger*compaction.TargetOfTrigger)
+	fmt.Fprintf(w, "%-10s %-11s %-9s %10s %8s %12s %10s %12s %14s\n", "format", "window", "thinking", "billed/unc", "cached", "rewrites/100", "prefix min", "cached p50", "uncached p50")
 	for _, r := range reps {
-		fmt.Fprintf(w, "%-10s %-11s %10.3f %7.1f%% %12.1f %9.1f%% %9.1f ms %11.1f ms\n", r.Kind, r.Window, r.BilledRatio, 100*r.CachedShare, r.RewritesPer, 100*r.PrefixShareMin, r.ServerAdded.P50, r.ServerAddedPlain.P50)
+		fmt.Fprintf(w, "%-10s %-11s %-9s %10.3f %7.1f%% %12.1f %9.1f%% %9.1f ms %11.1f ms\n", r.Kind, r.Window, r.Thinking, r.BilledRatio, 100*r.CachedShare, r.RewritesPer, 100*r.PrefixShareMin, r.ServerAdded.P50, r.ServerAddedPlain.P50)
+	}
+	// Thinking against no thinking, same format and window, same run.
+	for _, r := range reps {
+		if r.Thinking == "off" {
+			continue
+		}
+		for _, off := range reps {
+			if off.Thinking == "off" && off.Kind == r.Kind && off.Window == r.Window {
+				fmt.Fprintf(w, "%s/%s thinking %s ÷ off: billed input %.2f×, input tokens %.2f×, billed/uncached %.3f ÷ %.3f, cached share %.1f%% ÷ %.1f%%\n",
+					r.Kind, r.Window, r.Thinking, (r.Session.Billed+r.Summarizer.Billed)/(off.Session.Billed+off.Summarizer.Billed),
+					float64(r.Session.Input+r.Summarizer.Input)/float64(off.Session.Input+off.Summarizer.Input),
+					r.BilledRatio, off.BilledRatio, 100*r.CachedShare, 100*off.CachedShare)
+			}
+		}
 	}
 	for _, r := range reps {
 		verdict := "PASS"
@@ -418,6 +594,6 @@ func printReports(w io.Writer, o options, reps []*report) {
 		if r.Kind == "openai" {
 			target = "every request ≥ 90% previous prefix outside rewrites"
 		}
-		fmt.Fprintf(w, "target %s/%s: %s: %s\n", r.Kind, r.Window, target, verdict)
+		fmt.Fprintf(w, "target %s/%s, thinking %s: %s: %s\n", r.Kind, r.Window, r.Thinking, target, verdict)
 	}
 }

@@ -145,6 +145,36 @@ func (p ProviderEntry) EffectiveSettings(profile json.RawMessage) (provider.Sett
 	return s, nil
 }
 
+// ResolveHeaders is s with the ${VAR} tokens of its headers' values
+// resolved with lookup. An unset variable or an unterminated token is a
+// *provider.SettingError naming the header and the variable, never a
+// value. The result is for one call: callers must not store, log or send
+// it anywhere but the provider (the settings stored, shown and recorded
+// keep the tokens).
+func ResolveHeaders(s provider.Settings, lookup func(string) (string, bool)) (provider.Settings, error) {
+	if len(s.Headers) == 0 {
+		return s, nil
+	}
+	names := make([]string, 0, len(s.Headers))
+	for k := range s.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names) // the same header named first every time
+	out := make(map[string]string, len(s.Headers))
+	for _, k := range names {
+		v, err := ResolveEnvTokens(s.Headers[k], lookup)
+		if err != nil {
+			return provider.Settings{}, &provider.SettingError{Field: "headers", Reason: fmt.Sprintf("header %q: %v", k, err)}
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return provider.Settings{}, &provider.SettingError{Field: "headers", Reason: fmt.Sprintf("header %q: its value resolves to a control character", k)}
+		}
+		out[k] = v
+	}
+	s.Headers = out
+	return s, nil
+}
+
 // EffectiveBaseURL is BaseURL verbatim when set, else the kind's SaaS host.
 // Both defaults are bare hosts; callers append the versioned path.
 func (p ProviderEntry) EffectiveBaseURL() string {
@@ -299,8 +329,10 @@ type rawTelemetry struct {
 
 // Parse decodes and validates bae-config.toml contents. lookup resolves
 // ${VAR} tokens in telemetry otlp_headers, which must be resolvable at
-// startup when telemetry is enabled (MCP headers and provider tokens are
-// resolved later, at use).
+// startup when telemetry is enabled, and checks those of providers'
+// model_settings headers, which must be resolvable at startup and are
+// resolved again at each call (MCP headers and provider tokens are
+// resolved only at use).
 func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 	var raw rawFile
 	md, err := toml.Decode(string(data), &raw)
@@ -317,7 +349,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		}
 	}
 	if raw.Providers != nil {
-		if f.Providers, err = buildProviders(raw.Providers.Entries); err != nil {
+		if f.Providers, err = buildProviders(raw.Providers.Entries, lookup); err != nil {
 			return nil, err
 		}
 	}
@@ -429,7 +461,7 @@ func buildMCP(servers []rawMCPServer) (MCPSection, error) {
 	return out, nil
 }
 
-func buildProviders(entries []rawProvider) (ProvidersSection, error) {
+func buildProviders(entries []rawProvider, lookup func(string) (string, bool)) (ProvidersSection, error) {
 	out := ProvidersSection{Entries: make([]ProviderEntry, 0, len(entries))}
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
@@ -472,6 +504,9 @@ func buildProviders(entries []rawProvider) (ProvidersSection, error) {
 		if e.ModelSettings != nil {
 			settings = *e.ModelSettings
 			if err := settings.Validate(e.Provider, *e.Model, int(maxTokens)); err != nil {
+				return ProvidersSection{}, invalidf("provider %q has an invalid model_settings.%s", e.Name, err)
+			}
+			if _, err := ResolveHeaders(settings, lookup); err != nil {
 				return ProvidersSection{}, invalidf("provider %q has an invalid model_settings.%s", e.Name, err)
 			}
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -463,4 +464,33 @@ headers = { anthropic-beta = "interleaved-thinking-2025-05-14" }
 		require.ErrorAs(t, err, &ve, src)
 		assert.Contains(t, err.Error(), want)
 	}
+}
+
+// TestModelSettingsHeaderTokens: ${VAR} tokens in model_settings headers
+// must resolve at load (an unset variable or an unterminated token stops
+// it, naming the entry, the header and the variable but no value); the
+// entry keeps the tokens, and ResolveHeaders resolves them for a call
+// (refusing a value that resolves to a control character).
+func TestModelSettingsHeaderTokens(t *testing.T) {
+	src := "[[providers.entries]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nauth_token = \"t\"\n" +
+		"[providers.entries.model_settings]\nheaders = { anthropic-beta = \"interleaved-thinking-2025-05-14\", x-gateway-key = \"Bearer ${GW_KEY}\" }\n"
+	env := envMap(map[string]string{"GW_KEY": "gw-secret-123", "BAD": "a\r\nb"})
+	f, err := Parse([]byte(src), env)
+	require.NoError(t, err)
+	s := f.Providers.Entries[0].Settings
+	assert.Equal(t, "Bearer ${GW_KEY}", s.Headers["x-gateway-key"], "the entry keeps the token")
+	r, err := ResolveHeaders(s, env)
+	require.NoError(t, err)
+	assert.Equal(t, "Bearer gw-secret-123", r.Headers["x-gateway-key"])
+	assert.Equal(t, "interleaved-thinking-2025-05-14", r.Headers["anthropic-beta"])
+	assert.Equal(t, "Bearer ${GW_KEY}", s.Headers["x-gateway-key"], "resolving does not touch the entry's map")
+
+	_, err = Parse([]byte(src), noEnv)
+	requireValidation(t, err, `provider "x" has an invalid model_settings.headers: header "x-gateway-key": environment variable "GW_KEY" is not set`)
+	_, err = Parse([]byte(strings.Replace(src, "${GW_KEY}", "${GW_KEY", 1)), env)
+	requireValidation(t, err, `header "x-gateway-key": unterminated ${`)
+	_, err = ResolveHeaders(provider.Settings{Headers: map[string]string{"x-k": "${BAD}"}}, env)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "a\r\nb")
+	assert.Contains(t, err.Error(), "control character")
 }

@@ -44,7 +44,8 @@ func New(values ...string) *Codec {
 }
 
 // FromConfig collects the resolvable secrets of a config file: provider
-// auth tokens, MCP header values and telemetry headers, resolved with
+// auth tokens and model_settings header values, MCP header values and
+// telemetry headers, resolved with
 // lookup (unresolvable ones are skipped; they cannot leak).
 func FromConfig(f *config.File, lookup func(string) (string, bool)) *Codec {
 	var vals []string
@@ -56,6 +57,9 @@ func FromConfig(f *config.File, lookup func(string) (string, bool)) *Codec {
 	if f != nil {
 		for _, p := range f.Providers.Entries {
 			add(p.AuthToken)
+			for _, h := range p.Settings.Headers {
+				add(h)
+			}
 		}
 		for _, m := range f.MCP.Servers {
 			for _, h := range m.Headers {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -24,11 +25,36 @@ import (
 // written position), cache_read_input_tokens and
 // cache_creation_input_tokens; reads bill 0.1×, writes 1.25×.
 //
+// With thinking (Anthropic's extended-thinking guide, "Extended thinking
+// with prompt caching" and "Thinking block preservation"; the
+// prompt-caching guide's "What invalidates the cache"):
+//   - a thinking or redacted_thinking block cannot carry cache_control (a
+//     400); it is cached as part of the prefix when the next request of the
+//     tool-use cycle sends it back, and read from the cache it counts as
+//     input like any block;
+//   - models before Claude Opus 4.5 and Sonnet 4.6, and every Haiku through
+//     4.5, strip the thinking blocks of turns that ended (the assistant
+//     messages before the last user message that is no tool result): they
+//     are not in the model's context, not counted as input, and the prefix
+//     is hashed without them, so a cycle's entries written with its
+//     thinking are not read once the next turn begins; later models (and
+//     claude-mythos) keep every block;
+//   - with thinking off, every thinking block passed is ignored;
+//   - changing the thinking parameters (on or off, budget_tokens) or
+//     tool_choice invalidates the message blocks' cache; tools and system
+//     stay cached.
+// The prefix shares and rewrites (CacheBilling.Shared, Rewrite) compare the
+// prompts as sent, so they measure what the client changed, not what the
+// provider strips.
+//
 // OpenAI: automatic. A request's prompt (tools, then messages) hits the
 // longest prefix it shares with a recent prompt routed to the same cache
 // (same prompt_cache_key and first 256 tokens), counted from 1,024 tokens
 // in 128-token increments, reported as usage.prompt_tokens_details
 // .cached_tokens.
+// Chat Completions returns no reasoning items: nothing of a reasoning
+// model's thinking enters the next prompt, so reasoning_effort leaves the
+// prefixes unchanged.
 //
 // Tokens are about 4 bytes each, of the body (InputTokens) for a request's
 // total and of the rendered content (which is framed like the body) for
@@ -54,8 +80,12 @@ type CacheBilling struct {
 	Format Format
 	// Key is the request's prompt_cache_key ("" when none).
 	Key string
-	// Input is every input token of the request: Uncached + Read + Write.
+	// Input is every input token of the request: Uncached + Read + Write
+	// (thinking blocks the model strips are not input).
 	Input int
+	// Ignored is the tokens of thinking blocks the model stripped from its
+	// context (see the rules above).
+	Ignored int
 	// Prompt is the tokens of the rendered prompt (Input without the
 	// request's own fields: model, max_tokens, markers).
 	Prompt   int
@@ -157,10 +187,21 @@ func (c *cacheState) bill(rec Recorded) (*CacheBilling, error) {
 		if n := countBreaks(blocks); n > CacheMaxBreaks {
 			return nil, &cacheError{fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", CacheMaxBreaks, n)}
 		}
+		var seen []block // the blocks in the model's context
+		ignored := 0     // bytes as sent, less bytes seen
 		for _, bl := range blocks {
+			if bl.thinking && bl.ttl > 0 {
+				return nil, &cacheError{"cache_control cannot be set for thinking blocks"}
+			}
 			rendered = append(rendered, bl.content...)
+			ignored += len(bl.content) - len(bl.seen)
+			if !bl.ignored {
+				seen = append(seen, bl)
+			}
 		}
-		c.billAnthropic(b, rec.Lane, blocks, now())
+		b.Ignored = ignored / 4
+		b.Input = max(b.Input-b.Ignored, 1)
+		c.billAnthropic(b, rec.Lane, seen, messageCacheKey(rec.Body), now())
 	}
 	b.Uncached = max(b.Input-b.Read-b.Write, 0)
 	b.Prompt = len(rendered) / 4
@@ -180,6 +221,14 @@ type block struct {
 	content []byte
 	// ttl is the block's breakpoint TTL, 0 when it is not a breakpoint.
 	ttl time.Duration
+	// seen is the content as the model sees it (framed without the
+	// message's ignored blocks; nil for an ignored block).
+	seen []byte
+	// message: the block is a message's (not a tool's or the system's).
+	message bool
+	// thinking: a thinking or redacted_thinking block; ignored: one the
+	// model strips from its context.
+	thinking, ignored bool
 }
 
 func countBreaks(blocks []block) int {
@@ -197,10 +246,12 @@ func countBreaks(blocks []block) int {
 // JSON frames it (a message's role before its first block, a separator
 // after each), so the rendered prompt counts about the tokens of the body
 // but the model, max_tokens and markers. String content renders as its
-// one text block.
+// one text block. A thinking block the model strips is marked ignored, and
+// each block's seen is its content framed as the model sees the message
+// without them.
 func renderAnthropic(body map[string]any) []block {
 	var out []block
-	add := func(before string, v any, after string) {
+	item := func(v any) block {
 		m, _ := v.(map[string]any)
 		var ttl time.Duration
 		if cc, ok := m["cache_control"].(map[string]any); ok {
@@ -216,41 +267,67 @@ func renderAnthropic(body map[string]any) []block {
 			}
 			v = c
 		}
-		content := append([]byte(before), encode(v)...)
-		out = append(out, block{content: append(content, after...), ttl: ttl})
+		return block{content: encode(v), ttl: ttl, thinking: m["type"] == "thinking" || m["type"] == "redacted_thinking"}
+	}
+	top := func(v any) {
+		b := item(v)
+		b.content = append(b.content, ',')
+		b.seen = b.content
+		out = append(out, b)
 	}
 	tools, _ := body["tools"].([]any)
 	for _, t := range tools {
-		add("", t, ",")
+		top(t)
 	}
 	switch sys := body["system"].(type) {
 	case string:
-		add("", map[string]any{"type": "text", "text": sys}, ",")
+		top(map[string]any{"type": "text", "text": sys})
 	case []any:
 		for _, b := range sys {
-			add("", b, ",")
+			top(b)
 		}
 	}
 	msgs, _ := body["messages"].([]any)
-	for _, m := range msgs {
+	strip := thinkingStripped(body)
+	for i, m := range msgs {
 		msg, _ := m.(map[string]any)
 		role, _ := msg["role"].(string)
-		open := `{"role":` + string(encode(role)) + `,"content":[`
-		switch content := msg["content"].(type) {
+		var content []any
+		switch c := msg["content"].(type) {
 		case string:
-			add(open, map[string]any{"type": "text", "text": content}, "]},")
+			content = []any{map[string]any{"type": "text", "text": c}}
 		case []any:
-			for i, b := range content {
-				before, after := ",", ""
-				if i == 0 {
-					before = open
-				}
-				if i == len(content)-1 {
-					after = "]},"
-				}
-				add(before, b, after)
+			content = c
+		}
+		blocks := make([]block, len(content))
+		kept := []int{}
+		for j, c := range content {
+			blocks[j] = item(c)
+			blocks[j].message = true
+			blocks[j].ignored = blocks[j].thinking && strip(i)
+			if !blocks[j].ignored {
+				kept = append(kept, j)
 			}
 		}
+		frame := func(raw []byte, first, last bool) []byte {
+			out := []byte(",")
+			if first {
+				out = []byte(`{"role":` + string(encode(role)) + `,"content":[`)
+			}
+			out = append(out, raw...)
+			if last {
+				out = append(out, "]},"...)
+			}
+			return out
+		}
+		for j := range blocks {
+			raw := blocks[j].content
+			blocks[j].content = frame(raw, j == 0, j == len(blocks)-1)
+			if k := slices.Index(kept, j); k >= 0 {
+				blocks[j].seen = frame(raw, k == 0, k == len(kept)-1)
+			}
+		}
+		out = append(out, blocks...)
 	}
 	return out
 }
@@ -265,7 +342,9 @@ func encode(v any) []byte {
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
-func (c *cacheState) billAnthropic(b *CacheBilling, lane string, blocks []block, now time.Time) {
+// billAnthropic bills the blocks the model sees; msgKey keys the message
+// blocks' hashes (the settings whose change invalidates them).
+func (c *cacheState) billAnthropic(b *CacheBilling, lane string, blocks []block, msgKey []byte, now time.Time) {
 	entries := c.entries[lane]
 	if entries == nil {
 		entries = map[[32]byte]cacheEntry{}
@@ -275,10 +354,15 @@ func (c *cacheState) billAnthropic(b *CacheBilling, lane string, blocks []block,
 	tokens := make([]int, len(blocks)) // rendered tokens through block i
 	h := sha256.New()
 	total := 0
+	keyed := false
 	for i, bl := range blocks {
-		h.Write(bl.content)
+		if bl.message && !keyed {
+			h.Write(msgKey)
+			keyed = true
+		}
+		h.Write(bl.seen)
 		copy(hashes[i][:], h.Sum(nil))
-		total += len(bl.content)
+		total += len(bl.seen)
 		tokens[i] = total / 4
 	}
 	readAt, lastBreak := -1, -1

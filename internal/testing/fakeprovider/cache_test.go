@@ -281,3 +281,109 @@ func TestCacheOpenAIPrefix(t *testing.T) {
 	assert.Less(t, cachedTokens(changed), c-500)
 	assert.True(t, f.CacheLedger()[3].Rewrite)
 }
+
+// thinkingReq is an anthropic request of model with thinking (nil: none)
+// over msgs, the declarations of cacheTools marked.
+func thinkingReq(t *testing.T, model string, thinking map[string]any, msgs []any) string {
+	t.Helper()
+	body := map[string]any{"model": model, "max_tokens": 4000, "tools": cacheTools(true), "messages": msgs}
+	if thinking != nil {
+		body["thinking"] = thinking
+	}
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// thinkingTurn is an assistant message with a ~300-token thinking block
+// and then text, or a tool_use when tool is set.
+func thinkingTurn(i int, tool bool) map[string]any {
+	content := []any{map[string]any{"type": "thinking", "thinking": fmt.Sprintf("thought %d: ", i) + strings.Repeat("hmm ", 300), "signature": fmt.Sprintf("sig-%d", i)}}
+	if tool {
+		content = append(content, map[string]any{"type": "tool_use", "id": fmt.Sprintf("tu_%d", i), "name": "tool_0", "input": map[string]any{}})
+	} else {
+		content = append(content, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", i)})
+	}
+	return map[string]any{"role": "assistant", "content": content}
+}
+
+func userTurn(text string, marked bool) map[string]any {
+	b := map[string]any{"type": "text", "text": text + strings.Repeat(" words", 100)}
+	if marked {
+		b["cache_control"] = ephemeral
+	}
+	return map[string]any{"role": "user", "content": []any{b}}
+}
+
+func toolResult(id string, marked bool) map[string]any {
+	b := map[string]any{"type": "tool_result", "tool_use_id": id, "content": strings.Repeat("result ", 100)}
+	if marked {
+		b["cache_control"] = ephemeral
+	}
+	return map[string]any{"role": "user", "content": []any{b}}
+}
+
+// TestCacheAnthropicThinking: the documented caching rules with thinking.
+// A model that keeps prior thinking (claude-sonnet-4-6) reads the whole
+// previous request across a tool cycle and into the next turn; one that
+// strips the thinking of ended turns (claude-sonnet-4-5) reads a cycle's
+// prefix within the cycle, but the next turn sees the cycle without its
+// thinking, so it reads only what was cached before the cycle (and bills
+// none of the stripped thinking as input), though the request as sent
+// only appended (no rewrite). Changing budget_tokens invalidates the
+// messages' cache, not the tools'; cache_control on a thinking block is a
+// 400.
+func TestCacheAnthropicThinking(t *testing.T) {
+	ctx := context.Background()
+	adaptive := map[string]any{"type": "adaptive"}
+	budget := map[string]any{"type": "enabled", "budget_tokens": 1024}
+	for _, c := range []struct {
+		model    string
+		thinking map[string]any
+		keeps    bool
+	}{{"claude-sonnet-4-6", adaptive, true}, {"claude-opus-4-5-20251101", budget, true}, {"claude-sonnet-4-5", budget, false}, {"claude-3-7-sonnet-20250219", budget, false}, {"claude-haiku-4-5", budget, false}} {
+		t.Run(c.model, func(t *testing.T) {
+			f, _ := cachingFake(t)
+			url := f.URL() + "/v1/messages"
+			cycle := []any{userTurn("user 0", false), thinkingTurn(0, true)}
+			// The cycle's first request, then its tool result.
+			_, r1 := post(t, ctx, url, thinkingReq(t, c.model, c.thinking, []any{userTurn("user 0", true)}))
+			u1 := usageOf(t, r1)
+			_, r2 := post(t, ctx, url, thinkingReq(t, c.model, c.thinking, append(append([]any{}, cycle...), toolResult("tu_0", true))))
+			u2 := usageOf(t, r2)
+			assert.Equal(t, u1["cache_creation_input_tokens"], u2["cache_read_input_tokens"], "the cycle reads its first request")
+			// The next turn, after the cycle ended with a text answer.
+			next := append(append([]any{}, cycle...), toolResult("tu_0", false), thinkingTurn(1, false), userTurn("user 1", true))
+			_, r3 := post(t, ctx, url, thinkingReq(t, c.model, c.thinking, next))
+			u3 := usageOf(t, r3)
+			l := f.CacheLedger()
+			require.Len(t, l, 3)
+			assert.False(t, l[2].Rewrite, "as sent, the next turn only appended")
+			if c.keeps {
+				assert.Equal(t, u2["cache_read_input_tokens"]+u2["cache_creation_input_tokens"], u3["cache_read_input_tokens"], "the whole cycle is read, its thinking included")
+				assert.Zero(t, l[2].Ignored)
+			} else {
+				assert.Equal(t, u1["cache_creation_input_tokens"], u3["cache_read_input_tokens"], "only what preceded the cycle: its entries hold the stripped thinking")
+				assert.Greater(t, l[2].Ignored, 500, "both thinking blocks are stripped")
+				assert.Equal(t, fakeprovider.InputTokens([]byte(thinkingReq(t, c.model, c.thinking, next)))-l[2].Ignored, l[2].Input, "stripped thinking is no input")
+			}
+			// Another budget: the messages' cache is invalidated, the tools' is not.
+			other := map[string]any{"type": "enabled", "budget_tokens": 2048}
+			if c.thinking["type"] == "adaptive" {
+				other = map[string]any{"type": "disabled"}
+			}
+			_, r4 := post(t, ctx, url, thinkingReq(t, c.model, other, append(append([]any{}, cycle[:1]...), userTurn("user 0b", true))))
+			tools := usageOf(t, r4)["cache_read_input_tokens"]
+			assert.Positive(t, tools, "the tools are still read")
+			assert.Less(t, tools, u1["cache_creation_input_tokens"], "no message block is")
+		})
+	}
+	t.Run("marked thinking", func(t *testing.T) {
+		f, _ := cachingFake(t)
+		turn := thinkingTurn(0, false)
+		turn["content"].([]any)[0].(map[string]any)["cache_control"] = ephemeral
+		status, body := post(t, ctx, f.URL()+"/v1/messages", thinkingReq(t, "claude-sonnet-4-6", adaptive, []any{userTurn("u", false), turn, userTurn("v", false)}))
+		require.Equal(t, http.StatusBadRequest, status)
+		assert.Contains(t, fmt.Sprint(body), "cache_control cannot be set for thinking blocks")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -323,4 +324,98 @@ func (s *Server) settingsError(rec Recorded) error {
 		return nil
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// keepsPriorThinking reports a model that keeps the thinking blocks of
+// turns that ended in its context (Anthropic's extended-thinking guide,
+// "Thinking block preservation"): Claude Opus 4.5 and later, Sonnet 4.6
+// and later, claude-mythos; Haiku through 4.5 and older Opus and Sonnet
+// models keep only the cycle in progress. A name the rule cannot read
+// (not a Claude model) keeps them: the request is then hashed as sent.
+func keepsPriorThinking(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	m = strings.TrimPrefix(m, "anthropic.")
+	if strings.HasPrefix(m, "claude-mythos") {
+		return true
+	}
+	tier, version, ok := claudeTierVersion(m)
+	switch {
+	case !ok:
+		return !strings.HasPrefix(m, "claude-")
+	case tier == "opus":
+		return version >= 45
+	case tier == "sonnet":
+		return version >= 46
+	case tier == "haiku":
+		return version > 45
+	}
+	return false
+}
+
+// claudeTierVersion reads claude-<tier>-<major>[-<minor>] and
+// claude-<major>[-<minor>]-<tier> (an 8-digit date is no minor); version
+// is major*10 + minor.
+func claudeTierVersion(m string) (tier string, version int, ok bool) {
+	parts := strings.Split(m, "-")
+	if len(parts) < 3 || parts[0] != "claude" {
+		return "", 0, false
+	}
+	num := func(s string) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && len(s) <= 2
+	}
+	rest := parts[1:]
+	if _, isNum := num(rest[0]); !isNum {
+		tier, rest = rest[0], rest[1:]
+	}
+	major, isNum := num(rest[0])
+	if !isNum {
+		return "", 0, false
+	}
+	rest = rest[1:]
+	minor := 0
+	if len(rest) > 0 {
+		if n, isNum := num(rest[0]); isNum {
+			minor, rest = n, rest[1:]
+		}
+	}
+	if tier == "" && len(rest) > 0 {
+		tier = rest[0]
+	}
+	return tier, major*10 + minor, tier != ""
+}
+
+// thinkingStripped reports, by message index, the messages whose thinking
+// blocks the model of body does not see: with thinking off every one
+// ("thinking content passed to the API is simply ignored"); with it on,
+// for a model that does not keep prior thinking, those before the cycle in
+// progress (up to the last user message that is no tool result).
+func thinkingStripped(body map[string]any) func(int) bool {
+	if !anthropicThinking(Recorded{Body: body}).on {
+		return func(int) bool { return true }
+	}
+	if model, _ := body["model"].(string); keepsPriorThinking(model) {
+		return func(int) bool { return false }
+	}
+	msgs, _ := body["messages"].([]any)
+	start := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m, _ := msgs[i].(map[string]any); m["role"] == "user" && !hasToolResult(m) {
+			start = i + 1
+			break
+		}
+	}
+	return func(i int) bool { return i < start }
+}
+
+// messageCacheKey is what keys the message blocks' cache besides their
+// content: the thinking parameters (type, budget_tokens) and tool_choice,
+// whose changes invalidate the messages' cache but not the tools' or the
+// system's.
+func messageCacheKey(body map[string]any) []byte {
+	t, _ := body["thinking"].(map[string]any)
+	return encode(map[string]any{"thinking": map[string]any{"type": t["type"], "budget_tokens": t["budget_tokens"]}, "tool_choice": body["tool_choice"]})
 }
