@@ -144,22 +144,39 @@ func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Pro
 // authSessionFull is authSession with what the same query also read: the
 // acting client's declarations and the log's head.
 func (c *clientAPI) authSessionFull(r *http.Request) (store.SessionAuth, *Problem) {
+	a, _, p := c.authSessionReads(r, false)
+	return a, p
+}
+
+// authSessionReads is authSessionFull that, with send, also reads in the
+// same round trip what a send is checked against before it is stored
+// (nil without send or on failure).
+func (c *clientAPI) authSessionReads(r *http.Request, send bool) (store.SessionAuth, *store.SendReads, *Problem) {
 	token, p := bearer(r)
 	if p != nil {
-		return store.SessionAuth{}, p
+		return store.SessionAuth{}, nil, p
 	}
 	id := chi.URLParam(r, "id")
-	a, err := c.Store.AuthenticateSession(r.Context(), token, id)
+	var (
+		a     store.SessionAuth
+		reads *store.SendReads
+		err   error
+	)
+	if send {
+		a, reads, err = c.Store.AuthenticateSessionForSend(r.Context(), token, id)
+	} else {
+		a, err = c.Store.AuthenticateSession(r.Context(), token, id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
-		return store.SessionAuth{}, unauthorized("invalid or revoked session key")
+		return store.SessionAuth{}, nil, unauthorized("invalid or revoked session key")
 	}
 	if err != nil {
-		return store.SessionAuth{}, internalError(c.Log, err)
+		return store.SessionAuth{}, nil, internalError(c.Log, err)
 	}
 	if a.Session.ID == "" {
-		return store.SessionAuth{}, notFound("no session " + id)
+		return store.SessionAuth{}, nil, notFound("no session " + id)
 	}
-	return a, nil
+	return a, reads, nil
 }
 
 // allowedTools is the profile's client-tool allowlist as a set.

@@ -95,6 +95,12 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 	return true
 }
 
+// gateFresh is how old a turn gate read with the request's authentication
+// may be when the reject policy weighs it: the body arrives in between, and
+// a body slower than this (a large message, a slow client) has the gate
+// read again, so a turn that began meanwhile is not missed.
+const gateFresh = time.Second
+
 // busy answers the reject policy from PostgreSQL: a message stored without
 // a recorded result is a queued or running turn. The workflow is not asked
 // (it answers no query while a workflow task runs a provider call, about a
@@ -105,7 +111,13 @@ func (c *clientAPI) whenBusy(ctx context.Context, call *rpcCall, policy wire.Whe
 // follows are not one transaction, so two rejects racing on an idle
 // session may both be accepted: the second queues behind the first.
 func (c *clientAPI) busy(ctx context.Context, call *rpcCall) bool {
-	g, err := c.Store.TurnGate(ctx, call.sess.ID)
+	var g store.TurnGate
+	var err error
+	if r := call.sendReads; r != nil && time.Since(r.At) <= gateFresh {
+		g, err = r.Gate, r.GateErr
+	} else {
+		g, err = c.Store.TurnGate(ctx, call.sess.ID)
+	}
 	if err != nil {
 		// Unknown is busy: reject promises not to queue.
 		call.log.Warn("read the turn gate", "err", err)

@@ -119,6 +119,9 @@ type rpcCall struct {
 	// approval event or notification is written (a BAE client sees
 	// nothing new).
 	approvals bool
+	// sendReads were read with the authentication for a send that may be
+	// refused before it is stored (nil when not).
+	sendReads *store.SendReads
 }
 
 func (c *rpcCall) notify() bool { return c.id == nil }
@@ -196,7 +199,11 @@ func envelopeError(out *ndjson, id json.RawMessage, code int, msg string) {
 // rpc is POST /api/v1/sessions/{id}/rpc. Authentication is the only check
 // answered as HTTP (a 401 problem); everything after it is NDJSON.
 func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
-	auth, p := c.authSessionFull(r)
+	// A send that may be refused before it is stored (Bae-When-Busy:
+	// reject, a header read before the body names the method) reads its
+	// budgets and the turn gate with the authentication: one round trip.
+	policy, badPolicy := wire.ParseWhenBusy(r.Header.Values(wire.WhenBusyHeader))
+	auth, reads, p := c.authSessionReads(r, badPolicy == nil && policy == wire.BusyReject)
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -228,7 +235,7 @@ func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
 		out.open()
 	}
 	call := &rpcCall{id: env.ID, method: env.Method, params: env.Params, sess: sess, clientID: key.ClientKeyID, keyID: key.ID, out: out, r: r,
-		decl: auth.Decl, head: auth.Head, approvals: approvalsOn(r),
+		decl: auth.Decl, head: auth.Head, approvals: approvalsOn(r), sendReads: reads,
 		log: c.Log.With("session_id", sess.ID, "rpc_method", env.Method)}
 	c.dispatch(call)
 }

@@ -78,7 +78,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	defer ticket.leave()
 	// A spent budget is refused before anything is stored or interrupted; one spent
 	// after this check stops the turn before its first provider call.
-	budgets, err := c.Store.BudgetsFor(ctx, call.sess.ID, call.clientID)
+	budgets, err := c.budgets(ctx, call)
 	if err != nil {
 		call.log.Error("read budgets", "err", err)
 		call.fail(NewRPCError(-32603, "Internal error"))
@@ -130,6 +130,15 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error) {
 		return c.runTurn(ctx, gone, sessionRef(call.sess), in, put.Idle)
 	})
+}
+
+// budgets reads the budgets the call's turn would run under, or takes
+// those read with its authentication.
+func (c *clientAPI) budgets(ctx context.Context, call *rpcCall) ([]store.BudgetState, error) {
+	if r := call.sendReads; r != nil {
+		return r.Budgets, r.BudgetsErr
+	}
+	return c.Store.BudgetsFor(ctx, call.sess.ID, call.clientID)
 }
 
 // resendTurn answers a sendMessage whose Idempotency-Key names a stored

@@ -32,12 +32,18 @@ const turnResultsMigration = 13
 // replica: every replica stores messages and turn results in the same
 // rows.
 func (s *Store) TurnGate(ctx context.Context, sessionID string) (TurnGate, error) {
+	return scanTurnGate(s.Pool.QueryRow(ctx, turnGateSQL, sessionID, turnResultsMigration))
+}
+
+const turnGateSQL = `SELECT s.state = 'open', s.pending_turn->>'owner',
+		EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = s.id AND t.result IS NULL
+			AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $2), '-infinity'))
+	FROM sessions s WHERE s.id = $1`
+
+func scanTurnGate(row pgx.Row) (TurnGate, error) {
 	var g TurnGate
 	var owner *string
-	err := s.Pool.QueryRow(ctx, `SELECT s.state = 'open', s.pending_turn->>'owner',
-			EXISTS (SELECT 1 FROM turn_inputs t WHERE t.session_id = s.id AND t.result IS NULL
-				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $2), '-infinity'))
-		FROM sessions s WHERE s.id = $1`, sessionID, turnResultsMigration).Scan(&g.Open, &owner, &g.Unfinished)
+	err := row.Scan(&g.Open, &owner, &g.Unfinished)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnGate{}, ErrNotFound
 	}

@@ -401,6 +401,20 @@ type SessionAuth struct {
 	Head int64
 }
 
+// SendReads is what a send refused before it is stored (Bae-When-Busy:
+// reject) is checked against, read with its authentication: the budgets its
+// turn would run under and the session's turn gate. Each read's error is
+// kept for the caller to weigh where it checks that read.
+type SendReads struct {
+	// Budgets is what BudgetsFor(session, the key's client key) reads.
+	Budgets    []BudgetState
+	BudgetsErr error
+	Gate       TurnGate
+	GateErr    error
+	// At is when the reads arrived.
+	At time.Time
+}
+
 // AuthenticateSession authenticates a session key for sessionID and reads
 // the session, the acting client's declarations and the log's head, in one
 // query. A key that is unknown, revoked, minted for a client key since
@@ -409,30 +423,55 @@ type SessionAuth struct {
 // Argon2id session key not yet verified by this process is found among the
 // session's keys and verified once.
 func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID string) (SessionAuth, error) {
+	a, _, err := s.authenticateSession(ctx, secret, sessionID, false)
+	return a, err
+}
+
+// AuthenticateSessionForSend is AuthenticateSession that also reads, in
+// the same round trip, what a send about to be refused or let in is
+// checked against (SendReads): a Bae-When-Busy: reject answered from one
+// round trip, not three one after the other. Authentication is unchanged
+// (the same statement, the same Argon2id verification and cache); the
+// reads are discarded when it fails.
+func (s *Store) AuthenticateSessionForSend(ctx context.Context, secret, sessionID string) (SessionAuth, *SendReads, error) {
+	return s.authenticateSession(ctx, secret, sessionID, true)
+}
+
+const authenticateSessionSQL = `WITH found AS (
+		SELECT sk.* FROM keys sk
+		JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
+		WHERE sk.role = 'session' AND sk.deleted_at IS NULL
+		  AND (sk.key_hash = $1 OR sk.id = $2 OR ($2 = '' AND sk.session_id = $3 AND sk.key_hash LIKE '$argon2id$%'))
+	), stamp AS (
+		UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $2)
+		  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
+	)
+	SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
+		coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
+		c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
+	FROM found f
+	LEFT JOIN sessions s ON s.id = f.session_id
+	LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`
+
+func (s *Store) authenticateSession(ctx context.Context, secret, sessionID string, send bool) (SessionAuth, *SendReads, error) {
 	h := ids.HashSecret(secret)
 	d := tokenDigest(secret)
 	cached, isCached := s.verified.get(d)
-	rows, err := s.Pool.Query(ctx, `WITH found AS (
-			SELECT sk.* FROM keys sk
-			JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
-			WHERE sk.role = 'session' AND sk.deleted_at IS NULL
-			  AND (sk.key_hash = $1 OR sk.id = $2 OR ($2 = '' AND sk.session_id = $3 AND sk.key_hash LIKE '$argon2id$%'))
-		), stamp AS (
-			UPDATE keys SET last_used_at = now() WHERE id IN (SELECT id FROM found WHERE key_hash = $1 OR id = $2)
-			  AND (last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')
-		)
-		SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
-			coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
-			c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
-		FROM found f
-		LEFT JOIN sessions s ON s.id = f.session_id
-		LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`, h, cached.id, sessionID)
-	if err != nil {
-		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionAuth, error) { return scanSessionAuth(r) })
-	if err != nil {
-		return SessionAuth{}, fmt.Errorf("authenticate session key: %w", err)
+	var list []SessionAuth
+	var reads *SendReads
+	if !send {
+		rows, err := s.Pool.Query(ctx, authenticateSessionSQL, h, cached.id, sessionID)
+		if err != nil {
+			return SessionAuth{}, nil, fmt.Errorf("authenticate session key: %w", err)
+		}
+		if list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionAuth, error) { return scanSessionAuth(r) }); err != nil {
+			return SessionAuth{}, nil, fmt.Errorf("authenticate session key: %w", err)
+		}
+	} else {
+		var err error
+		if list, reads, err = s.authenticateWithSendReads(ctx, h, cached.id, sessionID); err != nil {
+			return SessionAuth{}, nil, err
+		}
 	}
 	keys := make([]Key, len(list))
 	for i, a := range list {
@@ -448,21 +487,54 @@ func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID strin
 				k, ok = c, true
 				s.remember(secret, c)
 				if _, err := s.Pool.Exec(ctx, `UPDATE keys SET last_used_at = now() WHERE id = $1`, c.ID); err != nil {
-					return SessionAuth{}, fmt.Errorf("stamp key use: %w", err)
+					return SessionAuth{}, nil, fmt.Errorf("stamp key use: %w", err)
 				}
 				break
 			}
 		}
 	}
 	if !ok || k.SessionID != sessionID {
-		return SessionAuth{}, ErrNotFound
+		return SessionAuth{}, nil, ErrNotFound
+	}
+	if reads != nil && reads.BudgetsErr == nil {
+		reads.Budgets = keyBudgetsOf(reads.Budgets, k.ClientKeyID)
 	}
 	for _, a := range list {
 		if a.Key.ID == k.ID {
-			return a, nil
+			return a, reads, nil
 		}
 	}
-	return SessionAuth{}, ErrNotFound
+	return SessionAuth{}, nil, ErrNotFound
+}
+
+// authenticateWithSendReads sends the authentication statement, the
+// budgets of the session's client keys and the turn gate as one batch:
+// one round trip (the batch is one implicit transaction, whose statements
+// each read the latest commits, as on their own).
+func (s *Store) authenticateWithSendReads(ctx context.Context, h, cachedID, sessionID string) ([]SessionAuth, *SendReads, error) {
+	b := &pgx.Batch{}
+	b.Queue(authenticateSessionSQL, h, cachedID, sessionID)
+	b.Queue(budgetsForSessionKeysSQL, sessionID)
+	b.Queue(turnGateSQL, sessionID, turnResultsMigration)
+	br := s.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("authenticate session key: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionAuth, error) { return scanSessionAuth(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("authenticate session key: %w", err)
+	}
+	reads := &SendReads{}
+	if rows, err := br.Query(); err != nil {
+		reads.BudgetsErr = fmt.Errorf("read budgets: %w", err)
+	} else if reads.Budgets, err = scanBudgetStates(rows); err != nil {
+		reads.BudgetsErr = fmt.Errorf("read budgets: %w", err)
+	}
+	reads.Gate, reads.GateErr = scanTurnGate(br.QueryRow())
+	reads.At = time.Now()
+	return list, reads, nil
 }
 
 func scanSessionAuth(row pgx.Row) (SessionAuth, error) {

@@ -181,6 +181,30 @@ const budgetsForSQL = `WITH sel AS (
 	SELECT bu.* FROM budgets bu JOIN sessions s ON s.id = $1 WHERE bu.scope = 'profile' AND bu.subject = s.profile_id
 )` + budgetStateSQL + ` ORDER BY b.scope, b.subject`
 
+// budgetsForSessionKeysSQL is budgetsForSQL for a request not yet
+// authenticated: the key budgets of every client key holding a live key to
+// the session, which the caller narrows to the authenticated one
+// (keyBudgetsOf). The order is budgetsForSQL's, so narrowed they are the
+// same list.
+const budgetsForSessionKeysSQL = `WITH sel AS (
+	SELECT * FROM budgets WHERE (scope = 'session' AND subject = $1) OR (scope = 'key' AND subject IN (
+		SELECT client_key_id FROM keys WHERE role = 'session' AND deleted_at IS NULL AND session_id = $1))
+	UNION ALL
+	SELECT bu.* FROM budgets bu JOIN sessions s ON s.id = $1 WHERE bu.scope = 'profile' AND bu.subject = s.profile_id
+)` + budgetStateSQL + ` ORDER BY b.scope, b.subject`
+
+// keyBudgetsOf keeps, of states read by budgetsForSessionKeysSQL, the
+// budgets clientKeyID's turn runs under.
+func keyBudgetsOf(states []BudgetState, clientKeyID string) []BudgetState {
+	out := make([]BudgetState, 0, len(states))
+	for _, b := range states {
+		if b.Scope != BudgetKey || b.Subject == clientKeyID {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // SpentBudget is the first exhausted budget among states, nil when none is.
 func SpentBudget(states []BudgetState) *BudgetState {
 	for i := range states {

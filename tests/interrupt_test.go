@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -456,6 +460,66 @@ func TestWhenBusyRejectAsksPostgreSQL(t *testing.T) {
 	require.Nil(t, term["error"], "%v", term["error"])
 	assert.Equal(t, "idle answer", firstText(message(term)))
 	assert.Zero(t, counter.calls.Load(), "the workflow was not asked")
+}
+
+// TestWhenBusyRejectOneRoundTrip: a Bae-When-Busy: reject send on a busy
+// session is answered from one PostgreSQL round trip, its authentication,
+// budgets and turn gate read together (it made three one after the other);
+// the budgets read are the sender's (another client key's spent budget does
+// not refuse it) and a spent budget of its own still wins over the busy
+// session, as it did.
+func TestWhenBusyRejectOneRoundTrip(t *testing.T) {
+	e, pid := interruptEnv(t, "primary", nil)
+	d := e.openOn(pid, nil)
+	d.register()
+	other := e.joinOn(pid, d)
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("first answer").UntilReleased())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := d.stream(ctx, "long one")
+	defer first.Close()
+	<-e.fake.Started()
+
+	// Served in-process, so that the round trips counted are the reject's
+	// own and not the running turn's.
+	router := api.ClientRouter(e.srv.Parts.Deps)
+	reject := func(text string) (string, store.DBCalls) {
+		t.Helper()
+		body, err := json.Marshal(other.request(text))
+		require.NoError(t, err)
+		counted, calls := store.CountCalls(ctx)
+		req := httptest.NewRequestWithContext(counted, http.MethodPost, "/api/v1/sessions/"+other.sid+"/rpc", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+other.sk)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Bae-When-Busy", "reject")
+		rec := httptest.NewRecorder()
+		router.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		lines := bytes.Split(bytes.TrimSpace(rec.Body.Bytes()), []byte("\n"))
+		var term map[string]any
+		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &term))
+		return rpcError(t, term, -32000), calls()
+	}
+	msg, calls := reject("while it runs")
+	assert.Contains(t, msg, "session_busy")
+	assert.EqualValues(t, 1, calls.RoundTrips, "round trips of a refused reject")
+
+	spent := func(keyID string) {
+		t.Helper()
+		r := e.srv.Admin(t, http.MethodPut, "/admin/v1/budgets/key/"+keyID, map[string]any{"unit": "tokens", "limit": 0})
+		require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
+	}
+	spent(d.keyID)
+	msg, calls = reject("another key's budget is spent")
+	assert.Contains(t, msg, "session_busy")
+	assert.EqualValues(t, 1, calls.RoundTrips)
+	spent(other.keyID)
+	msg, calls = reject("my budget is spent")
+	assert.Contains(t, msg, "quota_exceeded: the client key budget of "+other.keyID)
+	assert.EqualValues(t, 1, calls.RoundTrips)
+
+	e.fake.Release()
+	drain(first)
 }
 
 // TestWhenBusyRejectPausedTurn: another driver's paused turn holds the gate
