@@ -74,9 +74,8 @@ auth_token = "literal-token"
 	// The answer is stored before the turn's spans end (the activity's,
 	// then the SendIdle handler's): wait for them. The turn's metrics are
 	// recorded in the activity, so they are in once RunActivity ended.
-	// The turn goes to the workflow as an Enqueue signal (the idle
-	// session's SendIdle Update is off by default).
-	want := []string{"POST /api/v1/sessions/{id}/rpc", "SignalWithStartWorkflow:Session", "HandleSignal:Enqueue", "RunActivity:CallProvider"}
+	// The session is idle: the turn is a SendIdle Update (on by default).
+	want := []string{"POST /api/v1/sessions/{id}/rpc", "UpdateWithStartWorkflow:SendIdle", "HandleUpdate:SendIdle", "RunActivity:CallProvider"}
 	var byName map[string]sdktrace.ReadOnlySpan
 	var names []string
 	collect := func() bool {
