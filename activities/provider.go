@@ -624,7 +624,7 @@ func (a *Activities) appendFenced(ctx context.Context, sessionID string, fence *
 		}
 		_, err := tx.AppendEvents(ctx, sessionID, evs...)
 		if err == nil && end != nil {
-			tx.RecordDeltaEnd(end.TurnID, end.RespIdem, end.Seq)
+			tx.RecordDeltaEnd(*end)
 		}
 		return err
 	})

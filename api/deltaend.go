@@ -93,12 +93,12 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 		// A gap in the run, or a later run seen, is never filled.
 		return complete || d.runs[r] < 0 || d.top/live.RunSpan > r, complete
 	}
-	for {
+	for expired := false; ; {
 		// What came so far goes out first, whatever the wait's outcome.
 		if err := d.drain(); err != nil {
 			return err
 		}
-		if done, complete := settled(); done {
+		if done, complete := settled(); done || expired {
 			if complete {
 				return nil
 			}
@@ -109,10 +109,7 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wait.C:
-			if _, complete := settled(); complete {
-				return nil
-			}
-			return d.resetTurn(end)
+			expired = true
 		}
 	}
 }

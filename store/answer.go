@@ -26,13 +26,6 @@ type Then struct {
 	DeltaEnd *DeltaEnd
 }
 
-// DeltaEnd is the last live delta of the run that stored the provider
-// response RespIdem of TurnID (Tx.RecordDeltaEnd).
-type DeltaEnd struct {
-	TurnID, RespIdem string
-	Seq              int64
-}
-
 // AppendAndCommit appends evs as Tx.AppendEvents does, then what then
 // names, and commits the transaction: the transaction's queued writes, the
 // append and the COMMIT in one round trip. The checks Go makes between
@@ -61,7 +54,7 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 			return nil, err
 		}
 		if d := then.DeltaEnd; d != nil {
-			t.RecordDeltaEnd(d.TurnID, d.RespIdem, d.Seq)
+			t.RecordDeltaEnd(*d)
 		}
 		if then.Usage != nil {
 			t.RecordUsage(*then.Usage)

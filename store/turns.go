@@ -511,8 +511,15 @@ func (s *Store) StreamRun(ctx context.Context, turnID, step string) (StreamRunNo
 // it does not (see api's deltaStream). Held back to go with the commit;
 // queued after the response's append, so that a second run storing the
 // same response waits for the first's commit and finds its end there.
-func (t *Tx) RecordDeltaEnd(turnID, respIdem string, seq int64) {
-	t.db.queue(queuedWrite{what: "record delta end", sql: recordDeltaEndSQL, rows: -1, args: []any{turnID, respIdem, seq}})
+func (t *Tx) RecordDeltaEnd(d DeltaEnd) {
+	t.db.queue(queuedWrite{what: "record delta end", sql: recordDeltaEndSQL, rows: -1, args: []any{d.TurnID, d.RespIdem, d.Seq}})
+}
+
+// DeltaEnd is the last live delta (Seq) of the run that stored the
+// provider response RespIdem of TurnID.
+type DeltaEnd struct {
+	TurnID, RespIdem string
+	Seq              int64
 }
 
 // recordDeltaEndSQL keeps an end already recorded (the right operand of
