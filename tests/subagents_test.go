@@ -44,6 +44,20 @@ func subagentDecl(image string) map[string]any {
 	}
 }
 
+// openSubagents lets e's profile (allowed_tools get_time) use image and
+// opens a session declaring subagentDecl(image), registered as a driver.
+func (e *env) openSubagents(image string) *driver {
+	e.t.Helper()
+	t := e.t
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	return d
+}
+
 // waitEvent reads the observer stream until an event of typ arrives.
 func waitEvent(t *testing.T, st *testenv.Stream, typ string) map[string]any {
 	t.Helper()
@@ -68,12 +82,8 @@ func statusEntries(t *testing.T, toolResult map[string]any) []any {
 func TestRemoteSubagentLifecycle(t *testing.T) {
 	image := busyboxImage(t)
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, sk := d.sid, d.sk
 	objs := e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
 	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
 
@@ -182,7 +192,7 @@ func TestRemoteSubagentLifecycle(t *testing.T) {
 	assert.Equal(t, "explicit", cancelled["reason"])
 
 	// Closing the session stops the sandbox; nothing is left running.
-	r = e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
+	r := e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
 	require.Equal(t, 200, r.Status)
 	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -400,12 +410,8 @@ func toolNamesOf(t *testing.T, ev map[string]any) []string {
 func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 	image := busyboxImage(t)
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, sk := d.sid, d.sk
 	objs := e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
 	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -513,12 +519,8 @@ func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 func TestSubagentStatusSurvivesAFailedResultStore(t *testing.T) {
 	const image = "bae-test-unused:latest" // no sandbox runs: the row is made below
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, keyID := d.sid, d.keyID
 
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, e.srv.DatabaseURL)
