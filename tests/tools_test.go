@@ -269,6 +269,14 @@ var shellTool = map[string]any{
 // fsTools are the tools newFSServer offers.
 var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big", "create_issue"}
 
+// mcpTurnTypes are the event types of a turn whose model calls one MCP
+// tool and answers with its result.
+var mcpTurnTypes = []string{
+	"client.message.send", "provider.request", "provider.response",
+	"tool.call", "mcp.request", "mcp.response", "tool.result",
+	"provider.request", "provider.response", "server.message.send",
+}
+
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
 	// An unknown server name is skipped, never fatal.
@@ -279,11 +287,7 @@ func TestMCPStdioToolRoundTrip(t *testing.T) {
 
 	notes, term := d.send("which files?")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	assert.Equal(t, types(evs[1:]), types(notifications(notes)), "everything but the caller's own message is streamed live")
 
 	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
@@ -343,11 +347,7 @@ func TestMCPStdioCrashReconnectsAndCloseEndsProcess(t *testing.T) {
 	lane.Enqueue(fakeprovider.ToolUse("tu_crash", "crash", nil), fakeprovider.Text("it crashed"))
 	_, term := d.send("crash it")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	resp := payload(evs[5])
 	assert.Equal(t, false, resp["ok"])
 	assert.Equal(t, "fs", resp["server_name"])
@@ -401,11 +401,7 @@ headers = { Authorization = "Bearer ${BAE_TEST_MCP_TOKEN}" }
 
 	_, term := d.send("list over http")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
 	assert.Equal(t, "remote", payload(evs[3])["server_name"])
 	assert.Equal(t, true, payload(evs[5])["ok"])
