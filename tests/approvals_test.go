@@ -99,6 +99,19 @@ func (e *env) pendingApproval(sid string) map[string]any {
 	return item
 }
 
+// holdCall sends "file it" on d and waits for the approval that holds its
+// call: (a context for the rest of the test, the turn's open stream, the
+// approval id). The stream is closed and the context ended with the test.
+func (d *driver) holdCall() (context.Context, *testenv.Stream, string) {
+	t := d.e.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	st := d.stream(ctx, "file it")
+	t.Cleanup(st.Close)
+	return ctx, st, d.e.pendingApproval(d.sid)["id"].(string)
+}
+
 // decideAdmin posts an operator's decision.
 func (e *env) decideAdmin(id string, body map[string]any) testenv.Response {
 	e.t.Helper()
@@ -295,11 +308,7 @@ func TestApprovalEditedArguments(t *testing.T) {
 	e, pid := approvalEnv(t, nil)
 	d := e.openDriver(pid)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Filed."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 
 	bad := e.decideAdmin(id, map[string]any{"decision": "approve", "arguments": map[string]any{"repo": 5, "title": "x"}})
 	assert.Equal(t, http.StatusUnprocessableEntity, bad.Status, string(bad.Raw))
@@ -338,11 +347,7 @@ func TestApprovalReject(t *testing.T) {
 	d := e.openDriver(pid)
 	other := e.joinOn(pid, d)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Understood."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 
 	res := result(t, other.decide(map[string]any{"approval_id": id, "decision": "reject", "message": "not on prod, please"}))
 	assert.Equal(t, "rejected", res["decision"])
@@ -390,11 +395,7 @@ func TestApprovalRejectOpenAI(t *testing.T) {
 		"approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp"}}}})
 	d := e.openDriver(pid)
 	e.fake.Lane("fallback").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Understood."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 	require.Equal(t, http.StatusOK, e.decideAdmin(id, map[string]any{"decision": "reject", "message": "no"}).Status)
 	_, term := readTurn(t, st)
 	assert.Equal(t, "Understood.", firstText(message(term)))
@@ -457,11 +458,7 @@ func TestApprovalDisallowedDecider(t *testing.T) {
 	d := e.openDriver(pid)
 	other := e.joinOn(pid, d)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Done."), issueCall("acme/prod"), fakeprovider.Text("Done again."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	ctx, st, id := d.holdCall()
 
 	msg := rpcError(t, other.decide(map[string]any{"approval_id": id, "decision": "approve"}), -32001)
 	assert.True(t, strings.HasPrefix(msg, "approval_not_allowed: "), msg)
@@ -515,13 +512,8 @@ func TestApprovalRacingDecisions(t *testing.T) {
 	d := e.openDriver(pid)
 	other := e.joinOn(pid, d)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Done."), issueCall("acme/prod"), fakeprovider.Text("Done."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
 	// Through the API: a driver and an operator at once.
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	ctx, st, id := d.holdCall()
 	var wg sync.WaitGroup
 	var rpcTerm map[string]any
 	var admin testenv.Response
@@ -599,11 +591,7 @@ func TestApprovalInterruptWhilePending(t *testing.T) {
 	e, pid := approvalEnv(t, nil)
 	d := e.openDriver(pid)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Next."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 
 	res := result(t, d.call("session.interrupt", map[string]any{}))
 	assert.Equal(t, true, res["interrupted"])
@@ -632,11 +620,7 @@ func TestApprovalCloseWhilePending(t *testing.T) {
 	e, pid := approvalEnv(t, nil)
 	d := e.openDriver(pid)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 
 	d.closeSession()
 	_, term := readTurn(t, st)
@@ -680,10 +664,8 @@ func TestApprovalBAEClientSession(t *testing.T) {
 	for _, n := range notes {
 		assert.Equal(t, "session.event", n["method"], "nothing but BAE's notifications: %v", n)
 	}
-	assert.Equal(t, []string{"provider.request", "provider.response", "tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send"}, testenv.EventTypes(notes))
-	assert.Equal(t, []string{"client.message.send", "provider.request", "provider.response", "tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send"}, types(resultEvents(term)))
+	assert.Equal(t, mcpTurnTypes[1:], testenv.EventTypes(notes))
+	assert.Equal(t, mcpTurnTypes, types(resultEvents(term)))
 	assert.Equal(t, "created acme/prod: Fix it", contentText(t, lastToolResult(t, e)["content"]))
 }
 
@@ -804,11 +786,7 @@ func TestApprovalIdleSweepKeepsSessionOpen(t *testing.T) {
 	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "approvals": map[string]any{"rules": []any{map[string]any{"kind": "mcp"}}}})
 	d := e.openDriver(pid)
 	e.fake.Lane("primary").Enqueue(issueCall("acme/prod"), fakeprovider.Text("Filed."))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := d.stream(ctx, "file it")
-	defer st.Close()
-	id := e.pendingApproval(d.sid)["id"].(string)
+	_, st, id := d.holdCall()
 
 	sweptPastTTL(t, e, logs, d.sid)
 	assert.Equal(t, "open", sessionState(t, e, d.sid))

@@ -74,6 +74,46 @@ func userText(i int) string {
 	return fmt.Sprintf("message %04d: ", i) + strings.Repeat(fmt.Sprintf("word%d ", i%10), 100)[:580]
 }
 
+// openFileReader answers on lane as a model that reads a file every turn
+// (a get_file call, then "read it" once given its result; "The user had
+// files read." when asked to summarize) and opens a driver declaring
+// get_file on profile pid.
+func openFileReader(e *env, lane fakeprovider.Lane, pid string) *driver {
+	e.t.Helper()
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Text("The user had files read.")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", map[string]any{"path": "/f"})
+	})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
+	d.register()
+	return d
+}
+
+// readFileTurn sends turn i's text on d, answers the get_file call it
+// pauses for with a result of about 3 KB, and returns the resumed turn's
+// terminal.
+func readFileTurn(t *testing.T, d *driver, i int) map[string]any {
+	t.Helper()
+	_, term := d.send(userText(i))
+	require.Nil(t, term["error"], "turn %d", i)
+	var use map[string]any
+	for _, b := range message(term)["content"].([]any) {
+		if bm := b.(map[string]any); bm["type"] == "tool_use" {
+			use = bm
+		}
+	}
+	require.NotNil(t, use, "turn %d pauses for its tool", i)
+	result := strings.Repeat(fmt.Sprintf("line %d of the file\n", i), 150)
+	_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": result}})
+	require.Nil(t, term["error"], "turn %d resumed", i)
+	return term
+}
+
 // requireNoSplitPairs checks every request the lane answered: each
 // tool_result answers a tool_use of the assistant message just before it,
 // and each tool_use is answered in the next message (or is the last one).
@@ -221,33 +261,10 @@ func TestLongSessionCompacts(t *testing.T) {
 // compactions made while it was paused.
 func TestToolHeavySessionCompacts(t *testing.T) {
 	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{"context": map[string]any{"keep_turns": 2}})
-	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
-		switch {
-		case summarizing(rec):
-			return fakeprovider.Text("The user had files read.")
-		case rec.HasToolResult():
-			return fakeprovider.Text("read it")
-		}
-		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", map[string]any{"path": "/f"})
-	})
-	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
-	d.register()
+	d := openFileReader(e, lane, pid)
 	const turns = 40
 	for i := range turns {
-		_, term := d.send(userText(i))
-		require.Nil(t, term["error"], "turn %d", i)
-		msg := message(term)
-		var use map[string]any
-		for _, b := range msg["content"].([]any) {
-			if bm := b.(map[string]any); bm["type"] == "tool_use" {
-				use = bm
-			}
-		}
-		require.NotNil(t, use, "turn %d pauses for its tool", i)
-		result := strings.Repeat(fmt.Sprintf("line %d of the file\n", i), 150)
-		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": result}})
-		require.Nil(t, term["error"], "turn %d resumed", i)
-		require.Equal(t, "read it", firstText(message(term)), "turn %d", i)
+		require.Equal(t, "read it", firstText(message(readFileTurn(t, d, i))), "turn %d", i)
 	}
 	assert.Zero(t, lane.Refusals())
 	requireNoSplitPairs(t, lane, e.fake.Requests())

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -275,30 +273,9 @@ func replayEvents(t *testing.T, e *env, d *driver) []json.RawMessage {
 // the decoded messages without them.
 func TestClearedToolResultsReadAsSent(t *testing.T) {
 	e, lane, pid := newCompactionEnvWith(t, "anthropic", windowTokens, map[string]any{"context": map[string]any{"keep_turns": 2}}, "prompt_cache = false\n")
-	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
-		switch {
-		case summarizing(rec):
-			return fakeprovider.Text("The user had files read.")
-		case rec.HasToolResult():
-			return fakeprovider.Text("read it")
-		}
-		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", map[string]any{"path": "/f"})
-	})
-	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
-	d.register()
+	d := openFileReader(e, lane, pid)
 	for i := range 30 {
-		_, term := d.send(userText(i))
-		require.Nil(t, term["error"], "turn %d", i)
-		var use map[string]any
-		for _, b := range message(term)["content"].([]any) {
-			if bm := b.(map[string]any); bm["type"] == "tool_use" {
-				use = bm
-			}
-		}
-		require.NotNil(t, use, "turn %d pauses for its tool", i)
-		result := strings.Repeat(fmt.Sprintf("line %d of the file\n", i), 150)
-		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": result}})
-		require.Nil(t, term["error"], "turn %d resumed", i)
+		readFileTurn(t, d, i)
 	}
 	var clearedPast int
 	require.NoError(t, e.srv.Parts.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM session_events

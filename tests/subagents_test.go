@@ -44,6 +44,20 @@ func subagentDecl(image string) map[string]any {
 	}
 }
 
+// openSubagents lets e's profile (allowed_tools get_time) use image and
+// opens a session declaring subagentDecl(image), registered as a driver.
+func (e *env) openSubagents(image string) *driver {
+	e.t.Helper()
+	t := e.t
+	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	keyID, key := e.srv.Key(t, e.pid)
+	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
+	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
+	d.register()
+	return d
+}
+
 // waitEvent reads the observer stream until an event of typ arrives.
 func waitEvent(t *testing.T, st *testenv.Stream, typ string) map[string]any {
 	t.Helper()
@@ -68,12 +82,8 @@ func statusEntries(t *testing.T, toolResult map[string]any) []any {
 func TestRemoteSubagentLifecycle(t *testing.T) {
 	image := busyboxImage(t)
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, sk := d.sid, d.sk
 	objs := e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
 	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
 
@@ -182,7 +192,7 @@ func TestRemoteSubagentLifecycle(t *testing.T) {
 	assert.Equal(t, "explicit", cancelled["reason"])
 
 	// Closing the session stops the sandbox; nothing is left running.
-	r = e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
+	r := e.srv.Client(t, http.MethodDelete, "/api/v1/sessions/"+sid, sk, nil)
 	require.Equal(t, 200, r.Status)
 	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -196,36 +206,13 @@ func TestRemoteSubagentLifecycle(t *testing.T) {
 // the next server's retry attaches to it and records its outcome instead of
 // starting the CLI a second time (or giving it up as failed).
 func TestRemoteSubagentInterruptedByRestartRunsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restart test")
-	}
-	image := buildImages(t, 1)[0]
-	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = drv.Close() })
-	fake := fakeprovider.New(t)
-	opts := restartOpts(t, fake, "")
-	a := testenv.Start(t, opts)
-	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
-	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
-	defer wcancel()
-	require.NoError(t, a.Parts.Services.Provisioner().Wait(wctx, pid))
-	_, key := a.Key(t, pid)
-	decl := subagentDecl(image)
-	decl["subagents"] = []any{map[string]any{"harness": "count", "prompt_via": "stdin", "timeout_secs": 120,
-		"command_template": "echo run >>/tmp/sa_counter; until [ -e /tmp/release ]; do sleep 0.1; done; cat; wc -l </tmp/sa_counter"}}
-	sid, sk := a.Open(t, key, map[string]any{"subagent_tools": []any{decl}})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		list, _ := drv.List(ctx, sandbox.LabelSession+"="+sid)
-		for _, c := range list {
-			_ = drv.Stop(ctx, c.ID)
-		}
+	rs := startSandboxRestart(t, func(image string) map[string]any {
+		decl := subagentDecl(image)
+		decl["subagents"] = []any{map[string]any{"harness": "count", "prompt_via": "stdin", "timeout_secs": 120,
+			"command_template": "echo run >>/tmp/sa_counter; until [ -e /tmp/release ]; do sleep 0.1; done; cat; wc -l </tmp/sa_counter"}}
+		return map[string]any{"subagent_tools": []any{decl}}
 	})
-	a.Call(t, sid, sk, "session.registerDriver", nil)
-	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
-	sbID := result(t, started)["sandbox_id"].(string)
+	drv, fake, opts, a, sid, sk, sbID := rs.drv, rs.fake, rs.opts, rs.a, rs.sid, rs.sk, rs.sbID
 	fake.Enqueue(fakeprovider.ToolUse("tu_l", "launch_subagent", map[string]any{"harness": "count", "model": "m", "prompt": "the prompt\n"}), fakeprovider.Text("launched"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -243,7 +230,7 @@ func TestRemoteSubagentInterruptedByRestartRunsOnce(t *testing.T) {
 		return err == nil && r.Stdout == "run\n"
 	}, 30*time.Second, 50*time.Millisecond, "the CLI started")
 	a.Stop() // mid run
-	_, err = drv.Exec(ctx, sbID, "touch /tmp/release", nil)
+	_, err := drv.Exec(ctx, sbID, "touch /tmp/release", nil)
 	require.NoError(t, err)
 
 	b := testenv.Start(t, opts)
@@ -400,12 +387,8 @@ func toolNamesOf(t *testing.T, ev map[string]any) []string {
 func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 	image := busyboxImage(t)
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, sk := d.sid, d.sk
 	objs := e.srv.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
 	require.NotNil(t, testenv.Terminal(t, objs)["result"], "%v", objs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -513,12 +496,8 @@ func TestRemoteSubagentStatusToolLifecycle(t *testing.T) {
 func TestSubagentStatusSurvivesAFailedResultStore(t *testing.T) {
 	const image = "bae-test-unused:latest" // no sandbox runs: the row is made below
 	e := newEnv(t, envOpts{})
-	r := e.srv.Admin(t, http.MethodPut, "/admin/v1/profiles/"+e.pid, map[string]any{"name": "main", "primary_provider": "primary", "allowed_tools": []string{"get_time"}, "available_sandboxes": []string{image}})
-	require.Equal(t, 200, r.Status, string(r.Raw))
-	keyID, key := e.srv.Key(t, e.pid)
-	sid, sk := e.srv.Open(t, key, map[string]any{"subagent_tools": []any{subagentDecl(image)}})
-	d := &driver{e: e, keyID: keyID, key: key, sid: sid, sk: sk}
-	d.register()
+	d := e.openSubagents(image)
+	sid, keyID := d.sid, d.keyID
 
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, e.srv.DatabaseURL)

@@ -269,6 +269,14 @@ var shellTool = map[string]any{
 // fsTools are the tools newFSServer offers.
 var fsTools = []string{"list_files", "pid", "crash", "hang", "read_big", "create_issue"}
 
+// mcpTurnTypes are the event types of a turn whose model calls one MCP
+// tool and answers with its result.
+var mcpTurnTypes = []string{
+	"client.message.send", "provider.request", "provider.response",
+	"tool.call", "mcp.request", "mcp.response", "tool.result",
+	"provider.request", "provider.response", "server.message.send",
+}
+
 func TestMCPStdioToolRoundTrip(t *testing.T) {
 	e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
 	// An unknown server name is skipped, never fatal.
@@ -279,11 +287,7 @@ func TestMCPStdioToolRoundTrip(t *testing.T) {
 
 	notes, term := d.send("which files?")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	assert.Equal(t, types(evs[1:]), types(notifications(notes)), "everything but the caller's own message is streamed live")
 
 	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
@@ -343,11 +347,7 @@ func TestMCPStdioCrashReconnectsAndCloseEndsProcess(t *testing.T) {
 	lane.Enqueue(fakeprovider.ToolUse("tu_crash", "crash", nil), fakeprovider.Text("it crashed"))
 	_, term := d.send("crash it")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	resp := payload(evs[5])
 	assert.Equal(t, false, resp["ok"])
 	assert.Equal(t, "fs", resp["server_name"])
@@ -401,11 +401,7 @@ headers = { Authorization = "Bearer ${BAE_TEST_MCP_TOKEN}" }
 
 	_, term := d.send("list over http")
 	evs := resultEvents(term)
-	require.Equal(t, []string{
-		"client.message.send", "provider.request", "provider.response",
-		"tool.call", "mcp.request", "mcp.response", "tool.result",
-		"provider.request", "provider.response", "server.message.send",
-	}, types(evs))
+	require.Equal(t, mcpTurnTypes, types(evs))
 	assert.ElementsMatch(t, fsTools, advertised(payload(evs[1])))
 	assert.Equal(t, "remote", payload(evs[3])["server_name"])
 	assert.Equal(t, true, payload(evs[5])["ok"])
@@ -996,6 +992,52 @@ func restartOpts(t *testing.T, fake *fakeprovider.Server, extraTOML string) test
 	}
 }
 
+// sandboxRestart is a session with a remote sandbox running, on the first
+// of two servers taking over from one another (restartOpts).
+type sandboxRestart struct {
+	drv           *sandbox.DockerDriver
+	fake          *fakeprovider.Server
+	opts          testenv.Options
+	a             *testenv.Server
+	sid, sk, sbID string
+}
+
+// startSandboxRestart starts the first server with a profile whose fresh
+// image is provisioned, opens a session with the fields open gives for that
+// image, registers its driver and starts its remote sandbox. The session's
+// containers are stopped when the test ends.
+func startSandboxRestart(t *testing.T, open func(image string) map[string]any) sandboxRestart {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("restart test")
+	}
+	image := buildImages(t, 1)[0]
+	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = drv.Close() })
+	fake := fakeprovider.New(t)
+	opts := restartOpts(t, fake, "")
+	a := testenv.Start(t, opts)
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	require.NoError(t, a.Parts.Services.Provisioner().Wait(wctx, pid))
+	_, key := a.Key(t, pid)
+	sid, sk := a.Open(t, key, open(image))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, _ := drv.List(ctx, sandbox.LabelSession+"="+sid)
+		for _, c := range list {
+			_ = drv.Stop(ctx, c.ID)
+		}
+	})
+	a.Call(t, sid, sk, "session.registerDriver", nil)
+	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
+	sbID := result(t, started)["sandbox_id"].(string)
+	return sandboxRestart{drv: drv, fake: fake, opts: opts, a: a, sid: sid, sk: sk, sbID: sbID}
+}
+
 func sendBody(content string) map[string]any {
 	return map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": content}}}
 }
@@ -1067,33 +1109,8 @@ func TestMCPCallInterruptedByRestartIsRetried(t *testing.T) {
 // twin: the retry on the next server collects the command the stopped one
 // started (it kept running in the container) and never starts it again.
 func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restart test")
-	}
-	image := buildImages(t, 1)[0]
-	drv, err := sandbox.NewDockerDriver(slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = drv.Close() })
-	fake := fakeprovider.New(t)
-	opts := restartOpts(t, fake, "")
-	a := testenv.Start(t, opts)
-	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary", "available_sandboxes": []string{image}})
-	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
-	defer wcancel()
-	require.NoError(t, a.Parts.Services.Provisioner().Wait(wctx, pid))
-	_, key := a.Key(t, pid)
-	sid, sk := a.Open(t, key, map[string]any{"sandbox_tools": []any{shellTool}})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		list, _ := drv.List(ctx, sandbox.LabelSession+"="+sid)
-		for _, c := range list {
-			_ = drv.Stop(ctx, c.ID)
-		}
-	})
-	a.Call(t, sid, sk, "session.registerDriver", nil)
-	started := testenv.Terminal(t, a.Call(t, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image}))
-	sbID := result(t, started)["sandbox_id"].(string)
+	rs := startSandboxRestart(t, func(string) map[string]any { return map[string]any{"sandbox_tools": []any{shellTool}} })
+	drv, fake, opts, a, sid, sk, sbID := rs.drv, rs.fake, rs.opts, rs.a, rs.sid, rs.sk, rs.sbID
 	// The counter shows how many times the command started.
 	cmd := "echo run >>/tmp/counter; until [ -e /tmp/release ]; do sleep 0.1; done; echo released; wc -l </tmp/counter"
 	fake.Enqueue(fakeprovider.ToolUse("tu_s", "run_shell_command", map[string]any{"command": cmd}), fakeprovider.Text("after restart"))
@@ -1108,7 +1125,7 @@ func TestSandboxExecInterruptedByRestartIsRetried(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	stream.Close()
 	a.Stop() // mid exec
-	_, err = drv.Exec(ctx, sbID, "touch /tmp/release", nil)
+	_, err := drv.Exec(ctx, sbID, "touch /tmp/release", nil)
 	require.NoError(t, err)
 
 	b := testenv.Start(t, opts)

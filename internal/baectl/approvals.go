@@ -116,24 +116,7 @@ func listApprovalsCmd(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-func getApprovalCmd(fs *pflag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the raw JSON document")
-	return func(ctx context.Context, e *invocation, args []string) error {
-		c, err := e.admin()
-		if err != nil {
-			return err
-		}
-		var a approval
-		raw, err := c.getInto(ctx, approvalPath(args[0]), nil, &a)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(e.stdout, raw)
-		}
-		return printApproval(e, a)
-	}
-}
+func getApprovalCmd(fs *pflag.FlagSet) runFunc { return getOneCmd(fs, approvalPath, printApproval) }
 
 func printApproval(e *invocation, a approval) error {
 	kv := [][2]string{

@@ -255,22 +255,26 @@ func sandboxOrDefaults(raw json.RawMessage) string {
 
 func profilePath(id string) string { return "/admin/v1/profiles/" + url.PathEscape(id) }
 
-func getProfileCmd(fs *pflag.FlagSet) runFunc {
+func getProfileCmd(fs *pflag.FlagSet) runFunc { return getOneCmd(fs, profilePath, printProfile) }
+
+// getOneCmd gets the document at path(id) for a command whose one argument
+// is id, and prints it raw with --json, else through print.
+func getOneCmd[T any](fs *pflag.FlagSet, path func(id string) string, print func(*invocation, T) error) runFunc {
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	return func(ctx context.Context, e *invocation, args []string) error {
 		c, err := e.admin()
 		if err != nil {
 			return err
 		}
-		var p profile
-		raw, err := c.getInto(ctx, profilePath(args[0]), nil, &p)
+		var doc T
+		raw, err := c.getInto(ctx, path(args[0]), nil, &doc)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return printJSON(e.stdout, raw)
 		}
-		return printProfile(e, p)
+		return print(e, doc)
 	}
 }
 
