@@ -38,7 +38,7 @@ const fenceSQL = `SELECT 1 FROM sessions s JOIN session_messages m ON m.session_
 
 // fenceCheckedSQL is fenceSQL failing on the server (checkSuperseded) when
 // the conversation moved on, for a batch that ends with COMMIT.
-const fenceCheckedSQL = `WITH f AS (` + fenceSQL + `) SELECT bae_check((SELECT count(*) FROM f) = 1, '` + checkSuperseded + `', 'turn of ' || $3 || ' at message ' || $2::bigint::text)`
+const fenceCheckedSQL = `WITH f AS (` + fenceSQL + `) SELECT bae_check((SELECT count(*) FROM f) = 1, '` + checkSuperseded + `', 'turn of ' || $3 || CASE WHEN $2::bigint = 0 THEN '' ELSE ' at message ' || $2::bigint::text END)`
 
 // Fence makes the transaction store nothing unless the step's turn is
 // still the live end of its session's conversation (f): queued ahead of
@@ -47,9 +47,13 @@ const fenceCheckedSQL = `WITH f AS (` + fenceSQL + `) SELECT bae_check((SELECT c
 // transaction with nothing but the fence checks it (one round trip), for
 // a step about to start a side effect.
 func (t *Tx) Fence(f AttemptFence) {
+	mismatch := fmt.Errorf("turn of %s at message %d: %w", f.TailKey, f.At, ErrTurnSuperseded)
+	if f.At == 0 {
+		mismatch = fmt.Errorf("turn of %s: %w", f.TailKey, ErrTurnSuperseded)
+	}
 	t.db.queue(queuedWrite{
 		what: "fence turn step", sql: fenceSQL, args: []any{f.SessionID, f.At, f.TailKey}, rows: 1,
 		checked:  fenceCheckedSQL,
-		mismatch: fmt.Errorf("turn of %s at message %d: %w", f.TailKey, f.At, ErrTurnSuperseded),
+		mismatch: mismatch,
 	})
 }

@@ -270,3 +270,52 @@ func TestStaleCompactionStoresNothing(t *testing.T) {
 	requireNothingAfterInterrupt(t, e, d.sid, turnA)
 	e.fake.Release()
 }
+
+// The live workflow's own tool call finds its turn superseded: an
+// interrupt stored by a run of the turn this history does not hold closes
+// the call while its MCP call is out. The interrupt's result for the call
+// stands, and the iteration's end finds the conversation moved on: the
+// turn ends failed at "superseded" with nothing more stored, no results
+// message after the interrupt's and no further provider call. Recorded as
+// superseded_tool.json (BAE_RECORD_HISTORY=1). Seen red with
+// FinishIteration's fence removed (the results were appended after the
+// interrupt's kept text and the next iteration's provider call made).
+func TestSupersededToolTurnEndsWithNothingStored(t *testing.T) {
+	held := &heldMCP{gate: newGate()}
+	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
+		held.MCPCaller = p.Activities.MCP
+		p.Activities.MCP = held
+		return nil
+	})
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
+	d := e.openOn(pid, nil)
+	d.register()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}))
+	st := d.stream(ctx, "list them")
+	defer st.Close()
+	waitFor(t, held.entered, "the MCP call")
+	ids := turnIDs(t, e, d.sid)
+	turnA := ids[len(ids)-1]
+
+	ires, err := otherWorker(e).InterruptTurn(ctx, workflows.InterruptTurnInput{
+		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turnA, ClientKeyID: d.keyID}, By: d.keyID,
+	})
+	require.NoError(t, err)
+	require.Empty(t, ires.Outcome, "%+v", ires)
+	before, calls := turnEventTypes(t, e, d.sid, turnA), len(e.fake.Requests())
+
+	close(held.release)
+	term := terminal(t, st)
+	assert.Contains(t, rpcError(t, term, -32603), workflows.StepSuperseded)
+	assert.Equal(t, before, turnEventTypes(t, e, d.sid, turnA), "the superseded turn stored nothing more")
+	assert.Equal(t, calls, len(e.fake.Requests()), "the superseded turn called the provider again")
+	texts := conversationTexts(t, e, d.sid)
+	assert.Equal(t, events.InterruptedText, texts[len(texts)-1], "the interrupt's kept text ends the conversation")
+
+	requireValidNextTurn(t, e, d, "primary")
+	d.closeSession()
+	recordAndReplay(t, e, d.sid, "superseded_tool")
+}
