@@ -16,6 +16,7 @@ import (
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -318,4 +319,56 @@ func TestSupersededToolTurnEndsWithNothingStored(t *testing.T) {
 	requireValidNextTurn(t, e, d, "primary")
 	d.closeSession()
 	recordAndReplay(t, e, d.sid, "superseded_tool")
+}
+
+// A tool call's run that starts after its turn was taken out of the
+// conversation (a failed turn's repair by a run of the turn this history
+// does not hold) calls nothing; the live run, whose MCP call was out,
+// stores nothing and the turn ends failed at "superseded". Seen red with
+// the tool request's fence removed (the stale run made its MCP call).
+func TestStaleToolRunAfterTurnTakenOutCallsNothing(t *testing.T) {
+	held := &heldMCP{gate: newGate()}
+	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
+		held.MCPCaller = p.Activities.MCP
+		p.Activities.MCP = held
+		return nil
+	})
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
+	d := e.openOn(pid, nil)
+	d.register()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}))
+	st := d.stream(ctx, "list them")
+	defer st.Close()
+	waitFor(t, held.entered, "the live worker's MCP call")
+	ids := turnIDs(t, e, d.sid)
+	turnA := ids[len(ids)-1]
+	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.RepairConversation(ctx, d.sid, turnA)
+		return err
+	}))
+	before := turnEventTypes(t, e, d.sid, turnA)
+
+	stale := make(chan error, 1)
+	go func() {
+		_, err := staleWorker(e).CallMCPTool(ctx, workflows.ToolCallInput{
+			TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turnA, ClientKeyID: d.keyID},
+			Call:    workflows.ToolCall{ID: "tu_1", Name: "list_files", Dispatch: events.DispatchMCP, Server: "fs"},
+		})
+		stale <- err
+	}()
+	select {
+	case err := <-stale:
+		requireSuperseded(t, err)
+	case <-held.entered:
+		require.FailNow(t, "the stale run made its MCP call")
+	}
+
+	close(held.release)
+	term := terminal(t, st)
+	assert.Contains(t, rpcError(t, term, -32603), workflows.StepSuperseded)
+	assert.Equal(t, before, turnEventTypes(t, e, d.sid, turnA), "the superseded turn stored nothing more")
+	requireValidNextTurn(t, e, d, "primary")
 }
