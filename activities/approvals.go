@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,7 +56,8 @@ func (a *Activities) RequestApproval(ctx context.Context, in workflows.RequestAp
 		if err != nil {
 			return err
 		}
-		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+		// Fenced: a run of a superseded turn leaves no request pending.
+		return a.toolTx(ctx, call, func(tx *store.Tx) error {
 			ap, err := tx.RequestApproval(ctx, store.NewApproval{
 				SessionID: in.SessionID, TurnID: in.TurnID, Iteration: in.Iteration, ToolCallID: in.Call.ID, ToolKind: in.Call.Dispatch,
 				ToolName: in.Call.Name, Server: in.Call.Server, Arguments: args, InputSchema: schema, Deciders: rule.Deciders,
@@ -71,6 +73,9 @@ func (a *Activities) RequestApproval(ctx context.Context, in workflows.RequestAp
 			return nil
 		})
 	})
+	if errors.Is(err, store.ErrTurnSuperseded) {
+		return workflows.RequestApprovalResult{}, a.turnSuperseded(ctx, in.TurnID, "approval request", err, "tool_use_id", in.Call.ID, "tool", in.Call.Name)
+	}
 	if err != nil {
 		return workflows.RequestApprovalResult{}, fmt.Errorf("request approval: %w", err)
 	}
@@ -99,7 +104,10 @@ func (a *Activities) inputSchema(ctx context.Context, ref workflows.TurnRef, cal
 // SettleApproval stores an approval's decision: the row, the
 // approval.decision event and, for a call that does not run, its error
 // tool.result, which the model then receives as the call's result. Only
-// the first settlement counts (a retry finds it stored).
+// the first settlement counts (a retry finds it stored). It is not fenced
+// by the turn: it closes a request that was stored while the turn was
+// live, and a superseded turn's request left pending would wait forever;
+// a second run of it stores nothing.
 func (a *Activities) SettleApproval(ctx context.Context, in workflows.SettleApprovalInput) error {
 	ctx, done := a.work.track(ctx, in.TurnID)
 	defer done()

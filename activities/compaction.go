@@ -106,6 +106,10 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			ne.Payload = req
 			evs = append(evs, ne)
 			p.fence = fenceAt(tx, in, ci.Counter)
+		} else if len(evs) > len(before) {
+			// A clearing stored without a request (the attempt asks for
+			// CompactContext next) is fenced as a request would be.
+			fenceAt(tx, in, ci.Counter)
 		}
 	}
 	switch {
@@ -254,11 +258,18 @@ func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactCon
 	if in.Harder {
 		trigger = events.TriggerTooLong
 	}
+	// Fenced by the attempt's conversation: a run of a superseded turn
+	// calls no summarizer, and stores no summary or boundary (a later
+	// turn's conversation is not this run's to compact).
+	fence := tailFence(in.SessionID, tailKey(in.TurnID, in.Iteration))
+	if err := a.checkFence(ctx, fence); err != nil {
+		return a.compactFenced(ctx, in, id, err)
+	}
 	var fallback string
 	if policy.Summarize {
 		sum, usage, err := a.summarize(ctx, policy, in, ci.State.Summary, ci.Messages[:keep], budget, est)
 		if err == nil {
-			return a.storeSummary(ctx, in, id, ci, keep, sum, usage, est, budget, trigger)
+			return a.compactFenced(ctx, in, id, a.storeSummary(ctx, in, fence, id, ci, keep, sum, usage, est, budget, trigger))
 		}
 		last := !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt >= workflows.CompactAttempts
 		var ce *provider.CallError
@@ -274,7 +285,8 @@ func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactCon
 		fallback = "summaries are off for this profile"
 	}
 	// Clearing harder: every tool result before the current turn.
-	return a.Store.Tx(ctx, func(tx *store.Tx) error {
+	return a.compactFenced(ctx, in, id, a.Store.Tx(ctx, func(tx *store.Tx) error {
+		tx.Fence(fence)
 		ev, _, err := a.clearThrough(ctx, tx, in.TurnRef, in.Provider, ci, ci.State, ci.Messages[current-1].Seq, est, 0, budget, trigger, fallback)
 		if err != nil || ev == nil {
 			return err
@@ -285,17 +297,31 @@ func (a *Activities) CompactContext(ctx context.Context, in workflows.CompactCon
 		ev.Payload = p
 		_, err = tx.AppendEvents(ctx, in.SessionID, *ev)
 		return err
-	})
+	}))
+}
+
+// compactFenced answers a compaction whose fence did not hold (err): done
+// when another run of it stored its compaction first, superseded
+// otherwise. Any other error is returned as it is.
+func (a *Activities) compactFenced(ctx context.Context, in workflows.CompactContextInput, id string, err error) error {
+	if !errors.Is(err, store.ErrTurnSuperseded) {
+		return err
+	}
+	if _, serr := a.Store.EventByIdem(ctx, in.SessionID, id); !errors.Is(serr, store.ErrNotFound) {
+		return serr
+	}
+	return a.turnSuperseded(ctx, in.TurnID, "compaction", err, "iteration", in.Iteration, "attempt", in.Attempt, "retry", in.Retry)
 }
 
 // storeSummary stores the summary and its session.compaction event in one
-// transaction.
-func (a *Activities) storeSummary(ctx context.Context, in workflows.CompactContextInput, id string, ci store.ContextInputs, keep int, sum string, usage *events.SummarizerUsage, est compaction.Estimator, budget int, trigger string) error {
+// transaction, fenced by the attempt's conversation.
+func (a *Activities) storeSummary(ctx context.Context, in workflows.CompactContextInput, fence store.AttemptFence, id string, ci store.ContextInputs, keep int, sum string, usage *events.SummarizerUsage, est compaction.Estimator, budget int, trigger string) error {
 	covered := ci.Messages[:keep]
 	through := covered[len(covered)-1].Seq
 	before := est.Tokens(len(compaction.Render(ci.Messages, ci.State)))
 	return a.untilStored(ctx, "store summary", func(ctx context.Context) error {
 		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+			tx.Fence(fence)
 			stored, err := tx.StoreSummary(ctx, in.SessionID, store.Summary{ID: id, ThroughSeq: through, Text: sum}, ci.State.ClearedSeq)
 			if err != nil {
 				return err

@@ -59,12 +59,25 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 			hasClient = true
 		}
 	}
+	// Fenced by the iteration's assistant message, which its server
+	// results answer: a run of a superseded turn appends no results after
+	// a later turn's messages, and stores no pause.
+	fence := tailFence(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
 	if !hasClient {
 		content, _ := json.Marshal(results)
+		key := idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration))
 		err := a.Store.Tx(ctx, func(tx *store.Tx) error {
-			tx.AppendMessage(in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/results", in.Iteration)), "user", content)
+			tx.Fence(fence)
+			tx.AppendMessage(in.SessionID, key, "user", content)
 			return nil
 		})
+		if errors.Is(err, store.ErrTurnSuperseded) {
+			// Appended by another run of this step: the turn goes on.
+			if _, merr := a.Store.MessageByIdem(ctx, in.SessionID, key); !errors.Is(merr, store.ErrNotFound) {
+				return workflows.FinishIterationResult{}, merr
+			}
+			return workflows.FinishIterationResult{}, a.turnSuperseded(ctx, in.TurnID, "iteration's results", err, "iteration", in.Iteration)
+		}
 		return workflows.FinishIterationResult{}, err
 	}
 	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
@@ -90,9 +103,11 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		stash = append(stash, raw)
 	}
 	var last int64
+	smsKey := idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration))
 	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
+		tx.Fence(fence)
 		evs, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration)), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
+			IdemKey: smsKey, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID,
 			Payload: events.ServerMessage{Content: annotated},
 		})
 		if err != nil {
@@ -101,6 +116,16 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		last = lastSeq(evs)
 		return tx.SetPendingTurn(ctx, in.SessionID, &store.PendingTurn{TurnID: in.TurnID, Owner: in.ClientKeyID, ToolUses: toolUses, ServerResults: stash})
 	})
+	if errors.Is(err, store.ErrTurnSuperseded) {
+		// Paused by another run of this step, and answered since: the pause
+		// stands as that run stored it, and is not set again.
+		if ev, eerr := a.Store.EventByIdem(ctx, in.SessionID, smsKey); eerr == nil {
+			return workflows.FinishIterationResult{Paused: true, LastSeq: ev.Seq}, nil
+		} else if !errors.Is(eerr, store.ErrNotFound) {
+			return workflows.FinishIterationResult{}, eerr
+		}
+		return workflows.FinishIterationResult{}, a.turnSuperseded(ctx, in.TurnID, "iteration's pause", err, "iteration", in.Iteration)
+	}
 	if err != nil {
 		return workflows.FinishIterationResult{}, err
 	}

@@ -662,9 +662,5 @@ func (a *Activities) fenced(ctx context.Context, in workflows.CallProviderInput,
 // non-retryable failure (workflows.ErrTurnSuperseded): nothing was stored,
 // and no retry could store anything either.
 func (a *Activities) superseded(ctx context.Context, in workflows.CallProviderInput, err error) error {
-	if !errors.Is(err, store.ErrTurnSuperseded) {
-		return err
-	}
-	a.logger(ctx, in.TurnID).Warn("provider attempt stored nothing: the turn was superseded", "iteration", in.Iteration, "attempt", in.Attempt, "retry", in.Retry)
-	return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTurnSuperseded, nil)
+	return a.turnSuperseded(ctx, in.TurnID, "provider attempt", err, "iteration", in.Iteration, "attempt", in.Attempt, "retry", in.Retry)
 }

@@ -73,7 +73,13 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		content, isErr, res.Launch, err = a.launchSubagent(ctx, in, input)
 	}
 	if err != nil {
-		return res, err
+		// A launch is stored fenced: a superseded turn launches nothing.
+		done, ferr := a.toolFenced(ctx, in, err)
+		if done {
+			res.Launch = a.existingLaunch(ctx, in)
+			return res, nil
+		}
+		return res, ferr
 	}
 	endDispatch(span, isErr, content)
 	if res.Launch != nil {
@@ -86,9 +92,10 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		return res, a.storeToolOutcome(ctx, in, result)
 	}
 	// The statuses reported are evicted with the result that reports them,
-	// or not at all: a retry after a failure reads them again.
-	return res, a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
-		return a.Store.Tx(ctx, func(tx *store.Tx) error {
+	// or not at all: a retry after a failure reads them again, and a
+	// superseded turn's run evicts nothing (fenced).
+	err = a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
+		return a.toolTx(ctx, in, func(tx *store.Tx) error {
 			if err := tx.EvictSubagents(ctx, in.SessionID, evict); err != nil {
 				return err
 			}
@@ -96,6 +103,10 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 			return err
 		})
 	})
+	if err != nil {
+		_, err = a.toolFenced(ctx, in, err)
+	}
+	return res, err
 }
 
 func (a *Activities) existingLaunch(ctx context.Context, in workflows.ToolCallInput) *workflows.SubagentLaunch {
@@ -193,7 +204,7 @@ func (a *Activities) launchSubagent(ctx context.Context, in workflows.ToolCallIn
 	lifecycle := func(t events.Type) events.Subagent {
 		return events.Subagent{Kind: t, Placement: events.PlacementRemote, SubagentID: sa.ID, Harness: harness, Model: model}
 	}
-	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
+	err = a.toolTx(ctx, in, func(tx *store.Tx) error {
 		if err := tx.InsertSubagent(ctx, sa); err != nil {
 			return err
 		}

@@ -62,7 +62,8 @@ func (a *Activities) event(in workflows.ToolCallInput, step string, payload even
 // toolPrologue runs the database steps before a server-side tool's side
 // effect, waiting out a database outage: it reports done when the call's
 // result is already logged (a retry after the outcome was stored), and
-// otherwise loads the tool input and logs the request event built from it.
+// otherwise loads the tool input and logs the request event built from it,
+// fenced by the call's iteration: a run of a superseded turn calls nothing.
 func (a *Activities) toolPrologue(ctx context.Context, in workflows.ToolCallInput, request func(input json.RawMessage) store.NewEvent) (json.RawMessage, bool, error) {
 	var input json.RawMessage
 	var done bool
@@ -74,19 +75,43 @@ func (a *Activities) toolPrologue(ctx context.Context, in workflows.ToolCallInpu
 		if input, err = a.toolInput(ctx, in); err != nil {
 			return err
 		}
-		_, err = a.Store.AppendEvents(ctx, in.SessionID, request(input))
-		return err
+		return a.toolTx(ctx, in, func(tx *store.Tx) error {
+			_, err := tx.AppendEvents(ctx, in.SessionID, request(input))
+			return err
+		})
 	})
+	if err != nil {
+		done, err = a.toolFenced(ctx, in, err)
+	}
 	return input, done, err
+}
+
+// toolTx runs fn in a transaction fenced by the call's iteration
+// (toolFence): it stores nothing once the conversation moved on from the
+// call's assistant message, and fails with store.ErrTurnSuperseded.
+func (a *Activities) toolTx(ctx context.Context, in workflows.ToolCallInput, fn func(tx *store.Tx) error) error {
+	return a.Store.Tx(ctx, func(tx *store.Tx) error {
+		tx.Fence(toolFence(in))
+		return fn(tx)
+	})
 }
 
 // storeToolOutcome logs a tool's response and result events, waiting out a
 // database outage so that the side effect already done is not repeated.
+// Fenced (toolTx): a run of a superseded turn stores nothing and fails
+// with workflows.ErrTurnSuperseded; a run that finds the result stored by
+// another run of the call leaves it as it is.
 func (a *Activities) storeToolOutcome(ctx context.Context, in workflows.ToolCallInput, evs ...store.NewEvent) error {
-	return a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
-		_, err := a.Store.AppendEvents(ctx, in.SessionID, evs...)
-		return err
+	err := a.untilStored(ctx, "store tool outcome", func(ctx context.Context) error {
+		return a.toolTx(ctx, in, func(tx *store.Tx) error {
+			_, err := tx.AppendEvents(ctx, in.SessionID, evs...)
+			return err
+		})
 	})
+	if err != nil {
+		_, err = a.toolFenced(ctx, in, err)
+	}
+	return err
 }
 
 func textContent(s string) json.RawMessage {
@@ -279,14 +304,17 @@ func (a *Activities) execSandbox(ctx context.Context, in workflows.ToolCallInput
 		a.event(in, "resp", response),
 		a.event(in, "result", events.ToolResultPayload{ToolUseID: in.Call.ID, Dispatch: events.DispatchSandbox, IsError: isErr, Content: content}),
 	)
-	if err := a.storeToolOutcome(ctx, in, evs...); err != nil {
+	err = a.storeToolOutcome(ctx, in, evs...)
+	if err != nil && !isSuperseded(err) {
 		return err
 	}
 	if sb != nil && sb.ID != "" && a.Sandbox != nil && hasCmd {
-		// Stored: the recorded output is no longer needed (the claim stays).
-		if err := a.Sandbox.ReleaseExec(ctx, sb.ID, execID(in)); err != nil {
-			a.logger(ctx, in.TurnID).Debug("release sandbox exec record", "error", err)
+		// Stored, or never to be (the turn was superseded): the recorded
+		// output is no longer needed (the claim stays, so it never runs
+		// again).
+		if rerr := a.Sandbox.ReleaseExec(ctx, sb.ID, execID(in)); rerr != nil {
+			a.logger(ctx, in.TurnID).Debug("release sandbox exec record", "error", rerr)
 		}
 	}
-	return nil
+	return err
 }

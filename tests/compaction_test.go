@@ -433,8 +433,28 @@ func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
 		_, term := d.send(userText(i))
 		require.Nil(t, term["error"])
 	}
+	// A compaction is fenced by its turn: it runs for a live one, whose
+	// provider call hangs meanwhile.
+	const marker = "what did I say?"
+	live := make(chan struct{}, 1)
+	e.fake.OnRequest(func(rec fakeprovider.Recorded) {
+		if !summarizing(rec) && strings.Contains(rec.LastUserText(), marker) {
+			select {
+			case live <- struct{}{}:
+			default:
+			}
+		}
+	})
+	lane.Enqueue(fakeprovider.Text("held answer").UntilReleased())
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer scancel()
+	st := d.stream(sctx, marker)
+	defer st.Close()
+	waitFor(t, live, "the live turn's provider call")
+	e.fake.OnRequest(nil)
+	ids := turnIDs(t, e, d.sid)
 	in := workflows.CompactContextInput{
-		TurnRef:  workflows.TurnRef{SessionID: d.sid, TurnID: "trn_crashduringsummary000000000000", ClientKeyID: d.keyID},
+		TurnRef:  workflows.TurnRef{SessionID: d.sid, TurnID: ids[len(ids)-1], ClientKeyID: d.keyID},
 		Provider: "small", Providers: []string{"small"}, Harder: true,
 	}
 	acts := e.srv.Parts.Activities
@@ -496,8 +516,10 @@ func TestSummaryStoredOnceAcrossCrashes(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, summarizerCalls, 2, "the retry asked again")
 
-	// The next turn sees the summary.
-	_, term := d.send("what did I say?")
+	// The live turn ends, and the next turn sees the summary.
+	e.fake.Release()
+	require.Nil(t, terminal(t, st)["error"])
+	_, term := d.send("and now?")
 	require.Nil(t, term["error"])
 	assert.Zero(t, lane.Refusals())
 }
