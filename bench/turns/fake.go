@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -37,6 +38,9 @@ type timedFake struct {
 	seq      atomic.Int64
 	requests atomic.Int64
 	servedNs atomic.Int64
+	// conns counts the connections opened to the fake: one per provider
+	// call means baesrv's client could not reuse its connections.
+	conns atomic.Int64
 
 	tokens  sync.Map // request id -> token (written by the OnRequest hook)
 	perTurn sync.Map // token -> *fakeTurn
@@ -115,3 +119,13 @@ func (f *timedFake) Served() time.Duration { return time.Duration(f.servedNs.Loa
 
 // Requests is the number of requests served.
 func (f *timedFake) Requests() int64 { return f.requests.Load() }
+
+// connState is the fake server's http.Server.ConnState.
+func (f *timedFake) connState(_ net.Conn, s http.ConnState) {
+	if s == http.StateNew {
+		f.conns.Add(1)
+	}
+}
+
+// Conns is how many connections were opened to the fake so far.
+func (f *timedFake) Conns() int64 { return f.conns.Load() }

@@ -50,7 +50,7 @@ type floorServer struct {
 
 func startFloor(ctx context.Context, baseDBURL, fakeURL string) (_ *floorServer, err error) {
 	f := &floorServer{baseURL: baseDBURL, fakeURL: fakeURL, conv: map[string][]store.Message{},
-		provider: &provider.Client{HTTP: &http.Client{}}}
+		provider: &provider.Client{HTTP: provider.NewHTTPClient()}}
 	defer func() {
 		if err != nil {
 			f.Close()

@@ -66,6 +66,7 @@ type report struct {
 		Fake           benchstack.Dist `json:"fake_provider_time"`
 		Unattributed   int             `json:"turns_without_fake_time"`
 		ProviderReqs   int64           `json:"provider_requests"`
+		ProviderConns  int64           `json:"provider_connections"`
 		FakeServedS    float64         `json:"fake_served_total_s"`
 		NotifsPerTurn  float64         `json:"notifications_per_turn"`
 		BytesPerTurn   float64         `json:"response_bytes_per_turn"`
@@ -248,6 +249,7 @@ func (r *report) summarise(recs []turnRec, st *stack) {
 	}
 	r.CPU.perTurn(t.Elapsed, t.Completed)
 	t.ProviderReqs = st.Fake.Requests()
+	t.ProviderConns = st.Fake.Conns()
 	t.FakeServedS = st.Fake.Served().Seconds()
 }
 
@@ -401,7 +403,7 @@ func writeTable(w io.Writer, r *report) {
 	row("client latency ms", fd(t.Client))
 	row("server-added ms", fd(t.ServerAdded))
 	row("fake provider ms", fd(t.Fake))
-	row("fake requests", fmt.Sprintf("%d (%.2fs total handler time, %d turns unattributed)", t.ProviderReqs, t.FakeServedS, t.Unattributed))
+	row("fake requests", fmt.Sprintf("%d on %d connections (%.2fs total handler time, %d turns unattributed)", t.ProviderReqs, t.ProviderConns, t.FakeServedS, t.Unattributed))
 	if t.AddedEarly.N > 0 && t.AddedLate.N > 0 {
 		row("  by session age", fmt.Sprintf("first decile of turns p50 %.1f p99 %.1f; last decile p50 %.1f p99 %.1f",
 			t.AddedEarly.P50, t.AddedEarly.P99, t.AddedLate.P50, t.AddedLate.P99))

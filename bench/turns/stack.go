@@ -78,7 +78,7 @@ func startStack(ctx context.Context, log *slog.Logger, o stackOptions) (_ *stack
 	if err != nil {
 		return nil, fmt.Errorf("listen for fake provider: %w", err)
 	}
-	s.fakeSrv = &http.Server{Handler: s.Fake, ReadHeaderTimeout: 10 * time.Second}
+	s.fakeSrv = &http.Server{Handler: s.Fake, ReadHeaderTimeout: 10 * time.Second, ConnState: s.Fake.connState}
 	go s.fakeSrv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed on Close
 	s.FakeURL = "http://" + ln.Addr().String()
 

@@ -157,7 +157,7 @@ func Run(ctx context.Context, opts Options) error {
 	hub.OnSessionClosed(svc.mcp.CloseSession)
 	svc.tools.Engine = eng
 	acts := &activities.Activities{
-		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: &http.Client{}}, Log: log,
+		Store: st, Config: opts.File, Provider: &provider.Client{HTTP: provider.NewHTTPClient()}, Log: log,
 		MCP: svc.mcp, Sandbox: sessiontools.Execer{Driver: svc.driver},
 		Cleaners:      []activities.Cleaner{svc.tools, mcpCleaner{pool: st.Pool}},
 		DBRetryBudget: cfg.DBRetryBudget,

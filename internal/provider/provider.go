@@ -119,6 +119,20 @@ func (e *CallError) Error() string {
 
 func (e *CallError) Unwrap() error { return e.Err }
 
+// idleConnsPerHost is how many idle connections to one provider host
+// NewHTTPClient keeps: concurrent turns call the same host, and
+// http.DefaultTransport keeps two, closing the others after each call (over
+// HTTP/1.1 the next calls then open new ones; HTTP/2 shares one anyway).
+const idleConnsPerHost = 64
+
+// NewHTTPClient is the HTTP client for provider calls: the default
+// transport, keeping idleConnsPerHost idle connections per host.
+func NewHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = idleConnsPerHost
+	return &http.Client{Transport: tr}
+}
+
 // Client performs provider calls. The zero value uses http.DefaultClient.
 type Client struct {
 	HTTP *http.Client
@@ -201,6 +215,10 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	if base == "" {
 		base = DefaultBaseURL(ep.Kind)
 	}
+	// stop ends the request early: a stream's end that does not come (see
+	// readStream) must not hold the call.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+w.path(), bytes.NewReader(payload))
 	if err != nil {
 		// url.Parse errors quote the URL, which never holds the token.
@@ -224,7 +242,7 @@ func (c *Client) call(ctx context.Context, ep Endpoint, messages json.RawMessage
 	}
 	defer resp.Body.Close()
 	if sink != nil && isEventStream(resp) && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return c.readStream(ctx, ep, resp, sink, start)
+		return c.readStream(ctx, ep, resp, sink, start, stop)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {

@@ -88,7 +88,7 @@ func (e *streamFailure) Error() string {
 // readStream reads a streamed answer to its end. A stream cut short or an
 // error event inside it is a retryable failure without status: the
 // provider did not finish the answer, and nothing of it is kept.
-func (c *Client) readStream(ctx context.Context, ep Endpoint, resp *http.Response, sink func(Delta), start time.Time) (*Response, error) {
+func (c *Client) readStream(ctx context.Context, ep Endpoint, resp *http.Response, sink func(Delta), start time.Time, stop context.CancelFunc) (*Response, error) {
 	var (
 		asm assembler
 		wf  wire
@@ -157,6 +157,7 @@ func (c *Client) readStream(ctx context.Context, ep Endpoint, resp *http.Respons
 			}
 		}
 	}
+	readEnd(r, stop)
 	raw, err := asm.body()
 	if err != nil {
 		return nil, &CallError{Status: &status, Detail: err.Error(), Err: err}
@@ -167,6 +168,24 @@ func (c *Client) readStream(ctx context.Context, ep Endpoint, resp *http.Respons
 		return nil, &CallError{Status: &status, Detail: err.Error(), Body: json.RawMessage(raw), Err: err}
 	}
 	return &Response{Raw: json.RawMessage(raw), Canonical: canon, Status: status}, nil
+}
+
+// streamEndWait bounds how long a complete answer waits for its stream's
+// end, and streamEndBytes how much of it is read.
+const (
+	streamEndWait  = 250 * time.Millisecond
+	streamEndBytes = 64 << 10
+)
+
+// readEnd reads what follows a complete answer's last event, normally
+// nothing but the end of the response: an HTTP/1.1 body closed before its
+// end closes its connection too, so the next call would open (and, with
+// TLS, handshake) a new one. A provider that does not end the stream
+// within streamEndWait has its request stopped, as the close would.
+func readEnd(r *bufio.Reader, stop context.CancelFunc) {
+	t := time.AfterFunc(streamEndWait, stop)
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, streamEndBytes))
 }
 
 func readLong(r *bufio.Reader, first []byte) ([]byte, error) {
