@@ -78,7 +78,6 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 	if end == 0 {
 		return nil
 	}
-	r := end / live.RunSpan
 	// Waiting for a response read from history (a resend of a turn that
 	// ended long ago) would only delay it: the deadline counts from when
 	// it was stored.
@@ -89,9 +88,7 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 	settled := func() (done, complete bool) {
 		d.wmu.Lock()
 		defer d.wmu.Unlock()
-		complete = d.reached(r) >= end
-		// A gap in the run, or a later run seen, is never filled.
-		return complete || d.runs[r] < 0 || d.top/live.RunSpan > r, complete
+		return d.settledAt(end)
 	}
 	for expired := false; ; {
 		// What came so far goes out first, whatever the wait's outcome.
@@ -112,6 +109,20 @@ func (d *deltaStream) settle(ctx context.Context, c *clientAPI, e store.Event) e
 			expired = true
 		}
 	}
+}
+
+// settledAt reports, under wmu, whether the stream's deltas of the run
+// that ended at end are settled: done when they are all here (complete),
+// or can no longer be (a gap in the run, or a later run seen). A later
+// run's deltas follow a superseded marker, after which a client renders
+// that run's text, not the answer's (a duplicate run of a live attempt
+// streams, then answers with what the first stored): its deltas are never
+// the answer's, so the stream gets a reset.
+func (d *deltaStream) settledAt(end int64) (done, complete bool) {
+	r := end / live.RunSpan
+	later := d.top/live.RunSpan > r
+	complete = d.reached(r) >= end && !later
+	return complete || later || d.runs[r] < 0, complete
 }
 
 // resetTurn tells the relay's client it missed deltas of its turn (those

@@ -38,3 +38,31 @@ func TestDeltaTrackingFindsGaps(t *testing.T) {
 	assert.Equal(t, int64(run+7), resumed.reached(2))
 	assert.Equal(t, int64(3*live.RunSpan), resumed.reached(3), "a later run starts from nothing")
 }
+
+// TestLaterRunUnsettlesTheAnswer: a stream that had every delta of the run
+// that answered, and then a later run's (a duplicate run of the live
+// attempt, which streams and then answers with what the first stored), is
+// not settled whole: after that run's superseded marker a client renders
+// its text, not the answer's, so the relay must send a reset.
+func TestLaterRunUnsettlesTheAnswer(t *testing.T) {
+	const run = live.RunSpan
+	d := &deltaStream{turnID: "trn_x"}
+	for s := int64(1); s <= 7; s++ {
+		d.track(live.Delta{TurnID: "trn_x", Seq: run + s})
+	}
+	done, complete := d.settledAt(run + 7)
+	assert.True(t, done)
+	assert.True(t, complete, "run 1 whole")
+
+	d.track(live.Delta{TurnID: "trn_x", Seq: 2*run + 1, Type: live.DeltaSuperseded})
+	d.track(live.Delta{TurnID: "trn_x", Seq: 2*run + 2, Type: "text_delta"})
+	done, complete = d.settledAt(run + 7)
+	assert.True(t, done, "nothing more to wait for")
+	assert.False(t, complete, "a later run's deltas came after the answer's: reset")
+
+	gap := &deltaStream{turnID: "trn_x"}
+	gap.track(live.Delta{TurnID: "trn_x", Seq: run + 1})
+	done, complete = gap.settledAt(run + 3)
+	assert.False(t, done, "still on their way")
+	assert.False(t, complete)
+}

@@ -143,6 +143,9 @@ func Run(ctx context.Context, opts Options) error {
 	eng.EnsureSearchAttributes(ctx, cfg.TemporalNamespace)
 
 	hub := live.New(st.Pool, log)
+	if !cfg.DeltasInterest {
+		hub.Deltas().WithoutInterest()
+	}
 	hub.UseNotices(st)
 	st.OnLocalAppend(hub.Wake)
 	st.OnTurnResult(hub.TurnDone)

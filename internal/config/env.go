@@ -97,6 +97,11 @@ type Server struct {
 	// IdleUpdate is BAE_IDLE_UPDATE: admit a message to an idle session
 	// with a SendIdle Update (on by default; 0 or false turns it off).
 	IdleUpdate bool
+	// DeltasInterest is BAE_DELTAS_INTEREST: this replica announces the
+	// sessions whose deltas it wants and is sent only those (the
+	// default); off, it announces nothing and sends every delta to every
+	// replica, as replicas of a version before announcements do.
+	DeltasInterest bool
 	// KeyHash is BAE_KEY_HASH: how new keys' hashes are written
 	// ("argon2id", the default, or "sha256"); both are always read.
 	KeyHash           string
@@ -198,6 +203,7 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 	s.AdminKeyHashFile = get("BAE_ADMIN_KEY_HASH_FILE", filepath.Join(s.DataDir, "admin-key-hash.pem"))
 	s.DisableAdminAuth = truthy(get("BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH", ""))
 	s.IdleUpdate = !falsy(get("BAE_IDLE_UPDATE", ""))
+	s.DeltasInterest = !falsy(get("BAE_DELTAS_INTEREST", ""))
 	s.KeyHash = strings.ToLower(get("BAE_KEY_HASH", keyhash.SchemeArgon2id))
 	if _, err := keyhash.ForScheme(s.KeyHash); err != nil {
 		return Server{}, invalidf("BAE_KEY_HASH: %v", err)

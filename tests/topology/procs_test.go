@@ -4,7 +4,6 @@ package topology
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/bae-go/bae-go/internal/lib/adminkey"
 	"github.com/bae-go/bae-go/internal/lib/ids"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/procserver"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
@@ -36,24 +36,11 @@ var (
 	buildErr  error
 )
 
-// baesrvBinary builds ./cmd/baesrv once per run, into a path per checkout
-// so that go build skips the link when the binary is current.
+// baesrvBinary builds ./cmd/baesrv once per run (procserver.Build: a path
+// per checkout, so go build skips the link when the binary is current).
 func baesrvBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		sum := sha256.Sum256([]byte(root))
-		builtPath = filepath.Join(os.TempDir(), fmt.Sprintf("bae-topology-bin-%d-%x", os.Getuid(), sum[:6]), "baesrv")
-		cmd := exec.Command("go", "build", "-o", builtPath, "./cmd/baesrv")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/baesrv: %w: %s", err, out)
-		}
-	})
+	buildOnce.Do(func() { builtPath, buildErr = procserver.Build(context.Background()) })
 	require.NoError(t, buildErr)
 	return builtPath
 }

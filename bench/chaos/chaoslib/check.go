@@ -188,12 +188,15 @@ func Check(in *Input, breakInv string) []Violation {
 	add := func(inv, sess, what string, evs []string) {
 		vs = append(vs, Violation{Invariant: inv, Session: sess, What: what, Events: evs})
 	}
+	late := map[string]string{} // tool_use id -> the open bug its turn is late by
 	for _, s := range in.Sessions {
 		from := len(vs)
 		checkSession(in, s, add)
-		tagKnown(s, vs[from:])
+		tagKnown(s, vs[from:], late)
 	}
+	from := len(vs)
 	checkProviderReceived(in, add)
+	tagReceived(vs[from:], late)
 	for _, u := range in.Unbegun {
 		add(InvStuck, "", "a stored message never began: turn input "+u, nil)
 	}
@@ -761,7 +764,12 @@ const (
 // began, or after it ended (its server.message.interrupted, or a
 // session.error that failed it). A deltas stream missing its tail
 // (finding 3, fixed) is no longer tagged: it fails the run.
-func tagKnown(s *SessionInput, vs []Violation) {
+//
+// The turn's own consequences are tagged too: its tool_use left without a
+// tool.result (tool-pairs), its client never told an outcome (stuck).
+// late gets the tool_use ids of late turns, for the requests the provider
+// received (tagReceived).
+func tagKnown(s *SessionInput, vs []Violation, late map[string]string) {
 	// A turn is late when it has events after a later turn began, or
 	// after its own server.message.interrupted.
 	reanswered := map[string]bool{}
@@ -804,16 +812,34 @@ func tagKnown(s *SessionInput, vs []Violation) {
 		}
 		open = e.TurnID
 		switch {
-		case e.Type == "provider.request":
+		case e.Type == "provider.request" || e.Type == "session.compaction":
+			// Its work began (a compaction runs before the request).
 			requested[e.TurnID] = true
 		case slices.Contains(terminals, e.Type):
 			ended[e.TurnID] = true
 		}
 	}
+	for _, e := range s.Events {
+		if e.Type != "tool.call" {
+			continue
+		}
+		var pl struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(e.Payload, &pl) != nil || pl.ID == "" {
+			continue
+		}
+		switch {
+		case reanswered[e.TurnID]:
+			late[pl.ID] = knownReanswered
+		case superseded[e.TurnID]:
+			late[pl.ID] = knownSuperseded
+		}
+	}
 	for i := range vs {
 		v := &vs[i]
 		switch v.Invariant {
-		case InvAnsweredOnce, InvFIFO, InvProviderPairs:
+		case InvAnsweredOnce, InvFIFO, InvProviderPairs, InvToolPairs, InvStuck:
 			for _, e := range v.Events {
 				for id := range reanswered {
 					if strings.Contains(e, "turn="+id+" ") {
@@ -825,6 +851,24 @@ func tagKnown(s *SessionInput, vs []Violation) {
 						v.Known = knownSuperseded
 					}
 				}
+			}
+		}
+	}
+}
+
+// tagReceived tags a request the provider received whose tool_result or
+// tool_use is unpaired because of a late turn's tool_use (a late turn
+// stores a second result for a tool_use its interrupt already closed).
+func tagReceived(vs []Violation, late map[string]string) {
+	for i := range vs {
+		v := &vs[i]
+		if v.Invariant != InvProviderPairs || v.Known != "" {
+			continue
+		}
+		for id, known := range late {
+			if strings.Contains(v.What, id+"]") || strings.Contains(v.What, id+" ") {
+				v.Known = known
+				break
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package chaoslib
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +199,86 @@ func TestCheckGrowthJudgesTheSteadyState(t *testing.T) {
 	assert.Zero(t, growth(late), "garbage the GC has not collected yet is not growth")
 
 	assert.Equal(t, 2, growth(leakingReplica(t0)), "a leak of goroutines and heap fires twice")
+}
+
+// A late turn's consequences carry its tag: its tool_use without a
+// tool.result, and the provider requests that hold the second tool_result
+// it stored for a tool_use its interrupt had closed; an unpaired
+// tool_result of another turn stays new. A turn whose work began with a
+// compaction and that a later turn superseded is tagged too.
+func TestCheckTagsWhatALateTurnLeaves(t *testing.T) {
+	in := oneTurn()
+	s := in.Sessions[0]
+	s.Events = []logEvent{
+		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
+		ev(2, "t1", "provider.request", `{"attempt":0}`),
+		ev(3, "t1", "provider.response", `{"attempt":0}`),
+		ev(4, "t1", "tool.call", `{"id":"toolu_late","name":"count"}`),
+		ev(5, "t1", "server.message.interrupted", `{"role":"assistant","content":[{"type":"text","text":"[interrupted]"}]}`),
+		ev(6, "t1", "provider.request", `{"attempt":0}`),
+		ev(7, "t1", "tool.call", `{"id":"toolu_late2","name":"count"}`),
+	}
+	s.Calls = []*call{{Kind: kindMCPHTTP, Text: "hi", Outcome: outInterrupted, Reply: json.RawMessage(`{"content":[{"type":"text","text":"[interrupted]"}]}`)}}
+	use := func(id string) map[string]any {
+		return map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id}}}
+	}
+	result := func(id string) map[string]any {
+		return map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id}}}
+	}
+	in.Requests = [][]map[string]any{
+		{use("toolu_late"), result("toolu_late"), result("toolu_late")},
+		{use("toolu_other"), result("toolu_other"), result("toolu_other")},
+	}
+	in.ProviderServed = 10
+	vs := Check(in, "")
+	got := invariants(vs)
+	require.Positive(t, got[InvToolPairs])
+	require.Equal(t, 2, got[InvProviderPairs]-countSession(vs, InvProviderPairs))
+	for _, v := range vs {
+		if v.Invariant == InvProviderPairs && v.Session == "" && !containsAny(v.What, "toolu_late]") {
+			assert.Empty(t, v.Known, "another turn's: %s", v.String())
+			continue
+		}
+		assert.Equal(t, knownReanswered, v.Known, "untagged: %s", v.String())
+	}
+
+	// Superseded after a compaction, before any request.
+	in = oneTurn()
+	s = in.Sessions[0]
+	s.Events = []logEvent{
+		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
+		ev(2, "t1", "session.compaction", `{"layer":"clear_tool_results"}`),
+		ev(3, "t2", "client.message.send", `{"role":"user","content":[{"type":"text","text":"next"}]}`),
+		ev(4, "t2", "provider.request", `{"attempt":0}`),
+		ev(5, "t2", "provider.response", `{"attempt":0}`),
+		ev(6, "t2", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: next"}]}`),
+	}
+	s.Calls = []*call{
+		{Kind: kindPlain, Text: "hi", Outcome: outFailed},
+		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`)},
+	}
+	vs = Check(in, "")
+	require.Positive(t, invariants(vs)[InvAnsweredOnce])
+	for _, v := range vs {
+		assert.Equal(t, knownSuperseded, v.Known, "untagged: %s", v.String())
+	}
+}
+
+func countSession(vs []Violation, inv string) int {
+	n := 0
+	for _, v := range vs {
+		if v.Invariant == inv && v.Session != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

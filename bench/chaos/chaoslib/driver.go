@@ -36,8 +36,15 @@ const (
 )
 
 // recoverWithin bounds how long a client keeps resending one message
-// under its key before it counts it lost: longer than any outage.
-const recoverWithin = 4 * time.Minute
+// under its key before it counts it lost: longer than any outage. It
+// gives up only after recoverCalm without a replica, Temporal or
+// PostgreSQL fault too: back-to-back outages (three one-minute ones in
+// seven minutes, seed 16004692695040544089) leave no server able to
+// answer within recoverWithin.
+const (
+	recoverWithin = 4 * time.Minute
+	recoverCalm   = 2 * time.Minute
+)
 
 // call is one message as its client saw it, over all its sends.
 type call struct {
@@ -260,7 +267,7 @@ func (d *driver) sendContent(ctx context.Context, kind string, content any, text
 			c.Outcome = outFailed
 			return c
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) && d.run.calmFor() >= recoverCalm {
 			c.Outcome = outLost
 			return c
 		}

@@ -98,11 +98,17 @@ func (f *faulter) loop(ctx context.Context, stop <-chan struct{}) {
 		}
 		kind := f.pick(n)
 		e := faultEvent{Kind: kind, Start: time.Now()}
+		if processFaults[kind] {
+			f.run.calm.Store(0)
+		}
 		if err := f.inject(ctx, kind, &e); err != nil {
 			e.Err = err.Error()
 			f.run.o.Log.Warn("fault", "kind", kind, "err", err)
 		}
 		e.End = time.Now()
+		if processFaults[kind] {
+			f.run.calm.Store(e.End.UnixNano())
+		}
 		f.run.o.Log.Info("fault", "kind", kind, "took", e.End.Sub(e.Start).Round(time.Millisecond), "detail", e.Detail)
 		f.mu.Lock()
 		f.events = append(f.events, e)

@@ -16,8 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"time"
+
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 )
 
 // TurnTimeout is the BAE_TURN_TIMEOUT the replicas run with: how long a
@@ -114,8 +115,5 @@ func (o Options) withDefaults() (Options, error) {
 // DefaultDatabaseURL is BAE_TEST_DATABASE_URL, else the local postgres
 // maintenance database.
 func DefaultDatabaseURL() string {
-	if u := os.Getenv("BAE_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	return testdb.BaseDatabaseURL()
 }

@@ -53,6 +53,19 @@ type run struct {
 
 	turns, interrupts, refusedBusy, refusedQuota, budgetResets atomic.Int64
 	samples                                                    *sampler
+
+	// calm is when the last process fault ended (unix ns), or 0 while one
+	// is on: a client gives up on a message only after a calm spell.
+	calm atomic.Int64
+}
+
+// calmFor is how long no process fault has been on (0 during one).
+func (r *run) calmFor() time.Duration {
+	at := r.calm.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, at))
 }
 
 func (r *run) rand(n int) int {
@@ -171,6 +184,7 @@ max_tokens = 1000
 	var wg, owg sync.WaitGroup
 	sampDone := make(chan struct{})
 	go func() { defer close(sampDone); r.samples.loop(stop) }()
+	r.calm.Store(time.Now().UnixNano())
 	f := &faulter{run: r, r: fr}
 	fdone := make(chan struct{})
 	go func() { defer close(fdone); f.loop(ctx, stop) }()

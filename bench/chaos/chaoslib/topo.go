@@ -216,7 +216,7 @@ func startTopology(ctx context.Context, o Options, configTOML string) (_ *topolo
 		for k, v := range o.ServerEnv {
 			vars[k] = v
 		}
-		r.env = serverEnv(vars)
+		r.env = benchstack.ServerEnv(vars)
 		t.replicas = append(t.replicas, r)
 		// One at a time: the first migrates and writes the admin key.
 		if err := r.start(ctx); err != nil {
@@ -317,19 +317,6 @@ func awaitTCP(ctx context.Context, addr string, exited <-chan struct{}) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func serverEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BAE_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 // start runs a new incarnation and waits until it is ready. Like a

@@ -13,12 +13,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/bae-go/bae-go/internal/lib/ids"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -143,10 +143,7 @@ func (o Options) withDefaults() (Options, error) {
 // DefaultDatabaseURL is BAE_TEST_DATABASE_URL, else the local postgres
 // maintenance database (as internal/testing/testdb).
 func DefaultDatabaseURL() string {
-	if u := os.Getenv("BAE_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	return testdb.BaseDatabaseURL()
 }
 
 // Run performs one crash run. The error is for a run that could not be

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -140,7 +139,7 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 	if err = os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
-	s.env = serverEnv(map[string]string{
+	s.env = benchstack.ServerEnv(map[string]string{
 		"BAE_DATABASE_URL":               srvDB.String(),
 		"BAE_TEMPORAL_ADDR":              s.dev.FrontendAddr(),
 		"BAE_TEMPORAL_NAMESPACE":         s.dev.Namespace(),
@@ -163,21 +162,6 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 		return nil, fmt.Errorf("read admin key: %w", err)
 	}
 	return s, nil
-}
-
-// serverEnv is the parent environment without any BAE_* variable (so the
-// caller's shell cannot change the run), plus vars.
-func serverEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BAE_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 func (s *stack) fileLogger(name string) (*slog.Logger, error) {

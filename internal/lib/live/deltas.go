@@ -3,6 +3,8 @@ package live
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +31,20 @@ import (
 // again). A replica learning of a new interest sends the deltas it kept of
 // that session's turns, so a stream that opened before its interest
 // arrived misses nothing; receivers drop a delta they already hold.
+//
+// Replicas of a version before interest announcements send every delta
+// and never announce, so a replica that sent only what was announced
+// would leave their streams without deltas during a rolling upgrade. A
+// replica that announces says so in its listening connection's
+// application_name (InterestListener); every legacyCheckEvery it counts
+// the connections of its database listening without it (pg_stat_activity,
+// the same role sees their statements), and while there is one it sends
+// every delta, as those replicas do, starting with the deltas it kept.
 const DeltasChannel = "bae_deltas"
+
+// InterestListener is the application_name of the listening connection of
+// a replica that announces its interests (see DeltasChannel).
+const InterestListener = "bae-listener interest/1"
 
 // Delta kinds beyond the provider's (block_start, text_delta,
 // input_json_delta).
@@ -62,6 +77,9 @@ type Delta struct {
 	// own: published by this process (a new remote interest gets these
 	// again).
 	own bool
+	// notified: an own delta that went out on the channel (to every
+	// listener, announcing or not).
+	notified bool
 	// line is the delta's encoded notification, shared by every stream it
 	// is delivered to (set by deliver).
 	line *lineCache
@@ -108,6 +126,9 @@ const (
 	// closed, so that a client reconnecting to resume finds this
 	// replica's buffer of the running turn whole.
 	interestLinger = turnBufferIdle
+	// legacyCheckEvery: how often a replica looks for listeners that do
+	// not announce interests (replicas of an earlier version).
+	legacyCheckEvery = 5 * time.Second
 )
 
 // Deltas is the per-process side channel: it publishes this process's
@@ -116,6 +137,11 @@ const (
 type Deltas struct {
 	pool   *pgxpool.Pool
 	origin string
+	log    *slog.Logger
+	// interest: this replica takes part in interest announcements (the
+	// default); without, it announces nothing and sends every delta, as a
+	// replica of a version before them does (WithoutInterest).
+	interest bool
 
 	mu   sync.Mutex
 	subs map[string]map[*DeltaSub]struct{}
@@ -128,6 +154,9 @@ type Deltas struct {
 	// remote: the other replicas interested in a session, by origin, with
 	// when they last said so.
 	remote map[string]map[string]time.Time
+	// legacy: listeners on the database that do not announce interests,
+	// at the last check; while there are any every delta is sent.
+	legacy int
 	// waiters: resuming streams waiting for a turn's deltas (AwaitBacklog),
 	// woken by the next delta of the turn.
 	waiters map[turnKey][]chan struct{}
@@ -147,7 +176,7 @@ type Deltas struct {
 
 func newDeltas(pool *pgxpool.Pool) *Deltas {
 	return &Deltas{
-		pool: pool, origin: ids.New("rep_"),
+		pool: pool, origin: ids.New("rep_"), log: slog.New(slog.DiscardHandler), interest: true,
 		subs: map[string]map[*DeltaSub]struct{}{}, buffers: map[turnKey]*turnBuffer{},
 		interested: map[string]time.Time{}, remote: map[string]map[string]time.Time{},
 		waiters: map[turnKey][]chan struct{}{},
@@ -240,7 +269,7 @@ func (d *Deltas) Subscribe(sessionID string) *DeltaSub {
 		d.subs[sessionID] = set
 	}
 	set[s] = struct{}{}
-	if _, known := d.interested[sessionID]; !known {
+	if _, known := d.interested[sessionID]; !known && d.interest {
 		d.enqueueCtl("+" + sessionID)
 	}
 	d.interested[sessionID] = time.Time{}
@@ -325,10 +354,11 @@ func (d *Deltas) backlogLocked(k turnKey, after int64) ([]Delta, bool) {
 func (d *Deltas) Publish(x Delta) {
 	x.own = true
 	d.mu.Lock()
-	x = d.deliverLocked(x)
 	// Under d.mu: a delta published before a new interest is handled is
 	// sent by its replay (remoteInterest), one after it here.
-	if len(d.remote[x.SessionID]) > 0 {
+	x.notified = !d.interest || d.legacy > 0 || len(d.remote[x.SessionID]) > 0
+	x = d.deliverLocked(x)
+	if x.notified {
 		d.enqueue(x)
 	}
 	d.mu.Unlock()
@@ -435,12 +465,18 @@ func (d *Deltas) deliverLocked(x Delta) Delta {
 // while it was away may have been missed, so every replica is asked to
 // announce its own again, and this one announces its.
 func (d *Deltas) connected() {
+	if !d.interest {
+		return
+	}
 	d.enqueueCtl("?")
 	d.announce()
 }
 
 // announce queues every interest of this replica.
 func (d *Deltas) announce() {
+	if !d.interest {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ids := make([]string, 0, len(d.interested))
@@ -479,9 +515,10 @@ func (d *Deltas) remoteInterest(origin string, sessions []string, now time.Time)
 		if !fresh[b.sessionID] {
 			continue
 		}
-		for _, x := range b.deltas {
-			if x.own {
-				replay = append(replay, x)
+		for i := range b.deltas {
+			if x := &b.deltas[i]; x.own {
+				x.notified = true
+				replay = append(replay, *x)
 			}
 		}
 	}
@@ -531,6 +568,10 @@ func (d *Deltas) missed() {
 func (d *Deltas) received(payload string) {
 	origin, body, ok := strings.Cut(payload, "\n")
 	if !ok || origin == d.origin || body == "" {
+		return
+	}
+	if !d.interest && body[0] != '[' {
+		// As a replica before announcements: they are not deltas.
 		return
 	}
 	switch body[0] {
@@ -610,7 +651,9 @@ func (d *Deltas) sweep(now time.Time) {
 			}
 		}
 		for _, msg := range packIDs("-", gone, notifyBudget-len(d.origin)-8) {
-			d.enqueueCtl(msg)
+			if d.interest {
+				d.enqueueCtl(msg)
+			}
 		}
 	}
 	for sid, set := range d.remote {
@@ -655,6 +698,8 @@ func (d *Deltas) run(ctx context.Context) {
 	defer sweep.Stop()
 	announce := time.NewTicker(announceEvery)
 	defer announce.Stop()
+	legacy := time.NewTicker(legacyCheckEvery)
+	defer legacy.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -663,6 +708,10 @@ func (d *Deltas) run(ctx context.Context) {
 			d.sweep(now)
 		case <-announce.C:
 			d.announce()
+		case <-legacy.C:
+			if err := d.checkLegacy(ctx); err != nil && ctx.Err() == nil {
+				d.log.Debug("deltas: listeners not counted", "err", err)
+			}
 		case <-d.kick:
 		}
 		for {
@@ -727,4 +776,63 @@ func (d *Deltas) payloads(deltas []Delta) []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// WithoutInterest makes this replica take no part in interest
+// announcements, as a replica of a version before them: it announces
+// nothing, ignores announcements, sends every delta to every replica and
+// its listener is counted as legacy by the others. Call before Run.
+func (d *Deltas) WithoutInterest() { d.interest = false }
+
+// legacyListenersSQL counts the connections of this database listening
+// for notifications without InterestListener: a listener's last
+// statement stays its LISTEN, and a replica that announces names its
+// listening connection before it listens.
+const legacyListenersSQL = `SELECT count(*) FROM pg_stat_activity
+	WHERE datname = current_database() AND query ~* '^\s*LISTEN\s'
+	AND application_name IS DISTINCT FROM $1`
+
+// checkLegacy counts the listeners that do not announce interests. When
+// the first appears, every delta is sent from then on, beginning with the
+// deltas this replica kept that never went out, so a stream opened on
+// such a replica before the check misses nothing kept.
+func (d *Deltas) checkLegacy(ctx context.Context) error {
+	if !d.interest || d.pool == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, legacyCheckEvery)
+	defer cancel()
+	var n int
+	if err := d.pool.QueryRow(ctx, legacyListenersSQL, InterestListener).Scan(&n); err != nil {
+		return fmt.Errorf("count legacy listeners: %w", err)
+	}
+	d.setLegacy(n)
+	return nil
+}
+
+// setLegacy records n listeners that do not announce interests.
+func (d *Deltas) setLegacy(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was := d.legacy
+	d.legacy = n
+	switch {
+	case was == 0 && n > 0:
+		d.log.Warn("deltas: replicas that do not announce interests are listening (an earlier version); sending every delta to every replica", "listeners", n)
+		// Only what never went out: such replicas keep a duplicate.
+		var replay []Delta
+		for _, b := range d.buffers {
+			for i := range b.deltas {
+				if x := &b.deltas[i]; x.own && !x.notified {
+					x.notified = true
+					replay = append(replay, *x)
+				}
+			}
+		}
+		if len(replay) > 0 {
+			d.enqueue(replay...)
+		}
+	case was > 0 && n == 0:
+		d.log.Info("deltas: every listening replica announces its interests; sending deltas only where announced")
+	}
 }

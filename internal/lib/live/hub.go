@@ -102,7 +102,11 @@ type Hub struct {
 
 // New creates a hub; call Run to start listening.
 func New(pool *pgxpool.Pool, log *slog.Logger) *Hub {
-	return &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, turns: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
+	h := &Hub{pool: pool, log: log, waiters: map[string]map[*Waiter]struct{}{}, turns: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), deltas: newDeltas(pool)}
+	if log != nil {
+		h.deltas.log = log
+	}
+	return h
 }
 
 // Deltas is the process's side channel for live deltas.
@@ -301,10 +305,22 @@ func (h *Hub) listen(ctx context.Context) error {
 	// The connection stays in LISTEN state, so it never returns to the pool.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck
+	if h.deltas.interest {
+		// Named before it listens: other replicas count the listeners
+		// without this name as not announcing interests (DeltasChannel).
+		if _, err := conn.Exec(ctx, "SET application_name = '"+InterestListener+"'"); err != nil {
+			return err
+		}
+	}
 	for _, ch := range []string{store.EventsChannel, ControlChannel, DeltasChannel, store.TurnsChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
+	}
+	// Before this replica is ready: a replica of an earlier version
+	// already listening gets its deltas from the first turn on.
+	if err := h.deltas.checkLegacy(ctx); err != nil {
+		h.log.Warn("deltas: could not count the replicas that do not announce interests", "err", err)
 	}
 	h.readyMu.Do(func() { close(h.ready) })
 	if h.connected {
