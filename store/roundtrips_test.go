@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/store"
+)
+
+// TestStoringAMessageIsOneRoundTrip: a message stored under the queue caps
+// is one batch (the locks, the insert with the caps checked by the server,
+// and with a key the message stored under it before), where it was BEGIN,
+// the locks, the lookup, the count, the insert and COMMIT one after the
+// other. The caps, their order and the resend are as before.
+func TestStoringAMessageIsOneRoundTrip(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	other, _, err := st.CreateSession(ctx, sess.ProfileID, store.ClientDecl{ClientKeyID: sess.ClientKeyID}, events.Declarations{}, store.Caps{})
+	require.NoError(t, err)
+	caps := store.Caps{QueuedTurnsPerSession: 2, QueuedTurnsPerKey: 3}
+	msg := json.RawMessage(`{"role":"user","content":"hi"}`)
+	put := func(sessionID, turnID, key string) (store.PutTurn, error, store.DBCalls) {
+		before := st.DBCalls()
+		p, err := st.PutTurnInput(ctx, sessionID, turnID, sess.ClientKeyID, msg, key, caps)
+		after := st.DBCalls()
+		return p, err, store.DBCalls{RoundTrips: after.RoundTrips - before.RoundTrips, Statements: after.Statements - before.Statements}
+	}
+
+	p, err, calls := put(sess.ID, "trn_1", "")
+	require.NoError(t, err)
+	assert.True(t, p.Idle)
+	assert.False(t, p.Arrived.IsZero())
+	assert.Equal(t, store.DBCalls{RoundTrips: 1, Statements: 2}, calls, "the locks and the insert")
+
+	p, err, calls = put(sess.ID, "trn_2", "key-2")
+	require.NoError(t, err)
+	assert.False(t, p.Idle)
+	require.Len(t, p.Ahead, 1)
+	assert.Equal(t, "trn_1", p.Ahead[0].TurnID)
+	assert.Nil(t, p.Prior)
+	assert.Equal(t, store.DBCalls{RoundTrips: 1, Statements: 3}, calls, "the locks, the insert and the message stored under the key")
+
+	// The session's queue is full: refused, nothing stored.
+	_, err, calls = put(sess.ID, "trn_3", "key-3")
+	var quota *store.QuotaError
+	require.True(t, errors.As(err, &quota), "%v", err)
+	assert.Equal(t, store.QuotaError{Scope: store.ScopeSession, Resource: store.ResourceQueuedTurns, Limit: 2}, *quota)
+	assert.Equal(t, int64(1), calls.RoundTrips)
+
+	// A resend under a stored key is answered with its message, full or not.
+	p, err, calls = put(sess.ID, "trn_2b", "key-2")
+	require.NoError(t, err)
+	require.NotNil(t, p.Prior)
+	assert.Equal(t, "trn_2", p.Prior.TurnID)
+	assert.JSONEq(t, string(msg), string(p.Prior.Message))
+	assert.Equal(t, int64(1), calls.RoundTrips)
+
+	// The key's cap counts its open sessions' queues.
+	_, err = st.PutTurnInput(ctx, other.ID, "trn_o1", sess.ClientKeyID, msg, "", caps)
+	require.NoError(t, err)
+	_, err, _ = put(other.ID, "trn_o2", "")
+	require.True(t, errors.As(err, &quota), "%v", err)
+	assert.Equal(t, store.QuotaError{Scope: store.ScopeClientKey, Resource: store.ResourceQueuedTurns, Limit: 3}, *quota)
+
+	var n int
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM turn_inputs WHERE client_key_id = $1`, sess.ClientKeyID).Scan(&n))
+	assert.Equal(t, 3, n, "nothing refused was stored")
+
+	// Concurrent sends count one after the other: the cap holds.
+	fresh, _, err := st.CreateSession(ctx, sess.ProfileID, store.ClientDecl{ClientKeyID: sess.ClientKeyID}, events.Declarations{}, store.Caps{})
+	require.NoError(t, err)
+	caps = store.Caps{QueuedTurnsPerSession: 2}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.PutTurnInput(ctx, fresh.ID, fmt.Sprintf("trn_c%d", i), sess.ClientKeyID, msg, "", caps)
+			if errors.As(err, &quota) {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+				return
+			}
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM turn_inputs WHERE session_id = $1`, fresh.ID).Scan(&n))
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 6, refused)
+}
