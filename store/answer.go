@@ -83,7 +83,7 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		b.Queue(recordTurnResultAtSQL, then.TurnID, tmpl.prefix, tmpl.suffix, TurnsChannel, sessionID, p.keys, maxNoticeResult)
 	}
 	var out, inserted []Event
-	err = t.db.commitWith(ctx, b, func(br pgx.BatchResults) error {
+	err = t.db.commitWith(ctx, sessionID, b, func(br pgx.BatchResults) error {
 		var err error
 		if out, inserted, err = p.read(br); err != nil {
 			return err

@@ -101,3 +101,71 @@ func TestStoringAMessageIsOneRoundTrip(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 6, refused)
 }
+
+// TestCatchUpWaitsForALocalCommit: a reader that knows the log reaches a
+// sequence (a turn's result, whose notice can arrive before the commit
+// that sent it settled in this process) waits for this process's commit
+// in flight and reads memory, not the table.
+func TestCatchUpWaitsForALocalCommit(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	turnID := "trn_wait"
+	ev := func(step string) store.NewEvent {
+		return store.NewEvent{IdemKey: turnID + "/" + step, TurnID: turnID, ClientKeyID: sess.ClientKeyID,
+			Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}
+	}
+	// Followed, with the turn's first events in memory (its begin).
+	_, err := st.FollowEvents(ctx, sess.ID, 0, 100)
+	require.NoError(t, err)
+	var head int64
+	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+		out, err := tx.AppendEvents(ctx, sess.ID, ev("cms"))
+		if err == nil {
+			head = out[0].Seq - 1
+		}
+		return err
+	}))
+
+	waiting := make(chan struct{}, 1)
+	st.OnSettleWait(func() { waiting <- struct{}{} })
+	committed, release, txDone := make(chan int64, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		txDone <- st.Tx(ctx, func(tx *store.Tx) error {
+			out, err := tx.AppendAndCommit(ctx, sess.ID, []store.NewEvent{ev("resp"), ev("sms")}, store.Then{})
+			if err != nil {
+				close(committed)
+				return err
+			}
+			// Committed on the server; not settled here until fn returns.
+			committed <- out[len(out)-1].Seq
+			<-release
+			return nil
+		})
+	}()
+	last, ok := <-committed
+	require.True(t, ok, "the answer committed")
+	type read struct {
+		evs []store.Event
+		err error
+	}
+	got := make(chan read, 1)
+	rctx, calls := store.CountCalls(ctx)
+	go func() {
+		evs, err := st.FollowEventsThrough(rctx, sess.ID, head, last, 256)
+		got <- read{evs, err}
+	}()
+	var r read
+	select {
+	case <-waiting:
+		close(release)
+		r = <-got
+	case r = <-got:
+		close(release)
+	}
+	require.NoError(t, <-txDone)
+	require.NoError(t, r.err)
+	assert.Zero(t, calls().RoundTrips, "read from memory once the commit settled")
+	require.Len(t, r.evs, 3)
+	assert.Equal(t, last, r.evs[2].Seq)
+}
