@@ -169,3 +169,49 @@ func TestCatchUpWaitsForALocalCommit(t *testing.T) {
 	require.Len(t, r.evs, 3)
 	assert.Equal(t, last, r.evs[2].Seq)
 }
+
+// TestRequestCommitsWithItsAppend: a provider.request, the last write of
+// its transaction (the begin's or the attempt's), is appended, its run
+// numbered and the transaction committed in one round trip, where the
+// append and the COMMIT were two.
+func TestRequestCommitsWithItsAppend(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	turnID := "trn_req"
+	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	require.NoError(t, err)
+	for i, step := range []string{"i0/a0", "i0/a1"} {
+		run := &store.NumberRun{TurnID: turnID, Step: step}
+		var out []store.Event
+		before := st.DBCalls()
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			tx.AppendMessage(sess.ID, turnID+"/user-"+step, "user", json.RawMessage(`"hi"`))
+			var err error
+			out, err = tx.AppendAndCommit(ctx, sess.ID, []store.NewEvent{{IdemKey: turnID + "/" + step + "/req", TurnID: turnID,
+				Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}}, store.Then{Run: run})
+			return err
+		}))
+		assert.Equal(t, int64(1), st.DBCalls().RoundTrips-before.RoundTrips, "BEGIN, the message, the append, the run and COMMIT")
+		require.Len(t, out, 1)
+		assert.Equal(t, int64(i+1), run.Got.Run)
+		if i > 0 {
+			assert.Equal(t, "i0/a0", run.Got.PrevStep)
+		}
+	}
+	evs, err := st.EventsAfter(ctx, sess.ID, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, evs, 3, "the session's open and both requests committed")
+	// The two round trips' path numbers the run the same way.
+	store.SetAnswerInOneTrip(false)
+	defer store.SetAnswerInOneTrip(true)
+	run := &store.NumberRun{TurnID: turnID, Step: "i0/a2"}
+	before := st.DBCalls()
+	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.AppendAndCommit(ctx, sess.ID, []store.NewEvent{{IdemKey: turnID + "/i0/a2/req", TurnID: turnID,
+			Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}}, store.Then{Run: run})
+		return err
+	}))
+	assert.Equal(t, int64(2), st.DBCalls().RoundTrips-before.RoundTrips)
+	assert.Equal(t, int64(3), run.Got.Run)
+}
