@@ -176,9 +176,6 @@ func (s *Store) settle(t *trackedTx, err error) {
 			fn(sid)
 		}
 	}
-	if t.committing != nil {
-		t.local.end(t.committing)
-	}
 }
 
 // OnLocalAppend sets the function called with a session id after this

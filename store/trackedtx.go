@@ -300,6 +300,14 @@ func (t *trackedTx) inFlight(sessionID string) {
 	}
 }
 
+// landed ends the flight inFlight began, once the transaction settled.
+func (t *trackedTx) landed() {
+	if t.committing != nil {
+		t.local.end(t.committing)
+		t.committing = nil
+	}
+}
+
 var errCommitted = errors.New("transaction already committed with its last batch")
 
 // errBatch is a batch that could not be sent. (It embeds the interface
