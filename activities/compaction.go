@@ -22,7 +22,8 @@ import (
 // carries the view of the conversation (store/compaction), cleared further
 // here when that is enough to fit the provider's budget; when only a
 // summary would make it fit, the attempt stops before its
-// provider.request and asks the workflow for CompactContext.
+// provider.request and asks the workflow for CompactContext. Its append
+// commits tx (Tx.AppendAndCommit): nothing may follow it in tx.
 func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
 	p := attemptPrep{compacting: true}
 	step := attemptStep(in)
@@ -112,16 +113,18 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 			fenceAt(tx, in, ci.Counter)
 		}
 	}
+	// The append is the transaction's last write: it commits in its round
+	// trip (the caller returns right after).
 	switch {
 	case p.messages != nil && a.Deltas != nil && !entry.NoStream:
 		// The request is stored, so the call is made: its run is numbered
 		// in the append's round trip, not in a transaction of its own
 		// while the request is on its way.
-		var run store.StreamRunNo
-		_, run, err = tx.AppendEventsNumberingRun(ctx, in.SessionID, evs, in.TurnID, step)
-		p.run = &run
+		run := &store.NumberRun{TurnID: in.TurnID, Step: step}
+		_, err = tx.AppendAndCommit(ctx, in.SessionID, evs, store.Then{Run: run})
+		p.run = &run.Got
 	case len(evs) > 0:
-		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
+		_, err = tx.AppendAndCommit(ctx, in.SessionID, evs, store.Then{})
 	}
 	return p, err
 }

@@ -121,6 +121,8 @@ func fenceAt(tx *store.Tx, in workflows.CallProviderInput, at int64) *store.Atte
 
 // prepareAttempt reads the attempt's inputs and appends its
 // provider.request, in tx, after the events before (a beginning turn's).
+// The append commits tx (Tx.AppendAndCommit): the caller returns right
+// after it.
 func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workflows.CallProviderInput, before []store.NewEvent) (attemptPrep, error) {
 	if in.Budgets {
 		// Read in the attempt's own round trip, below.
@@ -175,7 +177,8 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		})
 	}
 	if len(evs) > 0 {
-		_, err = tx.AppendEvents(ctx, in.SessionID, evs...)
+		// The transaction's last write: it commits in its round trip.
+		_, err = tx.AppendAndCommit(ctx, in.SessionID, evs, store.Then{})
 	}
 	return p, err
 }

@@ -144,14 +144,14 @@ func (c *clientAPI) authSession(r *http.Request) (store.Session, store.Key, *Pro
 // authSessionFull is authSession with what the same query also read: the
 // acting client's declarations and the log's head.
 func (c *clientAPI) authSessionFull(r *http.Request) (store.SessionAuth, *Problem) {
-	a, _, p := c.authSessionReads(r, false)
+	a, _, p := c.authSessionReads(r, false, false)
 	return a, p
 }
 
 // authSessionReads is authSessionFull that, with send, also reads in the
-// same round trip what a send is checked against before it is stored
-// (nil without send or on failure).
-func (c *clientAPI) authSessionReads(r *http.Request, send bool) (store.SessionAuth, *store.SendReads, *Problem) {
+// same round trip what a send is checked against before it is stored, the
+// turn gate only with gate (nil without send or on failure).
+func (c *clientAPI) authSessionReads(r *http.Request, send, gate bool) (store.SessionAuth, *store.SendReads, *Problem) {
 	token, p := bearer(r)
 	if p != nil {
 		return store.SessionAuth{}, nil, p
@@ -163,7 +163,7 @@ func (c *clientAPI) authSessionReads(r *http.Request, send bool) (store.SessionA
 		err   error
 	)
 	if send {
-		a, reads, err = c.Store.AuthenticateSessionForSend(r.Context(), token, id)
+		a, reads, err = c.Store.AuthenticateSessionForSend(r.Context(), token, id, gate)
 	} else {
 		a, err = c.Store.AuthenticateSession(r.Context(), token, id)
 	}

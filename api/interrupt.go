@@ -113,7 +113,7 @@ const gateFresh = time.Second
 func (c *clientAPI) busy(ctx context.Context, call *rpcCall) bool {
 	var g store.TurnGate
 	var err error
-	if r := call.sendReads; r != nil && time.Since(r.At) <= gateFresh {
+	if r := call.sendReads; r != nil && r.HasGate && time.Since(r.At) <= gateFresh {
 		g, err = r.Gate, r.GateErr
 	} else {
 		g, err = c.Store.TurnGate(ctx, call.sess.ID)

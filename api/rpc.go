@@ -199,11 +199,12 @@ func envelopeError(out *ndjson, id json.RawMessage, code int, msg string) {
 // rpc is POST /api/v1/sessions/{id}/rpc. Authentication is the only check
 // answered as HTTP (a 401 problem); everything after it is NDJSON.
 func (c *clientAPI) rpc(w http.ResponseWriter, r *http.Request) {
-	// A send that may be refused before it is stored (Bae-When-Busy:
-	// reject, a header read before the body names the method) reads its
-	// budgets and the turn gate with the authentication: one round trip.
+	// The body names the method only after the authentication, and most
+	// calls are sends: every call reads a send's budgets with the
+	// authentication, one round trip for both; one that may be refused as
+	// busy (Bae-When-Busy: reject, a header) reads the turn gate too.
 	policy, badPolicy := wire.ParseWhenBusy(r.Header.Values(wire.WhenBusyHeader))
-	auth, reads, p := c.authSessionReads(r, badPolicy == nil && policy == wire.BusyReject)
+	auth, reads, p := c.authSessionReads(r, true, badPolicy == nil && policy == wire.BusyReject)
 	if p != nil {
 		writeProblem(w, p)
 		return

@@ -435,7 +435,8 @@ func (t *turnRelay) relay(ctx context.Context, evs []store.Event) error {
 // returned. When the turn did not say (lastSeq 0), or memory does not reach
 // it (appended by another replica whose notice is still on its way), the
 // table is read: every event of the turn committed before the update
-// returned.
+// returned. A commit of this process that the result's notice overtook is
+// waited for, not read from the table (Store.FollowEventsThrough).
 func (t *turnRelay) catchUp(ctx context.Context, lastSeq int64) error {
 	fromTable := lastSeq == 0
 	for {
@@ -445,7 +446,7 @@ func (t *turnRelay) catchUp(ctx context.Context, lastSeq int64) error {
 			if fromTable {
 				evs, err = t.c.Store.EventsAfter(ctx, t.call.sess.ID, t.last, relayPage)
 			} else {
-				evs, err = t.c.Store.FollowEvents(ctx, t.call.sess.ID, t.last, relayPage)
+				evs, err = t.c.Store.FollowEventsThrough(ctx, t.call.sess.ID, t.last, lastSeq, relayPage)
 			}
 			return err
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -24,6 +25,16 @@ type Then struct {
 	// append: a second run storing the same response waits for the first's
 	// commit on the append and keeps its end.
 	DeltaEnd *DeltaEnd
+	// Run, when set, numbers a new run of the turn's provider call with
+	// the append, as Tx.AppendEventsNumberingRun does; Run.Got holds it
+	// once committed.
+	Run *NumberRun
+}
+
+// NumberRun names the run Then numbers (TurnID, Step) and receives it.
+type NumberRun struct {
+	TurnID, Step string
+	Got          StreamRunNo
 }
 
 // AppendAndCommit appends evs as Tx.AppendEvents does, then what then
@@ -49,7 +60,13 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		oneTrip = tmpl != nil
 	}
 	if !oneTrip {
-		out, err := t.AppendEvents(ctx, sessionID, evs...)
+		var out []Event
+		var err error
+		if r := then.Run; r != nil {
+			out, r.Got, err = t.AppendEventsNumberingRun(ctx, sessionID, evs, r.TurnID, r.Step)
+		} else {
+			out, err = t.AppendEvents(ctx, sessionID, evs...)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -73,6 +90,9 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 	p.queue(b)
 	b.Queue(appendCheckSQL, sessionID, p.followsClose, p.keys, checkNoSession, checkNotOpen)
 	b.Queue(appendNoticeSQL, EventsChannel, sessionID, "/"+t.db.origin, p.keys, p.idList)
+	if r := then.Run; r != nil {
+		b.Queue(streamRunSQL, r.TurnID, r.Step)
+	}
 	if d := then.DeltaEnd; d != nil {
 		b.Queue(recordDeltaEndSQL, d.TurnID, d.RespIdem, d.Seq)
 	}
@@ -83,7 +103,7 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		b.Queue(recordTurnResultAtSQL, then.TurnID, tmpl.prefix, tmpl.suffix, TurnsChannel, sessionID, p.keys, maxNoticeResult)
 	}
 	var out, inserted []Event
-	err = t.db.commitWith(ctx, b, func(br pgx.BatchResults) error {
+	err = t.db.commitWith(ctx, sessionID, b, func(br pgx.BatchResults) error {
 		var err error
 		if out, inserted, err = p.read(br); err != nil {
 			return err
@@ -91,6 +111,15 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		for _, what := range []string{"check append", "notify appended events"} {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("append events: %s: %w", what, checkError(err))
+			}
+		}
+		if r := then.Run; r != nil {
+			// No turn input: the run is not numbered (Run 0).
+			if r.Got, err = scanStreamRun(br.QueryRow(), r.TurnID); errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+			if err != nil {
+				return err
 			}
 		}
 		if then.DeltaEnd != nil {

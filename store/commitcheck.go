@@ -20,6 +20,9 @@ const (
 	// checkSuperseded: a provider attempt's fence found the conversation
 	// moved on from its turn (Tx.Fence).
 	checkSuperseded = "BA004"
+	// checkQueueFull: a message found its session's or its client key's
+	// queue at its cap (PutTurnInput); the message is the scope.
+	checkQueueFull = "BA005"
 )
 
 // checkError is the store's error for a failed bae_check, err otherwise.

@@ -409,8 +409,10 @@ type SendReads struct {
 	// Budgets is what BudgetsFor(session, the key's client key) reads.
 	Budgets    []BudgetState
 	BudgetsErr error
-	Gate       TurnGate
-	GateErr    error
+	// Gate is the turn gate (TurnGate) when HasGate: read only when asked.
+	Gate    TurnGate
+	GateErr error
+	HasGate bool
 	// At is when the reads arrived.
 	At time.Time
 }
@@ -423,18 +425,18 @@ type SendReads struct {
 // Argon2id session key not yet verified by this process is found among the
 // session's keys and verified once.
 func (s *Store) AuthenticateSession(ctx context.Context, secret, sessionID string) (SessionAuth, error) {
-	a, _, err := s.authenticateSession(ctx, secret, sessionID, false)
+	a, _, err := s.authenticateSession(ctx, secret, sessionID, false, false)
 	return a, err
 }
 
 // AuthenticateSessionForSend is AuthenticateSession that also reads, in
 // the same round trip, what a send about to be refused or let in is
-// checked against (SendReads): a Bae-When-Busy: reject answered from one
-// round trip, not three one after the other. Authentication is unchanged
-// (the same statement, the same Argon2id verification and cache); the
-// reads are discarded when it fails.
-func (s *Store) AuthenticateSessionForSend(ctx context.Context, secret, sessionID string) (SessionAuth, *SendReads, error) {
-	return s.authenticateSession(ctx, secret, sessionID, true)
+// checked against (SendReads): its budgets, and with gate the turn gate (a
+// Bae-When-Busy: reject answered from one round trip, not three one after
+// the other). Authentication is unchanged (the same statement, the same
+// Argon2id verification and cache); the reads are discarded when it fails.
+func (s *Store) AuthenticateSessionForSend(ctx context.Context, secret, sessionID string, gate bool) (SessionAuth, *SendReads, error) {
+	return s.authenticateSession(ctx, secret, sessionID, true, gate)
 }
 
 const authenticateSessionSQL = `WITH found AS (
@@ -453,7 +455,7 @@ const authenticateSessionSQL = `WITH found AS (
 	LEFT JOIN sessions s ON s.id = f.session_id
 	LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`
 
-func (s *Store) authenticateSession(ctx context.Context, secret, sessionID string, send bool) (SessionAuth, *SendReads, error) {
+func (s *Store) authenticateSession(ctx context.Context, secret, sessionID string, send, gate bool) (SessionAuth, *SendReads, error) {
 	h := ids.HashSecret(secret)
 	d := tokenDigest(secret)
 	cached, isCached := s.verified.get(d)
@@ -469,7 +471,7 @@ func (s *Store) authenticateSession(ctx context.Context, secret, sessionID strin
 		}
 	} else {
 		var err error
-		if list, reads, err = s.authenticateWithSendReads(ctx, h, cached.id, sessionID); err != nil {
+		if list, reads, err = s.authenticateWithSendReads(ctx, h, cached.id, sessionID, gate); err != nil {
 			return SessionAuth{}, nil, err
 		}
 	}
@@ -508,14 +510,16 @@ func (s *Store) authenticateSession(ctx context.Context, secret, sessionID strin
 }
 
 // authenticateWithSendReads sends the authentication statement, the
-// budgets of the session's client keys and the turn gate as one batch:
-// one round trip (the batch is one implicit transaction, whose statements
-// each read the latest commits, as on their own).
-func (s *Store) authenticateWithSendReads(ctx context.Context, h, cachedID, sessionID string) ([]SessionAuth, *SendReads, error) {
+// budgets of the session's client keys and, with gate, the turn gate as
+// one batch: one round trip (the batch is one implicit transaction, whose
+// statements each read the latest commits, as on their own).
+func (s *Store) authenticateWithSendReads(ctx context.Context, h, cachedID, sessionID string, gate bool) ([]SessionAuth, *SendReads, error) {
 	b := &pgx.Batch{}
 	b.Queue(authenticateSessionSQL, h, cachedID, sessionID)
 	b.Queue(budgetsForSessionKeysSQL, sessionID)
-	b.Queue(turnGateSQL, sessionID, turnResultsMigration)
+	if gate {
+		b.Queue(turnGateSQL, sessionID, turnResultsMigration)
+	}
 	br := s.Pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -532,7 +536,10 @@ func (s *Store) authenticateWithSendReads(ctx context.Context, h, cachedID, sess
 	} else if reads.Budgets, err = scanBudgetStates(rows); err != nil {
 		reads.BudgetsErr = fmt.Errorf("read budgets: %w", err)
 	}
-	reads.Gate, reads.GateErr = scanTurnGate(br.QueryRow())
+	if gate {
+		reads.Gate, reads.GateErr = scanTurnGate(br.QueryRow())
+		reads.HasGate = true
+	}
 	reads.At = time.Now()
 	return list, reads, nil
 }

@@ -35,6 +35,8 @@ type Store struct {
 	hasher        keyhash.Hasher
 	verified      *verifiedKeys
 	calls         *callCounter
+	// local are this process's commits of events in flight.
+	local *localCommits
 }
 
 // Options tune the pool and the in-process caches.
@@ -78,7 +80,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	s := &Store{reads: reads{q: pool}, Pool: pool, url: databaseURL, conv: newConvCache(opts.ConversationCacheBytes),
-		tail: newEventTail(), origin: newOrigin(), hasher: opts.KeyHasher, verified: newVerifiedKeys(opts.VerifiedKeyCacheSize), calls: calls}
+		tail: newEventTail(), origin: newOrigin(), hasher: opts.KeyHasher, verified: newVerifiedKeys(opts.VerifiedKeyCacheSize), calls: calls, local: newLocalCommits()}
 	if s.hasher == nil {
 		s.hasher = keyhash.Argon2id{Params: keyhash.BAEParams}
 	}

@@ -28,6 +28,11 @@ type trackedTx struct {
 	// committed: COMMIT went with the transaction's last batch
 	// (commitWith); nothing may be sent after it.
 	committed bool
+	// local and committing: the sessions whose events the COMMIT carries
+	// are marked in flight in local from just before it is sent until the
+	// transaction settled (see localCommits).
+	local      *localCommits
+	committing []string
 }
 
 // queuedWrite is a statement whose only result is whether it succeeded.
@@ -106,6 +111,7 @@ func (t *trackedTx) commit(ctx context.Context) error {
 			break
 		}
 	}
+	t.inFlight("")
 	b := &pgx.Batch{}
 	b.Queue("commit")
 	br := t.SendBatch(ctx, b)
@@ -220,17 +226,19 @@ func (t *trackedTx) canCommitWith() bool {
 	return true
 }
 
-// commitWith sends the queued writes, b and COMMIT in one round trip; read
+// commitWith sends the queued writes, b (which appends events of
+// sessionID) and COMMIT in one round trip; read
 // reads b's results (and only them). A statement that fails (a bae_check
 // included) aborts the transaction, so the COMMIT that follows it in the
 // batch does not commit and runTx rolls back. Only when every statement
 // succeeded did it commit; an error read returns after that (a result it
 // could not decode) comes after the commit. The caller must have asked
 // canCommitWith.
-func (t *trackedTx) commitWith(ctx context.Context, b *pgx.Batch, read func(br pgx.BatchResults) error) error {
+func (t *trackedTx) commitWith(ctx context.Context, sessionID string, b *pgx.Batch, read func(br pgx.BatchResults) error) error {
 	if t.committed {
 		return errCommitted
 	}
+	t.inFlight(sessionID)
 	q := t.queued
 	t.queued = nil
 	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(q)+b.Len()+1)}
@@ -269,6 +277,35 @@ func (t *trackedTx) commitWith(ctx context.Context, b *pgx.Batch, read func(br p
 		return fmt.Errorf("commit: %w", checkError(cerr))
 	}
 	return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+}
+
+// inFlight marks the sessions whose events the COMMIT about to be sent
+// carries (those appended before, and sessionID unless "") as committing.
+func (t *trackedTx) inFlight(sessionID string) {
+	if t.local == nil || t.committing != nil {
+		return
+	}
+	ids := make([]string, 0, len(t.appended)+1)
+	for id := range t.appended {
+		if id != sessionID {
+			ids = append(ids, id)
+		}
+	}
+	if sessionID != "" {
+		ids = append(ids, sessionID)
+	}
+	if len(ids) > 0 {
+		t.committing = ids
+		t.local.begin(ids)
+	}
+}
+
+// landed ends the flight inFlight began, once the transaction settled.
+func (t *trackedTx) landed() {
+	if t.committing != nil {
+		t.local.end(t.committing)
+		t.committing = nil
+	}
 }
 
 var errCommitted = errors.New("transaction already committed with its last batch")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PutTurnInput stores a driver's message under its turn id. idemKey is the
@@ -23,30 +24,80 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 	if caps.QueuedTurnsPerSession <= 0 && caps.QueuedTurnsPerKey <= 0 {
 		return putTurnInput(ctx, s.Pool, sessionID, turnID, clientKeyID, message, idemKey)
 	}
-	var put PutTurn
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := lockQueues(ctx, tx, sessionID, clientKeyID); err != nil {
-			return err
-		}
-		if idemKey != "" {
-			// A resend stores nothing, so no cap refuses it.
-			ti, err := turnInputByKey(ctx, tx, sessionID, idemKey)
-			if err == nil {
-				put.Prior = &ti
-				return nil
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-		}
-		if err := checkQueueCaps(ctx, tx, caps, sessionID, clientKeyID); err != nil {
-			return err
-		}
-		var err error
-		put, err = putTurnInput(ctx, tx, sessionID, turnID, clientKeyID, message, idemKey)
-		return err
-	})
-	return put, err
+	// One round trip: a batch is one implicit transaction, so the locks are
+	// held until it ends, and a failed check aborts the insert with it.
+	// Each statement reads the commits made before it began (READ
+	// COMMITTED), so the counts, after the locks, see every send before.
+	b := &pgx.Batch{}
+	b.Queue(lockQueuesSQL, clientKeyID, sessionID)
+	b.Queue(putTurnInputCappedSQL, turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration, maxAhead,
+		caps.QueuedTurnsPerSession, caps.QueuedTurnsPerKey)
+	if idemKey != "" {
+		b.Queue(priorTurnInputSQL, sessionID, idemKey, turnID)
+	}
+	br := s.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return PutTurn{}, fmt.Errorf("lock the turn queues: %w", err)
+	}
+	put, stored, err := scanPut(br.QueryRow())
+	switch {
+	case err != nil:
+		return PutTurn{}, queueFull(err, caps)
+	case stored || idemKey == "":
+		return put, br.Close() // stored, or this very turn id stored before
+	}
+	// Nothing stored: a message is stored under the key (or this very turn
+	// id was, under it).
+	ti, err := scanTurnInputByKey(br.QueryRow(), sessionID)
+	if errors.Is(err, ErrNotFound) {
+		return PutTurn{}, br.Close()
+	}
+	if err != nil {
+		return PutTurn{}, err
+	}
+	return PutTurn{Arrived: ti.Arrived, Prior: &ti}, br.Close()
+}
+
+// lockQueuesSQL takes the transaction's locks on the client key's and the
+// session's queues, key first (one order everywhere): two sends count their
+// queued turns one after the other. Advisory locks, so nothing else that
+// locks the key's or the session's row waits for them.
+const lockQueuesSQL = `SELECT pg_advisory_xact_lock(hashtextextended('bae.queue.key/' || $1, 0)),
+		pg_advisory_xact_lock(hashtextextended('bae.queue.session/' || $2, 0))`
+
+// putTurnInputCappedSQL is putTurnInputSQL that first refuses one more
+// queued turn once the session ($8), or the client key over its open
+// sessions ($9), holds its cap of them (0: no cap): bae_check fails the
+// statement with checkQueueFull, its message the scope. A resend (a
+// message stored under the key $5) stores nothing, so no cap refuses it.
+// CASE fixes the order: the resend, the session's cap, the key's.
+const putTurnInputCappedSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key)
+	SELECT $1, $2, $3, $4, NULLIF($5, '')
+	WHERE CASE
+		WHEN $5 <> '' AND EXISTS (SELECT 1 FROM turn_inputs WHERE session_id = $2 AND idem_key = $5) THEN true
+		WHEN NOT bae_check($8 <= 0 OR (SELECT count(*) FROM turn_inputs
+			WHERE session_id = $2 AND begin_result IS NULL AND result IS NULL) < $8, '` + checkQueueFull + `', '` + ScopeSession + `') THEN false
+		ELSE bae_check($9 <= 0 OR (SELECT count(*) FROM turn_inputs t JOIN sessions s ON s.id = t.session_id
+			WHERE t.client_key_id = $3 AND t.begin_result IS NULL AND t.result IS NULL AND s.state = 'open') < $9, '` + checkQueueFull + `', '` + ScopeClientKey + `')
+	END
+	ON CONFLICT DO NOTHING ` + putTurnInputReturning
+
+// priorTurnInputSQL reads, after the insert, the message another turn
+// stored under the key: none when the insert stored this one.
+const priorTurnInputSQL = `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs
+	WHERE session_id = $1 AND idem_key = $2 AND turn_id <> $3`
+
+// queueFull is the *QuotaError of a refused insert, err otherwise.
+func queueFull(err error, caps Caps) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != checkQueueFull {
+		return fmt.Errorf("store turn input: %w", err)
+	}
+	if pgErr.Message == ScopeClientKey {
+		return &QuotaError{Scope: ScopeClientKey, Resource: ResourceQueuedTurns, Limit: caps.QueuedTurnsPerKey}
+	}
+	return &QuotaError{Scope: ScopeSession, Resource: ResourceQueuedTurns, Limit: caps.QueuedTurnsPerSession}
 }
 
 // PutTurn is what PutTurnInput did. Prior is the turn input already
@@ -78,18 +129,6 @@ type UnfinishedTurn struct {
 // maxAhead bounds the unfinished messages PutTurnInput returns: the most
 // recent ones (the queue caps keep a session's queue shorter by default).
 const maxAhead = 16
-
-// lockQueues takes the transaction's locks on the session's and the client
-// key's queues, key first (one order everywhere): two sends count their
-// queued turns one after the other. Advisory locks, so nothing else that
-// locks the key's or the session's row waits for them.
-func lockQueues(ctx context.Context, tx pgx.Tx, sessionID, clientKeyID string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bae.queue.key/' || $1, 0)),
-		pg_advisory_xact_lock(hashtextextended('bae.queue.session/' || $2, 0))`, clientKeyID, sessionID); err != nil {
-		return fmt.Errorf("lock the turn queues: %w", err)
-	}
-	return nil
-}
 
 // QueueRoom is PutTurnInput's cap check without its locks, for a caller
 // about to act on the strength of a send (interrupt the running turn for
@@ -130,30 +169,12 @@ func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKe
 // without a recorded result (since turn results were recorded, as in
 // TurnGate), the most recent maxAhead of them, oldest first.
 func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID string, message json.RawMessage, idemKey string) (PutTurn, error) {
-	var (
-		put       PutTurn
-		aheadJSON []byte
-	)
-	err := db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-		ON CONFLICT DO NOTHING RETURNING created_at, (SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
-				'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
-			FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
-				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity')
-				ORDER BY t.created_at DESC LIMIT $7) a)`,
-		turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration, maxAhead).Scan(&put.Arrived, &aheadJSON)
+	put, stored, err := scanPut(db.QueryRow(ctx, putTurnInputSQL, turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration, maxAhead))
 	switch {
-	case err == nil:
-		if len(aheadJSON) > 0 {
-			if err := json.Unmarshal(aheadJSON, &put.Ahead); err != nil {
-				return PutTurn{}, fmt.Errorf("decode the unfinished turns ahead: %w", err)
-			}
-		}
-		put.Idle = len(put.Ahead) == 0
-		return put, nil
-	case !errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
 		return PutTurn{}, fmt.Errorf("store turn input: %w", err)
-	case idemKey == "":
-		return PutTurn{}, nil // this very turn id, stored before
+	case stored || idemKey == "":
+		return put, nil // stored, or this very turn id stored before
 	}
 	// Another request stored a message under this key first.
 	ti, err := turnInputByKey(ctx, db, sessionID, idemKey)
@@ -164,6 +185,37 @@ func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID s
 		return PutTurn{}, err
 	}
 	return PutTurn{Arrived: ti.Arrived, Prior: &ti}, nil
+}
+
+const putTurnInputSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+	ON CONFLICT DO NOTHING ` + putTurnInputReturning
+
+// putTurnInputReturning: $2 the session, $6 turnResultsMigration, $7
+// maxAhead.
+const putTurnInputReturning = `RETURNING created_at, (SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
+			'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
+		FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
+			AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity')
+			ORDER BY t.created_at DESC LIMIT $7) a)`
+
+// scanPut reads what putTurnInputSQL returned; stored is false when it
+// stored nothing (a conflict).
+func scanPut(row pgx.Row) (put PutTurn, stored bool, err error) {
+	var aheadJSON []byte
+	err = row.Scan(&put.Arrived, &aheadJSON)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PutTurn{}, false, nil
+	}
+	if err != nil {
+		return PutTurn{}, false, err
+	}
+	if len(aheadJSON) > 0 {
+		if err := json.Unmarshal(aheadJSON, &put.Ahead); err != nil {
+			return PutTurn{}, false, fmt.Errorf("decode the unfinished turns ahead: %w", err)
+		}
+	}
+	put.Idle = len(put.Ahead) == 0
+	return put, true, nil
 }
 
 // TurnOfSession reports whether turnID is a turn of sessionID: turn ids
@@ -184,10 +236,13 @@ func (s *Store) TurnInputByKey(ctx context.Context, sessionID, idemKey string) (
 }
 
 func turnInputByKey(ctx context.Context, db dbtx, sessionID, idemKey string) (TurnInput, error) {
+	return scanTurnInputByKey(db.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey), sessionID)
+}
+
+func scanTurnInputByKey(row pgx.Row, sessionID string) (TurnInput, error) {
 	ti := TurnInput{SessionID: sessionID}
 	var msg, begin []byte
-	err := db.QueryRow(ctx, `SELECT turn_id, client_key_id, message, begin_result, created_at FROM turn_inputs WHERE session_id = $1 AND idem_key = $2`, sessionID, idemKey).
-		Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin, &ti.Arrived)
+	err := row.Scan(&ti.TurnID, &ti.ClientKeyID, &msg, &begin, &ti.Arrived)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TurnInput{}, ErrNotFound
 	}

@@ -53,7 +53,9 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 
 // tx runs fn in a tracked transaction (see trackedTx).
 func (s *Store) tx(ctx context.Context, fn func(t *trackedTx) error) error {
-	t := &trackedTx{origin: s.origin}
+	t := &trackedTx{origin: s.origin, local: s.local}
+	// After settle; a panic too ends the commit's flight.
+	defer t.landed()
 	err := runTx(ctx, s.Pool, t, fn)
 	s.settle(t, err)
 	return err
