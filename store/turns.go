@@ -135,18 +135,12 @@ func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID s
 		aheadJSON []byte
 	)
 	err := db.QueryRow(ctx, `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-		ON CONFLICT DO NOTHING RETURNING created_at, (SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
-				'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
-			FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
-				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity')
-				ORDER BY t.created_at DESC LIMIT $7) a)`,
+		ON CONFLICT DO NOTHING RETURNING created_at, `+unfinishedAheadSQL("$1", "$2", "$6", "$7", "true"),
 		turnID, sessionID, clientKeyID, string(message), idemKey, turnResultsMigration, maxAhead).Scan(&put.Arrived, &aheadJSON)
 	switch {
 	case err == nil:
-		if len(aheadJSON) > 0 {
-			if err := json.Unmarshal(aheadJSON, &put.Ahead); err != nil {
-				return PutTurn{}, fmt.Errorf("decode the unfinished turns ahead: %w", err)
-			}
+		if put.Ahead, err = decodeAhead(aheadJSON); err != nil {
+			return PutTurn{}, err
 		}
 		put.Idle = len(put.Ahead) == 0
 		return put, nil
@@ -164,6 +158,49 @@ func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID s
 		return PutTurn{}, err
 	}
 	return PutTurn{Arrived: ti.Arrived, Prior: &ti}, nil
+}
+
+// unfinishedAheadSQL is the JSON list of the session's messages without a
+// recorded result (since turn results were recorded, as in TurnGate) that
+// also meet cond, other than the turn's own, the most recent limit of
+// them, oldest first. turn, session, migration (turnResultsMigration) and
+// limit name the statement's parameters.
+func unfinishedAheadSQL(turn, session, migration, limit, cond string) string {
+	return `(SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
+				'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
+			FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = ` + session + ` AND t.result IS NULL
+				AND t.turn_id <> ` + turn + ` AND (` + cond + `)
+				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = ` + migration + `), '-infinity')
+				ORDER BY t.created_at DESC LIMIT ` + limit + `) a)`
+}
+
+func decodeAhead(aheadJSON []byte) ([]UnfinishedTurn, error) {
+	if len(aheadJSON) == 0 {
+		return nil, nil
+	}
+	var ahead []UnfinishedTurn
+	if err := json.Unmarshal(aheadJSON, &ahead); err != nil {
+		return nil, fmt.Errorf("decode the unfinished turns ahead: %w", err)
+	}
+	return ahead, nil
+}
+
+// TurnsAhead are the session's unfinished messages stored before turnID,
+// oldest first: what PutTurnInput reported for it when it was stored, as
+// it stands now. A turn submitted again (a resend, the orphan sweep, a
+// stranded turn's check) carries them as its first submission did, so the
+// workflow still runs them first: among them may be a turn whose begin
+// committed in a workflow task that was lost, which the next turn's begin
+// would otherwise take out of the conversation.
+func (s *Store) TurnsAhead(ctx context.Context, sessionID, turnID string) ([]UnfinishedTurn, error) {
+	var aheadJSON []byte
+	err := s.Pool.QueryRow(ctx, `SELECT `+unfinishedAheadSQL("$1", "$2", "$3", "$4",
+		`t.created_at < (SELECT created_at FROM turn_inputs WHERE turn_id = $1)`),
+		turnID, sessionID, turnResultsMigration, maxAhead).Scan(&aheadJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read the unfinished turns ahead of %s: %w", turnID, err)
+	}
+	return decodeAhead(aheadJSON)
 }
 
 // TurnOfSession reports whether turnID is a turn of sessionID: turn ids
