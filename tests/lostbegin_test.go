@@ -43,6 +43,9 @@ func strandAttempt(t *testing.T, e *env, d *driver, key, text string) string {
 	require.NoError(t, err)
 	require.True(t, put.Idle, "the lost turn was stored on an idle session")
 
+	for len(e.fake.Started()) > 0 {
+		<-e.fake.Started() // earlier turns' calls
+	}
 	e.fake.Lane("primary").Enqueue(fakeprovider.Text("never delivered").UntilReleased())
 	callCtx, kill := context.WithCancel(ctx)
 	ref := workflows.TurnRef{SessionID: d.sid, TurnID: turnID, ClientKeyID: d.keyID}
