@@ -420,6 +420,29 @@ type TailMessage struct {
 	Content json.RawMessage
 }
 
+// Answered reports a tail that ends an exchange: an assistant message
+// that asks for no tool.
+func (m *TailMessage) Answered() bool {
+	return m.Role == "assistant" && !asksForTool(m.Content)
+}
+
+// BegunUnended are the session's turns other than turnID that began (their
+// begin is stored), have no recorded result and still have messages in
+// the conversation, oldest first: turns whose workflow task was lost
+// after their begin committed, which the next begin would otherwise take
+// out of the conversation as unfinished.
+func (t *Tx) BegunUnended(ctx context.Context, sessionID, turnID string) ([]UnfinishedTurn, error) {
+	var aheadJSON []byte
+	err := t.db.QueryRow(ctx, `SELECT `+unfinishedAheadSQL("$1", "$2", "$3", "$4", `t.begin_result IS NOT NULL
+			AND EXISTS (SELECT 1 FROM session_messages m WHERE m.session_id = t.session_id
+				AND starts_with(m.idem_key, t.turn_id || '/') AND m.dropped_seq IS NULL)`),
+		turnID, sessionID, turnResultsMigration, maxAhead).Scan(&aheadJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read the turns begun and not ended: %w", err)
+	}
+	return decodeAhead(aheadJSON)
+}
+
 // BeginInputs reads BeginTurn's inputs in one round trip.
 func (t *Tx) BeginInputs(ctx context.Context, turnID, sessionID, clientKeyID string) (BeginInputs, error) {
 	tx := t.db

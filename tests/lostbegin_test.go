@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
@@ -153,4 +155,44 @@ func TestOrphanSweptTurnRunsAfterALostBegin(t *testing.T) {
 	require.NotNil(t, term["result"], "the lost turn's resend: %v", term)
 	assert.Equal(t, "echo: begun then lost", firstText(message(term)))
 	requireAnsweredInOrder(t, e, d, lost, "echo: first", "echo: begun then lost", "echo: stored after it")
+}
+
+// aheadStripper submits every turn naming nothing ahead of it: a path the
+// ahead lists miss (a server from before them, in a rolling upgrade).
+type aheadStripper struct{ api.Engine }
+
+func (s aheadStripper) Enqueue(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	in.Ahead = nil
+	return s.Engine.Enqueue(ctx, ref, in)
+}
+
+// TestBeginHandsBackALostBegin: the later turn reaches the workflow
+// naming nothing ahead of it. Its begin finds the lost turn begun, not
+// ended and still in the conversation, stores nothing and hands it back;
+// the workflow runs the lost turn first, then the later one. Seen red with
+// the begin ignoring HandBack (the lost turn taken out of the
+// conversation, then superseded). Its history is recorded as
+// lost_begin_handed_back.
+func TestBeginHandsBackALostBegin(t *testing.T) {
+	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
+		p.Deps.Engine = aheadStripper{p.Deps.Engine}
+		p.Deps.IdleUpdate = true
+		return nil
+	})
+	d := e.open()
+	_, term := d.send("first")
+	require.Equal(t, "echo: first", firstText(message(term)))
+	lost := strandAttempt(t, e, d, "lost-e", "begun then lost")
+
+	_, term = d.send("sent after it")
+	require.Equal(t, "echo: sent after it", firstText(message(term)))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	term = testenv.Terminal(t, d.keyed(ctx, "lost-e", "begun then lost"))
+	require.NotNil(t, term["result"], "the lost turn's resend: %v", term)
+	assert.Equal(t, "echo: begun then lost", firstText(message(term)))
+	requireAnsweredInOrder(t, e, d, lost, "echo: first", "echo: begun then lost", "echo: sent after it")
+	requireValidNextTurn(t, e, d, "primary")
+	d.closeSession()
+	recordAndReplay(t, e, d.sid, "lost_begin_handed_back")
 }
