@@ -255,11 +255,8 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 		return workflows.TurnResult{}, false, nil // read on the next pass
 	}
 	in.Arrived = ti.Arrived.UnixMicro()
-	if in, err = c.withAhead(ctx, ref.ID, in); err != nil {
-		return workflows.TurnResult{}, false, nil // asked again on the next pass
-	}
 	if len(ti.BeginResult) == 0 {
-		return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
+		return workflows.TurnResult{}, false, c.enqueueAgain(ctx, ref, in)
 	}
 	res, err := c.loggedOutcome(ctx, ref.ID, ti)
 	if !errors.Is(err, errNoOutcome) {
@@ -274,7 +271,18 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 		return workflows.TurnResult{Outcome: workflows.OutcomeRejected, Rejection: workflows.RejectSessionNotOpen, Detail: sess.State}, true, nil
 	}
 	c.Log.Warn("a turn began but no workflow holds it: enqueued again", "session_id", ref.ID, "turn_id", in.TurnID)
-	return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
+	return workflows.TurnResult{}, false, c.enqueueAgain(ctx, ref, in)
+}
+
+// enqueueAgain signals a turn again, naming what is ahead of it; one whose
+// list cannot be read now is signalled on a later pass.
+func (c *clientAPI) enqueueAgain(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	in, err := c.withAhead(ctx, ref.ID, in)
+	if err != nil {
+		c.Log.Warn("read the turns ahead of a turn to enqueue again", "turn_id", in.TurnID, "err", err)
+		return nil
+	}
+	return c.Engine.Enqueue(ctx, ref, in)
 }
 
 // withAhead names the unfinished turns stored before a turn submitted
