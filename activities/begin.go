@@ -64,8 +64,8 @@ func (a *Activities) beginInTx(ctx context.Context, tx *store.Tx, in workflows.B
 		return res, nil, err
 	}
 	res, evs, err := a.beginTx(ctx, tx, in, bi)
-	if err != nil {
-		return workflows.BeginTurnResult{}, nil, err
+	if err != nil || res.Outcome == workflows.OutcomeHandedBack {
+		return res, nil, err // handed back: nothing stored, it begins later
 	}
 	return res, evs, tx.SetBeginResult(in.TurnID, res)
 }
@@ -93,6 +93,23 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 	}
 	content := msg.Content
 	serverIDs := map[string]bool{}
+	if pending == nil && in.HandBack && (bi.Tail == nil || !bi.Tail.Answered()) {
+		// The conversation ends unanswered: a turn that began and has not
+		// ended, whose workflow task was lost, runs first, instead of
+		// being taken out of the conversation (and then superseded).
+		begun, err := tx.BegunUnended(ctx, sid, turn)
+		if err != nil {
+			return workflows.BeginTurnResult{}, nil, err
+		}
+		if len(begun) > 0 {
+			r := workflows.BeginTurnResult{Outcome: workflows.OutcomeHandedBack}
+			for _, u := range begun {
+				r.Ahead = append(r.Ahead, workflows.AheadTurn{TurnID: u.TurnID, ClientKeyID: u.ClientKeyID, Arrived: u.Arrived})
+			}
+			a.logger(ctx, turn).Warn("turns begun and not ended handed back to run first", "turns", r.Ahead)
+			return r, nil, nil
+		}
+	}
 	if pending == nil && hasToolResult(content) {
 		// No provider accepts a tool_result that answers no tool_use: stored,
 		// it would fail this turn and every later one.

@@ -123,10 +123,7 @@ func (c *clientAPI) sendMessage(call *rpcCall) {
 	}
 	in := workflows.SendMessageInput{TurnID: turnID, ClientKeyID: call.clientID, Span: c.Spans.ChildRef(ctx), SessionSpan: call.sess.Span,
 		// It replaces the turn it interrupted: ahead of the queue.
-		Front: policy == wire.BusyInterrupt, Arrived: put.Arrived.UnixMicro()}
-	for _, a := range put.Ahead {
-		in.Ahead = append(in.Ahead, workflows.AheadTurn{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived})
-	}
+		Front: policy == wire.BusyInterrupt, Arrived: put.Arrived.UnixMicro(), Ahead: aheadTurns(put.Ahead)}
 	c.relayTurn(call, ticket, turnID, true, func(ctx context.Context, gone <-chan struct{}) (workflows.TurnResult, error) {
 		return c.runTurn(ctx, gone, sessionRef(call.sess), in, put.Idle)
 	})
@@ -173,7 +170,12 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput, ticket *stream
 		if !begun {
 			// Queued, or its submission was lost with a server: the
 			// workflow drops a turn id it holds, so a live submission is
-			// joined, a lost one made again.
+			// joined, a lost one made again, naming what is ahead of it
+			// as the first one did.
+			in, err := c.withAhead(ctx, ref.ID, in)
+			if err != nil {
+				return workflows.TurnResult{}, err
+			}
 			return c.runTurn(ctx, gone, ref, in, false)
 		}
 		// A turn that began is never submitted again: that could run it a

@@ -256,7 +256,7 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 	}
 	in.Arrived = ti.Arrived.UnixMicro()
 	if len(ti.BeginResult) == 0 {
-		return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
+		return workflows.TurnResult{}, false, c.enqueueAgain(ctx, ref, in)
 	}
 	res, err := c.loggedOutcome(ctx, ref.ID, ti)
 	if !errors.Is(err, errNoOutcome) {
@@ -271,5 +271,40 @@ func (c *clientAPI) checkTurn(ctx context.Context, ref workflows.SessionRef, in 
 		return workflows.TurnResult{Outcome: workflows.OutcomeRejected, Rejection: workflows.RejectSessionNotOpen, Detail: sess.State}, true, nil
 	}
 	c.Log.Warn("a turn began but no workflow holds it: enqueued again", "session_id", ref.ID, "turn_id", in.TurnID)
-	return workflows.TurnResult{}, false, c.Engine.Enqueue(ctx, ref, in)
+	return workflows.TurnResult{}, false, c.enqueueAgain(ctx, ref, in)
+}
+
+// enqueueAgain signals a turn again, naming what is ahead of it; one whose
+// list cannot be read now is signalled on a later pass.
+func (c *clientAPI) enqueueAgain(ctx context.Context, ref workflows.SessionRef, in workflows.SendMessageInput) error {
+	in, err := c.withAhead(ctx, ref.ID, in)
+	if err != nil {
+		c.Log.Warn("read the turns ahead of a turn to enqueue again", "turn_id", in.TurnID, "err", err)
+		return nil
+	}
+	return c.Engine.Enqueue(ctx, ref, in)
+}
+
+// withAhead names the unfinished turns stored before a turn submitted
+// again (store.Store.TurnsAhead), as its first submission did: a
+// resubmission that named none let its turn run before a turn whose begin
+// committed in a lost workflow task, whose begin then took that turn out
+// of the conversation, and the turn, run later, ended superseded with no
+// answer.
+func (c *clientAPI) withAhead(ctx context.Context, sessionID string, in workflows.SendMessageInput) (workflows.SendMessageInput, error) {
+	ahead, err := c.Store.TurnsAhead(ctx, sessionID, in.TurnID)
+	if err != nil {
+		return in, err
+	}
+	in.Ahead = aheadTurns(ahead)
+	return in, nil
+}
+
+// aheadTurns are a store's unfinished turns as a submission names them.
+func aheadTurns(ahead []store.UnfinishedTurn) []workflows.AheadTurn {
+	var out []workflows.AheadTurn
+	for _, a := range ahead {
+		out = append(out, workflows.AheadTurn{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived})
+	}
+	return out
 }

@@ -72,7 +72,7 @@ const lockQueuesSQL = `SELECT pg_advisory_xact_lock(hashtextextended('bae.queue.
 // statement with checkQueueFull, its message the scope. A resend (a
 // message stored under the key $5) stores nothing, so no cap refuses it.
 // CASE fixes the order: the resend, the session's cap, the key's.
-const putTurnInputCappedSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key)
+var putTurnInputCappedSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key)
 	SELECT $1, $2, $3, $4, NULLIF($5, '')
 	WHERE CASE
 		WHEN $5 <> '' AND EXISTS (SELECT 1 FROM turn_inputs WHERE session_id = $2 AND idem_key = $5) THEN true
@@ -187,16 +187,12 @@ func putTurnInput(ctx context.Context, db dbtx, sessionID, turnID, clientKeyID s
 	return PutTurn{Arrived: ti.Arrived, Prior: &ti}, nil
 }
 
-const putTurnInputSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+var putTurnInputSQL = `INSERT INTO turn_inputs (turn_id, session_id, client_key_id, message, idem_key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
 	ON CONFLICT DO NOTHING ` + putTurnInputReturning
 
-// putTurnInputReturning: $2 the session, $6 turnResultsMigration, $7
-// maxAhead.
-const putTurnInputReturning = `RETURNING created_at, (SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
-			'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
-		FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = $2 AND t.result IS NULL
-			AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = $6), '-infinity')
-			ORDER BY t.created_at DESC LIMIT $7) a)`
+// putTurnInputReturning: the stored message's arrival and the unfinished
+// turns ahead of it ($2 the session, $6 turnResultsMigration, $7 maxAhead).
+var putTurnInputReturning = `RETURNING created_at, ` + unfinishedAheadSQL("$1", "$2", "$6", "$7", "true")
 
 // scanPut reads what putTurnInputSQL returned; stored is false when it
 // stored nothing (a conflict).
@@ -209,13 +205,55 @@ func scanPut(row pgx.Row) (put PutTurn, stored bool, err error) {
 	if err != nil {
 		return PutTurn{}, false, err
 	}
-	if len(aheadJSON) > 0 {
-		if err := json.Unmarshal(aheadJSON, &put.Ahead); err != nil {
-			return PutTurn{}, false, fmt.Errorf("decode the unfinished turns ahead: %w", err)
-		}
+	if put.Ahead, err = decodeAhead(aheadJSON); err != nil {
+		return PutTurn{}, false, err
 	}
 	put.Idle = len(put.Ahead) == 0
 	return put, true, nil
+}
+
+// unfinishedAheadSQL is the JSON list of the session's messages without a
+// recorded result (since turn results were recorded, as in TurnGate) that
+// also meet cond, other than the turn's own, the most recent limit of
+// them, oldest first. turn, session, migration (turnResultsMigration) and
+// limit name the statement's parameters.
+func unfinishedAheadSQL(turn, session, migration, limit, cond string) string {
+	return `(SELECT json_agg(json_build_object('t', a.turn_id, 'k', a.client_key_id,
+				'a', (extract(epoch FROM a.created_at) * 1000000)::bigint) ORDER BY a.created_at)
+			FROM (SELECT t.turn_id, t.client_key_id, t.created_at FROM turn_inputs t WHERE t.session_id = ` + session + ` AND t.result IS NULL
+				AND t.turn_id <> ` + turn + ` AND (` + cond + `)
+				AND t.created_at >= COALESCE((SELECT applied_at FROM schema_migrations WHERE version = ` + migration + `), '-infinity')
+				ORDER BY t.created_at DESC LIMIT ` + limit + `) a)`
+}
+
+// decodeAhead reads unfinishedAheadSQL's list (NULL: none).
+func decodeAhead(aheadJSON []byte) ([]UnfinishedTurn, error) {
+	if len(aheadJSON) == 0 {
+		return nil, nil
+	}
+	var ahead []UnfinishedTurn
+	if err := json.Unmarshal(aheadJSON, &ahead); err != nil {
+		return nil, fmt.Errorf("decode the unfinished turns ahead: %w", err)
+	}
+	return ahead, nil
+}
+
+// TurnsAhead are the session's unfinished messages stored before turnID,
+// oldest first: what PutTurnInput reported for it when it was stored, as
+// it stands now. A turn submitted again (a resend, the orphan sweep, a
+// stranded turn's check) carries them as its first submission did, so the
+// workflow still runs them first: among them may be a turn whose begin
+// committed in a workflow task that was lost, which the next turn's begin
+// would otherwise take out of the conversation.
+func (s *Store) TurnsAhead(ctx context.Context, sessionID, turnID string) ([]UnfinishedTurn, error) {
+	var aheadJSON []byte
+	err := s.Pool.QueryRow(ctx, `SELECT `+unfinishedAheadSQL("$1", "$2", "$3", "$4",
+		`t.created_at < (SELECT created_at FROM turn_inputs WHERE turn_id = $1)`),
+		turnID, sessionID, turnResultsMigration, maxAhead).Scan(&aheadJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read the unfinished turns ahead of %s: %w", turnID, err)
+	}
+	return decodeAhead(aheadJSON)
 }
 
 // TurnOfSession reports whether turnID is a turn of sessionID: turn ids
@@ -436,6 +474,29 @@ type TailMessage struct {
 	IdemKey string
 	Role    string
 	Content json.RawMessage
+}
+
+// Answered reports a tail that ends an exchange: an assistant message
+// that asks for no tool.
+func (m *TailMessage) Answered() bool {
+	return m.Role == "assistant" && !asksForTool(m.Content)
+}
+
+// BegunUnended are the session's turns other than turnID that began (their
+// begin is stored), have no recorded result and still have messages in
+// the conversation, oldest first: turns whose workflow task was lost
+// after their begin committed, which the next begin would otherwise take
+// out of the conversation as unfinished.
+func (t *Tx) BegunUnended(ctx context.Context, sessionID, turnID string) ([]UnfinishedTurn, error) {
+	var aheadJSON []byte
+	err := t.db.QueryRow(ctx, `SELECT `+unfinishedAheadSQL("$1", "$2", "$3", "$4", `t.begin_result IS NOT NULL
+			AND EXISTS (SELECT 1 FROM session_messages m WHERE m.session_id = t.session_id
+				AND starts_with(m.idem_key, t.turn_id || '/') AND m.dropped_seq IS NULL)`),
+		turnID, sessionID, turnResultsMigration, maxAhead).Scan(&aheadJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read the turns begun and not ended: %w", err)
+	}
+	return decodeAhead(aheadJSON)
 }
 
 // BeginInputs reads BeginTurn's inputs in one round trip.

@@ -57,6 +57,12 @@ type BeginTurnInput struct {
 	Abandon bool
 	// AbandonedOwner is the paused turn's owner when Abandon is set.
 	AbandonedOwner string
+	// HandBack (versionHandBack): a turn that PostgreSQL says began and
+	// has not ended, its messages still in the conversation, is not taken
+	// out of it: the begin stores nothing and answers OutcomeHandedBack
+	// with those turns (BeginTurnResult.Ahead), for the workflow to run
+	// first when it has not run them.
+	HandBack bool `json:",omitempty"`
 }
 
 // BeginTurnResult tells the workflow how to proceed.
@@ -83,6 +89,9 @@ type BeginTurnResult struct {
 	// Approvals: the profile has an approval policy, so the turn asks
 	// RequestApproval before each server-side call (versionApprovals).
 	Approvals bool `json:",omitempty"`
+	// Ahead are the turns an OutcomeHandedBack begin found begun and not
+	// ended, oldest first.
+	Ahead []AheadTurn `json:",omitempty"`
 }
 
 // CallProviderInput is one attempt of the fallback walk.

@@ -27,6 +27,17 @@ const (
 	versionAhead = 1
 )
 
+// versionHandBack: a turn's begin that finds turns PostgreSQL says began
+// and have not ended, their messages still in the conversation (their
+// workflow task was lost, and no submission naming them as ahead came
+// first), hands them back instead of taking them out of the conversation
+// (BeginTurnInput.HandBack): the workflow runs those it has not seen
+// first, then the turn. Histories recorded before it take them out.
+const (
+	changeHandBack  = "turns-handed-back"
+	versionHandBack = 1
+)
+
 // receiveTurns admits every Enqueue signal, in the order the history
 // holds them, which is the order the API stored and sent them.
 func (s *session) receiveTurns(ctx workflow.Context) {
@@ -46,24 +57,74 @@ func (s *session) receiveTurns(ctx workflow.Context) {
 // earlier run is refused by its begin, without replacing the result
 // recorded then.
 func (s *session) admit(ctx workflow.Context, in SendMessageInput) {
+	s.admitAt(ctx, in, false)
+}
+
+// admitAt is admit, at the head of the queue when front (a turn handed
+// back: see handBack).
+func (s *session) admitAt(ctx workflow.Context, in SendMessageInput, front bool) {
 	if in.TurnID == "" || in.ClientKeyID == "" || s.seen[in.TurnID] {
 		return
 	}
 	s.admitAhead(ctx, in.Ahead)
 	s.seen[in.TurnID] = true
 	started := workflow.Now(ctx)
-	ticket := s.enqueue(in, true)
+	var ticket int64
+	if front {
+		ticket = s.enqueueFront(in, true)
+	} else {
+		ticket = s.enqueue(in, true)
+	}
 	s.pending++
 	s.steps.describe(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { s.pending-- }()
-		defer s.dequeue(ticket)
-		if err := s.awaitGate(ctx, in, ticket, true); err != nil {
-			return // the run ended (continue-as-new carries the turn)
+		defer func() { s.dequeue(ticket) }()
+		for {
+			if err := s.awaitGate(ctx, in, ticket, true); err != nil {
+				return // the run ended (continue-as-new carries the turn)
+			}
+			s.dequeue(ticket)
+			_, ahead := s.runAndRecord(ctx, in, started)
+			if len(ahead) == 0 {
+				return
+			}
+			ticket = s.handBack(ctx, in, true, ahead)
 		}
-		s.dequeue(ticket)
-		s.runAndRecord(ctx, in, started)
 	})
+}
+
+// enqueueFront gives a turn the next ticket at the head of the queue.
+func (s *session) enqueueFront(in SendMessageInput, signalled bool) int64 {
+	ticket := s.nextTicket
+	s.nextTicket++
+	s.queue = append([]queuedTurn{{ticket: ticket, in: in, signalled: signalled}}, s.queue...)
+	return ticket
+}
+
+// handBack puts a turn whose begin handed turns back at the head of the
+// queue, behind those turns, admitted there oldest first: they were
+// stored (and began) before it. It returns the turn's new ticket.
+func (s *session) handBack(ctx workflow.Context, in SendMessageInput, signalled bool, ahead []AheadTurn) int64 {
+	ticket := s.enqueueFront(in, signalled)
+	for i := len(ahead) - 1; i >= 0; i-- {
+		a := ahead[i]
+		s.admitAt(ctx, SendMessageInput{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived}, true)
+	}
+	workflow.GetLogger(ctx).Warn("turns begun and not ended run first", "turn_id", in.TurnID, "ahead", ahead)
+	return ticket
+}
+
+// unseen are the turns of ahead this run has not seen (admitted, run or
+// ended), in their order.
+func (s *session) unseen(ahead []AheadTurn) []AheadTurn {
+	var out []AheadTurn
+	for _, a := range ahead {
+		if !s.seen[a.TurnID] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // admitAhead admits, oldest first, the turns stored before a signalled
@@ -90,11 +151,16 @@ func (s *session) admitAhead(ctx workflow.Context, ahead []AheadTurn) {
 // runAndRecord runs a turn that holds the gate (taken by the caller in the
 // same workflow step: the session is marked busy before anything yields)
 // and records its result in PostgreSQL, where the server relaying the turn
-// waits for it. A turn the session's close reached first is refused.
-func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, started time.Time) TurnResult {
+// waits for it. A turn the session's close reached first is refused. One
+// whose begin handed turns back records nothing and returns them as ahead.
+func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, started time.Time) (TurnResult, []AheadTurn) {
 	s.recording++
+	var ahead []AheadTurn
 	defer func() {
 		s.recording--
+		if len(ahead) > 0 {
+			return // it has not ended
+		}
 		s.ended = append(s.ended, in.TurnID)
 		if len(s.ended) > carriedEnded {
 			s.ended = s.ended[len(s.ended)-carriedEnded:]
@@ -106,11 +172,13 @@ func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, starte
 			recorded bool
 			err      error
 		)
-		if res, recorded, err = s.runGated(ctx, in, true, started); err != nil {
+		if res, recorded, ahead, err = s.runGated(ctx, in, true, started); err != nil {
 			workflow.GetLogger(ctx).Error("turn failed in the workflow", "turn_id", in.TurnID, "error", err)
 			res = TurnResult{Outcome: OutcomeFailed, FailedStep: "workflow"}
+		} else if len(ahead) > 0 {
+			return res, ahead
 		} else if recorded {
-			return res // stored with the turn's final answer
+			return res, nil // stored with the turn's final answer
 		}
 	}
 	s.recordingIDs = append(s.recordingIDs, in.TurnID)
@@ -122,7 +190,7 @@ func (s *session) runAndRecord(ctx workflow.Context, in SendMessageInput, starte
 	if _, err := recordResult.runLocal(dbCtx(dctx, s.turnOptions()), rec); err != nil {
 		workflow.GetLogger(ctx).Error("record turn result", "turn_id", in.TurnID, "error", err)
 	}
-	return res
+	return res, nil
 }
 
 // carriedQueue is the signalled turns still waiting, in queue order, for

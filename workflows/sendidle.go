@@ -59,7 +59,20 @@ func (s *session) gateFree(ctx workflow.Context, in SendMessageInput) bool {
 // accepted it (runAndRecord marks the session busy before yielding), runs
 // the turn, records its result as a signalled turn does (resends, the
 // queue caps and other replicas read it there) and returns it.
+//
+// A turn whose begin handed turns back waits behind them, then runs again.
 func (s *session) sendIdle(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
 	s.seen[in.TurnID] = true
-	return s.runAndRecord(ctx, in, workflow.Now(ctx)), nil
+	started := workflow.Now(ctx)
+	res, ahead := s.runAndRecord(ctx, in, started)
+	for len(ahead) > 0 {
+		ticket := s.handBack(ctx, in, false, ahead)
+		err := s.awaitGate(ctx, in, ticket, false)
+		s.dequeue(ticket)
+		if err != nil {
+			return TurnResult{}, err
+		}
+		res, ahead = s.runAndRecord(ctx, in, started)
+	}
+	return res, nil
 }

@@ -217,16 +217,21 @@ func (s *session) view() (ControlView, error) {
 // in arrival order and each takes a ticket, so the queue is FIFO.
 func (s *session) sendMessage(ctx workflow.Context, in SendMessageInput) (TurnResult, error) {
 	ticket := s.enqueue(in, false)
-	defer s.dequeue(ticket)
-	if err := s.awaitGate(ctx, in, ticket, false); err != nil {
-		return TurnResult{}, err
+	defer func() { s.dequeue(ticket) }()
+	for {
+		if err := s.awaitGate(ctx, in, ticket, false); err != nil {
+			return TurnResult{}, err
+		}
+		if s.closed {
+			return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
+		}
+		s.dequeue(ticket)
+		res, _, ahead, err := s.runGated(ctx, in, false, time.Time{})
+		if err != nil || len(ahead) == 0 {
+			return res, err
+		}
+		ticket = s.handBack(ctx, in, false, ahead)
 	}
-	if s.closed {
-		return TurnResult{Outcome: OutcomeRejected, Rejection: RejectSessionNotOpen, Detail: s.endState}, nil
-	}
-	s.dequeue(ticket)
-	res, _, err := s.runGated(ctx, in, false, time.Time{})
-	return res, err
 }
 
 // enqueue gives a turn the next ticket, at the tail of the queue, or at
@@ -284,7 +289,10 @@ func (s *session) awaitGate(ctx workflow.Context, in SendMessageInput, ticket in
 // to the session (pause, or end on a session-ending failure). record says
 // the caller records the result (the turn started then): the turn's final
 // answer may store it instead, which recorded reports.
-func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record bool, started time.Time) (res TurnResult, recorded bool, err error) {
+//
+// A turn whose begin handed turns back (OutcomeHandedBack) returns them as
+// ahead, for the caller to wait behind them (handBack) and run it again.
+func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record bool, started time.Time) (res TurnResult, recorded bool, ahead []AheadTurn, err error) {
 	s.busy, s.running = true, in.TurnID
 	defer func() { s.busy, s.running = false, "" }()
 
@@ -324,9 +332,18 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 		}
 		o.step = s.steps
 	}
+	if workflow.GetVersion(ctx, changeHandBack, workflow.DefaultVersion, versionHandBack) >= versionHandBack {
+		o.unseen = s.unseen
+	}
 	lres, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
-		return TurnResult{}, false, err
+		return TurnResult{}, false, nil, err
+	}
+	if lres.Outcome == OutcomeHandedBack {
+		// Nothing of the turn was stored: it runs again, after them.
+		s.turns--
+		s.runTurns--
+		return lres.TurnResult, false, lres.ahead, nil
 	}
 	res, recorded = lres.TurnResult, lres.recorded
 	res.Resumed, res.ResumedSpan = resumed, resumedSpan
@@ -354,7 +371,7 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 		s.markClosed(ctx, "error")
 		s.cleanup(ctx, CleanupInput{SessionID: s.p.SessionID, ClientKeyID: in.ClientKeyID, Reason: "session_error"})
 	}
-	return res, recorded, nil
+	return res, recorded, nil, nil
 }
 
 // turnMemo is the memo fields a turn changes: the profile's name (once

@@ -17,6 +17,9 @@ type turnResult struct {
 	profileName  string
 	// recorded: the final attempt stored the result (turnOptions.record).
 	recorded bool
+	// ahead are the turns an OutcomeHandedBack turn handed back to run
+	// first, oldest first.
+	ahead []AheadTurn
 }
 
 // turnNotes is what a turn learns on the way, for its result and the memo.
@@ -62,6 +65,9 @@ type turnOptions struct {
 	// step (versionTurnStep) reports each step in the memo; nil reports
 	// nothing.
 	step *stepper
+	// unseen (versionHandBack) keeps the turns a begin handed back that
+	// this run has not seen; nil when the begin may not hand any back.
+	unseen func([]AheadTurn) []AheadTurn
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -262,7 +268,17 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
 	ref := in.TurnRef
 	o.step.providerCall(ctx, ref.TurnID, nil, nil, 0, 0, 0)
+	in.HandBack = o.unseen != nil
 	begin, first, err := startTurn(ctx, in, o)
+	if err == nil && begin.Outcome == OutcomeHandedBack {
+		if ahead := o.unseen(begin.Ahead); len(ahead) > 0 {
+			return turnResult{TurnResult: TurnResult{Outcome: OutcomeHandedBack}, ahead: ahead}, nil
+		}
+		// This run ran them (their results failed to record): their
+		// messages go, as before.
+		in.HandBack = false
+		begin, first, err = startTurn(ctx, in, o)
+	}
 	if err != nil {
 		return turnResult{}, err
 	}

@@ -51,6 +51,11 @@ const (
 	// session.error is logged, its messages are taken out of the
 	// conversation, and the session stays open.
 	OutcomeFailed = "failed"
+	// OutcomeHandedBack: the turn's begin found turns that PostgreSQL says
+	// began and have not ended (their workflow task was lost), stored
+	// nothing, and handed them back to run first (versionHandBack). The
+	// turn waits again, behind them; the outcome is never recorded.
+	OutcomeHandedBack = "handed_back"
 )
 
 // SessionParams starts (or continues) a Session workflow.

@@ -49,7 +49,17 @@ func sweepOrphans(ctx context.Context, st *store.Store, eng *sessionclient.Clien
 			if v == nil || v.Holds(o.TurnID) {
 				continue // unknown this round, or still queued
 			}
+			// Named with what is ahead of it, as its lost signal would
+			// have been: a turn begun in a lost workflow task runs first.
+			ahead, err := st.TurnsAhead(ctx, o.SessionID, o.TurnID)
+			if err != nil {
+				log.Debug("orphan turn sweep: read the turns ahead", "turn_id", o.TurnID, "err", err)
+				continue
+			}
 			in := workflows.SendMessageInput{TurnID: o.TurnID, ClientKeyID: o.ClientKeyID, Arrived: o.Arrived.UnixMicro()}
+			for _, a := range ahead {
+				in.Ahead = append(in.Ahead, workflows.AheadTurn{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived})
+			}
 			if err := eng.Enqueue(ctx, workflows.SessionRef{ID: o.SessionID, ProfileID: o.ProfileID}, in); err != nil {
 				log.Warn("could not enqueue a stored message again", "session_id", o.SessionID, "turn_id", o.TurnID, "err", err)
 				continue
