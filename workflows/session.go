@@ -320,9 +320,11 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 	}
 	if workflow.GetVersion(ctx, changeTurnStep, workflow.DefaultVersion, versionTurnStep) >= versionTurnStep {
 		if s.steps == nil {
-			s.steps = &stepper{s: s}
+			s.steps = newStepper(ctx, s)
 		}
 		o.step = s.steps
+		o.step.localCalls = o.localProvider
+		defer o.step.forget()
 	}
 	lres, err := s.runLive(ctx, begin, o, func(l SubagentLaunch) { s.launch(ctx, l) })
 	if err != nil {
@@ -345,7 +347,11 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 			paused = &PausedTurn{Owner: in.ClientKeyID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout)}
 		}
 		lres.TurnResult = res
-		o.step.put(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		if o.step.lazy {
+			o.step.endTurn(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		} else {
+			o.step.put(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		}
 	}
 	switch {
 	case res.Outcome == OutcomePaused:
