@@ -224,7 +224,9 @@ func TestRecordedHistoryReplays(t *testing.T) {
 	t.Run("turn_step", func(t *testing.T) {
 		// versionTurnStep: each step upserts the memo's current_step: a
 		// text turn, a failed primary and the fallback's answer, an MCP
-		// tool call, a client tool pause and its resume, a close.
+		// tool call, a client tool pause and its resume, a close. Recorded
+		// before versionTurnStepLazy; run today, its steps stay out of the
+		// memo (turn_step_lazy).
 		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}, allowedTools: []string{"get_time"}, extraTOML: fsStdioTOML(t, "fs")})
 		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "fallback_providers": []string{"fallback"}, "allowed_tools": []string{"get_time"}})
 		d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})

@@ -127,6 +127,9 @@ func (st *stepper) change(ctx workflow.Context, text string, local bool) {
 	}
 	st.now, st.pending = text, ""
 	switch {
+	case st.s.closed:
+		// The memo says the session ended; the steps after that (a turn
+		// winding down) stay in the details.
 	case st.text != "":
 		st.upsert(ctx, map[string]any{MemoCurrentStep: text}, text)
 	case local:
@@ -140,7 +143,7 @@ func (st *stepper) change(ctx workflow.Context, text string, local bool) {
 // the memo showed, if any, is removed in the same upsert.
 func (st *stepper) endTurn(ctx workflow.Context, now string, extra map[string]any) {
 	st.now, st.pending = now, ""
-	if st.text != "" {
+	if st.text != "" && !st.s.closed {
 		extra[MemoCurrentStep] = nil // a nil value removes the field
 	}
 	if len(extra) > 0 {
