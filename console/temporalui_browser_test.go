@@ -24,7 +24,8 @@ import (
 // finds the turn's current step there: the provider, its model, the
 // attempt and since when. The call runs inside a workflow task, so the
 // workflow answers no query (current details included) until it ends;
-// the memo's current_step, sent with the task's heartbeat, is what the
+// the memo's current_step, upserted once the call outlasts its task
+// (turn-step-lazy) and sent with the task's next heartbeat, is what the
 // UI can show.
 func TestTemporalUIShowsRunningStep(t *testing.T) {
 	chromium(t)
@@ -61,13 +62,14 @@ func TestTemporalUIShowsRunningStep(t *testing.T) {
 	require.NoError(t, err)
 	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 
-	// The step reaches Temporal with the workflow task's heartbeat (8 s
-	// into the call with the default 10 s task timeout): the page is
-	// reloaded until it shows it, as an operator would.
+	// The step reaches Temporal with the workflow task's second heartbeat
+	// (16 s into the call with the default 10 s task timeout: the first
+	// one's task finds the call still running and upserts it): the page
+	// is reloaded until it shows it, as an operator would.
 	b := newBrowser(t, "http://"+dev.UIAddr())
 	page := fmt.Sprintf("%s/namespaces/default/workflows/%s/%s/memo", b.url, sid, runID)
 	want := "provider call to primary (claude-fake): iteration 1, attempt 1"
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var shown string
 	for {
 		b.do(chromedp.Navigate(page))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -223,7 +224,9 @@ func TestRecordedHistoryReplays(t *testing.T) {
 	t.Run("turn_step", func(t *testing.T) {
 		// versionTurnStep: each step upserts the memo's current_step: a
 		// text turn, a failed primary and the fallback's answer, an MCP
-		// tool call, a client tool pause and its resume, a close.
+		// tool call, a client tool pause and its resume, a close. Recorded
+		// before versionTurnStepLazy; run today, its steps stay out of the
+		// memo (turn_step_lazy).
 		e := newEnv(t, envOpts{fallbacks: []string{"fallback"}, allowedTools: []string{"get_time"}, extraTOML: fsStdioTOML(t, "fs")})
 		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}, "fallback_providers": []string{"fallback"}, "allowed_tools": []string{"get_time"}})
 		d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
@@ -238,6 +241,40 @@ func TestRecordedHistoryReplays(t *testing.T) {
 		d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_2", "content": "noon"}})
 		d.closeSession()
 		recordAndReplay(t, e, d.sid, "turn_step")
+	})
+	t.Run("turn_step_lazy", func(t *testing.T) {
+		// versionTurnStepLazy: a text turn and an MCP tool turn, each
+		// ending inside its workflow tasks, upsert no step; a provider call
+		// that outlasts its task's heartbeat is in the memo while it runs,
+		// and its turn's end removes it; a close.
+		e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
+		pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
+		d := e.openOn(pid, nil)
+		d.register()
+		d.send("hello")
+		e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_1", "list_files", map[string]any{"path": "/data"}), fakeprovider.Text("Two files."))
+		d.send("which files?")
+		require.Empty(t, stepUpserts(t, e, d.sid), "turns that end within their workflow tasks upsert no step")
+
+		e.fake.Lane("primary").Enqueue(fakeprovider.Text("At last.").UntilReleased())
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		st := d.stream(ctx, "take your time")
+		defer st.Close()
+		began := startedWith(t, e.fake, "take your time").Received
+		var shown string
+		require.Eventually(t, func() bool {
+			shown = memoStep(t, e, d.sid)
+			return shown != ""
+		}, time.Minute, 100*time.Millisecond, "the held call's step reaches the memo while it runs")
+		t.Logf("the step reached the memo %s into the provider call: %s", time.Since(began).Round(100*time.Millisecond), shown)
+		require.Contains(t, shown, "provider call to primary")
+		e.fake.Release()
+		readTurn(t, st)
+		require.Eventually(t, func() bool { return memoStep(t, e, d.sid) == "" }, time.Minute, 100*time.Millisecond, "the turn's end removes its step")
+		require.Len(t, stepUpserts(t, e, d.sid), 2, "the held call's step, then its removal")
+		d.closeSession()
+		recordAndReplay(t, e, d.sid, "turn_step_lazy")
 	})
 	t.Run("mcp_tool", func(t *testing.T) {
 		e := newEnv(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")})
@@ -339,4 +376,54 @@ func recordRun(t *testing.T, e *env, sid, name, runID string) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join("..", "workflows", "testdata", name+".json"), b, 0o644))
 	}
+}
+
+// startedWith waits for the provider request whose body holds text.
+func startedWith(t *testing.T, fake *fakeprovider.Server, text string) fakeprovider.Recorded {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case rec := <-fake.Started():
+			if strings.Contains(string(rec.RawBody), text) {
+				return rec
+			}
+		case <-timeout:
+			t.Fatalf("no provider request with %q", text)
+		}
+	}
+}
+
+// memoStep is the session workflow's memo current_step ("" when absent).
+func memoStep(t *testing.T, e *env, sid string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc, err := e.srv.Temporal.DescribeWorkflowExecution(ctx, sid, "")
+	require.NoError(t, err)
+	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoCurrentStep]
+	if p == nil {
+		return ""
+	}
+	var step string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &step))
+	return step
+}
+
+// stepUpserts are the session's history events that set or remove the
+// memo's current_step.
+func stepUpserts(t *testing.T, e *env, sid string) []*historypb.HistoryEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []*historypb.HistoryEvent
+	it := e.srv.Temporal.GetWorkflowHistory(ctx, sid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if _, ok := ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[workflows.MemoCurrentStep]; ok {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

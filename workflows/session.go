@@ -328,9 +328,11 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 	}
 	if workflow.GetVersion(ctx, changeTurnStep, workflow.DefaultVersion, versionTurnStep) >= versionTurnStep {
 		if s.steps == nil {
-			s.steps = &stepper{s: s}
+			s.steps = newStepper(ctx, s)
 		}
 		o.step = s.steps
+		o.step.localCalls = o.localProvider
+		defer o.step.forget()
 	}
 	if workflow.GetVersion(ctx, changeHandBack, workflow.DefaultVersion, versionHandBack) >= versionHandBack {
 		o.unseen = s.unseen
@@ -362,7 +364,11 @@ func (s *session) runGated(ctx workflow.Context, in SendMessageInput, record boo
 			paused = &PausedTurn{Owner: in.ClientKeyID, Deadline: workflow.Now(ctx).Add(s.p.TurnTimeout)}
 		}
 		lres.TurnResult = res
-		o.step.put(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		if o.step.lazy {
+			o.step.endTurn(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		} else {
+			o.step.put(ctx, o.step.ended(ctx, in.TurnID, lres, paused), s.turnMemo(in.TurnID, lres))
+		}
 	}
 	switch {
 	case res.Outcome == OutcomePaused:

@@ -40,6 +40,9 @@ type scripted struct {
 	inputs     []workflows.CallProviderInput
 	memos      []map[string]any
 	steps      []string
+	// eagerSteps runs the session as recorded before versionTurnStepLazy:
+	// every step upserted.
+	eagerSteps bool
 }
 
 func (s *scripted) record(format string, args ...any) {
@@ -127,11 +130,18 @@ func runOneTurn(t *testing.T, s *scripted) workflows.TurnResult {
 	reg(s.FinishIteration, workflows.ActFinishIteration)
 	reg(s.FailTurn, workflows.ActFailTurn)
 	reg(s.Cleanup, workflows.ActCleanupSession)
+	if s.eagerSteps {
+		env.OnGetVersion(workflows.ChangeTurnStepLazy, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
 	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		s.mu.Lock()
 		memo := maps.Clone(args.Get(0).(map[string]any))
 		if step, ok := memo[workflows.MemoCurrentStep]; ok {
-			s.steps = append(s.steps, step.(string))
+			text, _ := step.(string)
+			if step == nil {
+				text = "<removed>"
+			}
+			s.steps = append(s.steps, text)
 			delete(memo, workflows.MemoCurrentStep)
 		}
 		if len(memo) > 0 {
@@ -281,7 +291,7 @@ func TestTurnBranches(t *testing.T) {
 		calls:   []string{"BeginTurn", "CleanupSession session_error"},
 	}, {
 		name: "each tool kind to its own activity, then a pause for the client tool",
-		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{eagerSteps: true, begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
 			return workflows.CallProviderResult{OK: true, ToolCalls: allKinds}
 		}},
 		outcome: workflows.OutcomePaused,
@@ -302,7 +312,7 @@ func TestTurnBranches(t *testing.T) {
 		},
 	}, {
 		name: "server tools only: the loop goes on to the next iteration",
-		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
+		script: &scripted{eagerSteps: true, begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
 			if in.Iteration == 0 {
 				return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[:1]}
 			}
@@ -318,6 +328,32 @@ func TestTurnBranches(t *testing.T) {
 				"idle · last turn t1: completed",
 				"session closed",
 			}, stepsWithoutTimes(s.steps))
+		},
+	}, {
+		// versionTurnStepLazy: no step outlasts its workflow task here (the
+		// test environment runs each in one), so none reaches the memo and
+		// the turn's end removes none; only the profile's name and the
+		// close are upserted.
+		name: "lazy steps: tools and a pause upsert no step",
+		script: &scripted{begin: primary(), provider: func(workflows.CallProviderInput) workflows.CallProviderResult {
+			return workflows.CallProviderResult{OK: true, ToolCalls: allKinds}
+		}},
+		outcome: workflows.OutcomePaused,
+		check: func(t *testing.T, s *scripted, _ workflows.TurnResult) {
+			assert.Equal(t, []string{"session closed"}, stepsWithoutTimes(s.steps))
+			assert.Equal(t, []map[string]any{{workflows.MemoProfileName: "main"}}, s.memos)
+		},
+	}, {
+		name: "lazy steps: a completed tool loop upserts no step",
+		script: &scripted{begin: primary(), provider: func(in workflows.CallProviderInput) workflows.CallProviderResult {
+			if in.Iteration == 0 {
+				return workflows.CallProviderResult{OK: true, ToolCalls: allKinds[:1]}
+			}
+			return workflows.CallProviderResult{OK: true, Final: true}
+		}},
+		outcome: workflows.OutcomeCompleted,
+		check: func(t *testing.T, s *scripted, _ workflows.TurnResult) {
+			assert.Equal(t, []string{"session closed"}, stepsWithoutTimes(s.steps))
 		},
 	}, {
 		name: "a subagent launch runs in the background",
