@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
 )
 
@@ -212,6 +213,15 @@ func startTopology(ctx context.Context, o Options, configTOML string) (_ *topolo
 			"BAE_ADDR": r.clientAddr, "BAE_ADMIN_ADDR": r.adminAddr, "BAE_CONFIG": cfg, "BAE_DATA_DIR": dataDir,
 			"BAE_TASK_QUEUE": "bae-chaos", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s", "BAE_SHUTDOWN_TIMEOUT": "10",
 			"BAE_TURN_TIMEOUT": TurnTimeout.String(), "BAE_METRICS_ADDR": "admin",
+		}
+		// Every sandbox session's sandbox is started with the campaign's
+		// one profile, and may be by one key: the default caps (4 a key)
+		// would refuse the fifth of a 50-session run at setup.
+		if o.Sandboxes > config.DefaultMaxSandboxesPerKey {
+			vars["BAE_MAX_SANDBOXES_PER_KEY"] = strconv.Itoa(o.Sandboxes)
+		}
+		if o.Sandboxes > config.DefaultMaxSandboxesPerProfile {
+			vars["BAE_MAX_SANDBOXES_PER_PROFILE"] = strconv.Itoa(o.Sandboxes)
 		}
 		for k, v := range o.ServerEnv {
 			vars[k] = v
