@@ -152,7 +152,12 @@ func (d *deltaStream) writePending() error {
 	d.batch = xs
 	lines := d.lines[:0]
 	if lost {
-		// For every turn the stream follows (a relay's, its own).
+		// For every turn the stream follows: a relay's own, seen or not;
+		// on subscribe, those it saw (one it did not gets its own at its
+		// response).
+		if d.turnID != "" {
+			d.turn(d.turnID, true)
+		}
 		for _, t := range d.turns {
 			t.reset = true
 		}
