@@ -43,12 +43,10 @@ type deltaStream struct {
 	closed bool
 	batch  []live.Delta
 	lines  [][]byte
-	// Under wmu once the stream started: runs, top and reset, what a relay
-	// got of its turn's deltas (see settle in deltaend.go); progress is
-	// signalled when a delta of its turn was taken, for settle's wait.
-	runs     map[int64]int64
-	top      int64
-	reset    bool
+	// Under wmu once the stream started: what the stream got of the
+	// deltas of the turns it follows (see settle in deltaend.go); progress
+	// is signalled when a delta of one was taken, for settle's wait.
+	turns    []*turnDeltas
 	progress chan struct{}
 }
 
@@ -101,7 +99,7 @@ func (d *deltaStream) resume(c *clientAPI, turnID string, after int64) error {
 		}
 	}
 	if !complete {
-		d.reset = true
+		d.turn(turnID, true).reset = true
 		return d.call.delta(live.Delta{TurnID: turnID, Type: live.DeltaReset})
 	}
 	for _, x := range backlog {
@@ -154,13 +152,22 @@ func (d *deltaStream) writePending() error {
 	d.batch = xs
 	lines := d.lines[:0]
 	if lost {
-		d.reset = true
+		// For every turn the stream follows: a relay's own, seen or not;
+		// on subscribe, those it saw (one it did not gets its own at its
+		// response).
+		if d.turnID != "" {
+			d.turn(d.turnID, true)
+		}
+		for _, t := range d.turns {
+			t.reset = true
+		}
 		lines = append(lines, deltaLine(live.Delta{TurnID: d.turnID, Type: live.DeltaReset}))
 	}
 	tracked := false
 	for _, x := range xs {
-		tracked = d.track(x) || tracked
-		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq || !d.shows(x) {
+		t := d.track(x)
+		tracked = tracked || t != nil
+		if d.turnID != "" && x.TurnID != d.turnID || x.TurnID == d.seenTurn && x.Seq <= d.seenSeq || t != nil && x.Seq <= t.cut || !d.shows(x) {
 			continue
 		}
 		lines = append(lines, x.Line(deltaLine))

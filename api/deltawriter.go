@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -64,6 +65,60 @@ type sessionWriter struct {
 	writing *deltaStream
 	since   time.Time
 	taken   []live.Delta
+
+	// ends is where provider responses' deltas end (store.DeltaEnd), read
+	// once for all of the session's streams here: each settles the same
+	// response, and the value is written once, with the response.
+	endMu sync.Mutex
+	ends  map[endKey]*endRead
+}
+
+type endKey struct{ turnID, idemKey string }
+
+type endRead struct {
+	done chan struct{}
+	end  int64
+	err  error
+}
+
+// endsKept bounds the responses a writer remembers the deltas' end of.
+const endsKept = 64
+
+// deltaEnd is where the deltas of a turn's response end, read once for
+// the session's streams (read reads it from the store).
+func (w *sessionWriter) deltaEnd(ctx context.Context, turnID, idemKey string, read func(context.Context) (int64, error)) (int64, error) {
+	k := endKey{turnID, idemKey}
+	w.endMu.Lock()
+	r := w.ends[k]
+	if r == nil {
+		if w.ends == nil || len(w.ends) >= endsKept {
+			w.ends = map[endKey]*endRead{}
+		}
+		r = &endRead{done: make(chan struct{})}
+		w.ends[k] = r
+		w.endMu.Unlock()
+		r.end, r.err = read(ctx)
+		if r.err != nil {
+			w.endMu.Lock()
+			if w.ends[k] == r {
+				delete(w.ends, k)
+			}
+			w.endMu.Unlock()
+		}
+		close(r.done)
+		return r.end, r.err
+	}
+	w.endMu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if r.err != nil {
+		// The first reader's failure (its stream may have gone): our own.
+		return read(ctx)
+	}
+	return r.end, nil
 }
 
 // attach adds a stream to its session's writer, starting one for the

@@ -340,8 +340,8 @@ type turnRelay struct {
 	started bool
 	last    int64
 	events  []store.Event // every event tagged with the turn id
-	// deltas: the stream's opt-in (nil without), whose deltas of a
-	// provider response go before it (deltaStream.settle).
+	// deltas: the stream's opt-in (nil without); a provider response's
+	// deltas go before it (deltaStream.settle).
 	deltas *deltaStream
 }
 
@@ -421,10 +421,8 @@ func (t *turnRelay) relay(ctx context.Context, evs []store.Event) error {
 		if t.selfEvent(e) {
 			continue
 		}
-		if e.Type == events.ProviderResponse {
-			if err := t.deltas.settle(ctx, t.c, e); err != nil {
-				return err
-			}
+		if err := t.deltas.settle(ctx, t.c, e); err != nil {
+			return err
 		}
 		if err := t.call.event(e); err != nil {
 			return err

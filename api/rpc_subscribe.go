@@ -107,7 +107,8 @@ func (c *clientAPI) subscribe(call *rpcCall) {
 			return
 		}
 		for _, e := range evs {
-			if call.event(e) != nil {
+			// A provider response's deltas go first, or a reset.
+			if deltas.settle(ctx, c, e) != nil || call.event(e) != nil {
 				return
 			}
 			cursor = e.Seq
