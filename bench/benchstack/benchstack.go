@@ -17,8 +17,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -228,20 +226,4 @@ func SearchAttributesReady(ctx context.Context, c client.Client, namespace strin
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// ServerEnv is the parent environment without any BAE_* variable (so the
-// caller's shell cannot change a run), plus vars: the environment of a
-// baesrv child process.
-func ServerEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BAE_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/lib/tcpproxy"
+	"github.com/bae-go/bae-go/internal/testing/procserver"
 )
 
 // readyWithin bounds how long a (re)started process may take to serve.
@@ -226,7 +227,7 @@ func startTopology(ctx context.Context, o Options, configTOML string) (_ *topolo
 		for k, v := range o.ServerEnv {
 			vars[k] = v
 		}
-		r.env = benchstack.ServerEnv(vars)
+		r.env = procserver.ServerEnv(vars)
 		t.replicas = append(t.replicas, r)
 		// One at a time: the first migrates and writes the admin key.
 		if err := r.start(ctx); err != nil {

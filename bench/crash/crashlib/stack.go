@@ -139,7 +139,7 @@ func startStack(ctx context.Context, o Options, respond func(fakeprovider.Record
 	if err = os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
-	s.env = benchstack.ServerEnv(map[string]string{
+	s.env = procserver.ServerEnv(map[string]string{
 		"BAE_DATABASE_URL":               srvDB.String(),
 		"BAE_TEMPORAL_ADDR":              s.dev.FrontendAddr(),
 		"BAE_TEMPORAL_NAMESPACE":         s.dev.Namespace(),

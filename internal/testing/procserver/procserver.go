@@ -130,16 +130,7 @@ func Start(t testing.TB, o Options) *Server {
 	for k, v := range o.Env {
 		vars[k] = v
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BAE_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	s := &Server{t: t, bin: o.Bin, env: env, logs: dir, API: &testenv.Server{ClientURL: "http://" + clientAddr, AdminURL: "http://" + adminAddr, DatabaseURL: o.DatabaseURL}}
+	s := &Server{t: t, bin: o.Bin, env: ServerEnv(vars), logs: dir, API: &testenv.Server{ClientURL: "http://" + clientAddr, AdminURL: "http://" + adminAddr, DatabaseURL: o.DatabaseURL}}
 	s.Start()
 	key, err := adminkey.ReadKeyFile(filepath.Join(o.DataDir, "admin-key.pem"))
 	require.NoError(t, err)
@@ -246,4 +237,20 @@ func freePorts(t testing.TB, n int) []int {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out
+}
+
+// ServerEnv is the parent environment without any BAE_* variable (so the
+// caller's shell cannot change a run), plus vars: the environment of a
+// baesrv child process.
+func ServerEnv(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BAE_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
