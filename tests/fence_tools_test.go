@@ -161,15 +161,7 @@ func TestStaleSandboxResultStoresNothing(t *testing.T) {
 // turn; its mcp.response is not stored. Seen red with the tool outcome's
 // fence removed: the mcp.response was stored after the next turn's answer.
 func TestStaleMCPResultStoresNothing(t *testing.T) {
-	held := &heldMCP{gate: newGate()}
-	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
-		held.MCPCaller = p.Activities.MCP
-		p.Activities.MCP = held
-		return nil
-	})
-	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
-	d := e.openOn(pid, nil)
-	d.register()
+	e, d, held := openHeldMCP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -282,15 +274,7 @@ func TestStaleCompactionStoresNothing(t *testing.T) {
 // FinishIteration's fence removed (the results were appended after the
 // interrupt's kept text and the next iteration's provider call made).
 func TestSupersededToolTurnEndsWithNothingStored(t *testing.T) {
-	held := &heldMCP{gate: newGate()}
-	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
-		held.MCPCaller = p.Activities.MCP
-		p.Activities.MCP = held
-		return nil
-	})
-	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
-	d := e.openOn(pid, nil)
-	d.register()
+	e, d, held := openHeldMCP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -327,15 +311,7 @@ func TestSupersededToolTurnEndsWithNothingStored(t *testing.T) {
 // stores nothing and the turn ends failed at "superseded". Seen red with
 // the tool request's fence removed (the stale run made its MCP call).
 func TestStaleToolRunAfterTurnTakenOutCallsNothing(t *testing.T) {
-	held := &heldMCP{gate: newGate()}
-	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
-		held.MCPCaller = p.Activities.MCP
-		p.Activities.MCP = held
-		return nil
-	})
-	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
-	d := e.openOn(pid, nil)
-	d.register()
+	e, d, held := openHeldMCP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -371,4 +347,19 @@ func TestStaleToolRunAfterTurnTakenOutCallsNothing(t *testing.T) {
 	assert.Contains(t, rpcError(t, term, -32603), workflows.StepSuperseded)
 	assert.Equal(t, before, turnEventTypes(t, e, d.sid, turnA), "the superseded turn stored nothing more")
 	requireValidNextTurn(t, e, d, "primary")
+}
+
+// openHeldMCP opens a registered session on a profile with the stdio MCP
+// server "fs", whose calls wait at held's gate.
+func openHeldMCP(t *testing.T) (*env, *driver, *heldMCP) {
+	held := &heldMCP{gate: newGate()}
+	e := newEnvWith(t, envOpts{allowedTools: []string{}, extraTOML: fsStdioTOML(t, "fs")}, func(p *app.Parts) error {
+		held.MCPCaller = p.Activities.MCP
+		p.Activities.MCP = held
+		return nil
+	})
+	pid := e.profile(map[string]any{"mcp_servers": []string{"fs"}})
+	d := e.openOn(pid, nil)
+	d.register()
+	return e, d, held
 }
