@@ -221,3 +221,20 @@ func firstText(msg map[string]any) string {
 	}
 	return ""
 }
+
+// openSessionStartedOn opens a session on srv with a driver registered
+// and its first message answered there ("warm", from fake): a session's
+// workflow starts with its first message, on the replica that sends it,
+// so its turns run on srv. It returns the session's id and key.
+func openSessionStartedOn(t *testing.T, fake *fakeprovider.Server, srv *testenv.Server) (sid, sk string) {
+	t.Helper()
+	pid := srv.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, client := srv.Key(t, pid)
+	sid, sk = srv.Open(t, client, nil)
+	srv.Call(t, sid, sk, "session.registerDriver", nil)
+	fake.Enqueue(fakeprovider.Text("warm"))
+	require.Equal(t, "warm", firstText(message(testenv.Terminal(t, srv.RPC(t, sid, sk, map[string]any{
+		"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": "on A"}},
+	})))))
+	return sid, sk
+}
