@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
@@ -137,6 +138,25 @@ func (e *env) join(d *driver, tools ...string) *driver {
 	j := &driver{e: e, keyID: keyID, key: key, sid: d.sid, sk: sk}
 	j.register()
 	return j
+}
+
+// openFirstAnswered opens a driver's session and has its first message,
+// "first", answered ("echo: first").
+func (e *env) openFirstAnswered() *driver {
+	e.t.Helper()
+	d := e.open()
+	_, term := d.send("first")
+	require.Equal(e.t, "echo: first", firstText(message(term)))
+	return d
+}
+
+// requireResendAnswered resends text under the Idempotency-Key key and
+// requires its turn's answer ("echo: " + text).
+func (d *driver) requireResendAnswered(ctx context.Context, key, text string) {
+	d.e.t.Helper()
+	term := testenv.Terminal(d.e.t, d.keyed(ctx, key, text))
+	require.NotNil(d.e.t, term["result"], "the resend of %q: %v", key, term)
+	assert.Equal(d.e.t, "echo: "+text, firstText(message(term)))
 }
 
 func (d *driver) register() {
