@@ -3,10 +3,13 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/store"
 )
 
 // env is one server, one fake provider (lanes "primary" and "fallback"),
@@ -257,4 +261,32 @@ func openSessionStartedOn(t *testing.T, fake *fakeprovider.Server, srv *testenv.
 		"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": "on A"}},
 	})))))
 	return sid, sk
+}
+
+// sendCounted sends text to d's session through router, served in-process
+// on a context that counts PostgreSQL calls (store.CountCalls), so that
+// what is counted is the request's own and not its turn's activities'.
+// header adds to the request's headers. It returns the stream's last
+// object and the calls counted.
+func (d *driver) sendCounted(ctx context.Context, router http.Handler, text string, header http.Header) (map[string]any, store.DBCalls) {
+	t := d.e.t
+	t.Helper()
+	body, err := json.Marshal(d.request(text))
+	require.NoError(t, err)
+	counted, calls := store.CountCalls(ctx)
+	req := httptest.NewRequestWithContext(counted, http.MethodPost, "/api/v1/sessions/"+d.sid+"/rpc", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+d.sk)
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	router.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	lines := bytes.Split(bytes.TrimSpace(rec.Body.Bytes()), []byte("\n"))
+	var term map[string]any
+	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &term))
+	return term, calls()
 }
