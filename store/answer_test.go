@@ -96,8 +96,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 		t.Cleanup(func() { store.SetAnswerInOneTrip(true) })
 		sess := namedSession(t, st, strconv.FormatBool(oneTrip))
 		turnID := "trn_" + sess.ID
-		_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-		require.NoError(t, err)
+		storeTurnInput(t, st, sess, turnID)
 		announced = nil
 		before := st.DBCalls()
 		out, err := answer(ctx, st, sess, turnID)
@@ -140,8 +139,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 	// nothing written twice, the first result kept.
 	sess := namedSession(t, st, "again")
 	turnID := "trn_again"
-	_, err = st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-	require.NoError(t, err)
+	storeTurnInput(t, st, sess, turnID)
 	first, err := answer(ctx, st, sess, turnID)
 	require.NoError(t, err)
 	rows := answerRows(t, st, sess, turnID)
@@ -173,9 +171,8 @@ func TestAnswerOnAClosedSessionStoresNothing(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_closed"
-	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-	require.NoError(t, err)
-	_, _, err = st.EndSession(ctx, sess.ID, store.StateClosed)
+	storeTurnInput(t, st, sess, turnID)
+	_, _, err := st.EndSession(ctx, sess.ID, store.StateClosed)
 	require.NoError(t, err)
 	empty := answerRows(t, st, sess, turnID)
 	before := st.DBCalls()
@@ -200,8 +197,7 @@ func TestBeginReadsTheSessionRowOnce(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_begin"
-	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-	require.NoError(t, err)
+	storeTurnInput(t, st, sess, turnID)
 	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
 		tx.AppendMessage(sess.ID, "m1", "user", json.RawMessage(`"one"`))
 		return nil
@@ -256,8 +252,7 @@ func TestRunNumberedWithTheAppend(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_run"
-	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-	require.NoError(t, err)
+	storeTurnInput(t, st, sess, turnID)
 	for i, step := range []string{"i0/a0", "i0/a1"} {
 		var run store.StreamRunNo
 		before := st.DBCalls()

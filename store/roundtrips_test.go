@@ -179,8 +179,7 @@ func TestRequestCommitsWithItsAppend(t *testing.T) {
 	ctx := context.Background()
 	sess, _ := newSession(t, st)
 	turnID := "trn_req"
-	_, err := st.PutTurnInput(ctx, sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
-	require.NoError(t, err)
+	storeTurnInput(t, st, sess, turnID)
 	for i, step := range []string{"i0/a0", "i0/a1"} {
 		run := &store.NumberRun{TurnID: turnID, Step: step}
 		var out []store.Event

@@ -159,3 +159,12 @@ func TestProfileSandboxSettingsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.Settings{}, got.Sandbox, "a replace without overrides clears them")
 }
+
+// storeTurnInput stores turnID's message (a user "hi") in sess under no
+// caps, as a send does: the turn that the round-trip counting tests then
+// begin, answer or append to.
+func storeTurnInput(t *testing.T, st *store.Store, sess store.Session, turnID string) {
+	t.Helper()
+	_, err := st.PutTurnInput(context.Background(), sess.ID, turnID, sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "", store.Caps{})
+	require.NoError(t, err)
+}

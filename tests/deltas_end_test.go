@@ -214,14 +214,7 @@ func TestObserverDeltasLostBetweenReplicasGetAReset(t *testing.T) {
 // when B's interest reached it).
 func observeAcrossReplicas(t *testing.T, fake *fakeprovider.Server, a, b *testenv.Server, gate *inboundGate, between func(turnID string)) ([]map[string]any, string) {
 	t.Helper()
-	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
-	_, client := a.Key(t, pid)
-	sid, sk := a.Open(t, client, nil)
-	a.Call(t, sid, sk, "session.registerDriver", nil)
-	fake.Enqueue(fakeprovider.Text("warm"))
-	require.Equal(t, "warm", firstText(message(testenv.Terminal(t, a.RPC(t, sid, sk, map[string]any{
-		"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": "on A"}},
-	})))))
+	sid, sk := openSessionStartedOn(t, fake, a)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -279,17 +272,7 @@ func deltaOf(m map[string]any, turnID string) bool {
 // provider goes on.
 func streamAcrossReplicas(t *testing.T, fake *fakeprovider.Server, a, b *testenv.Server, gate *inboundGate, between func(turnID string)) []map[string]any {
 	t.Helper()
-	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
-	_, client := a.Key(t, pid)
-	sid, sk := a.Open(t, client, nil)
-	a.Call(t, sid, sk, "session.registerDriver", nil)
-
-	// The session's workflow starts with its first message, on the
-	// replica that sends it: A.
-	fake.Enqueue(fakeprovider.Text("warm"))
-	require.Equal(t, "warm", firstText(message(testenv.Terminal(t, a.RPC(t, sid, sk, map[string]any{
-		"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": "on A"}},
-	})))))
+	sid, sk := openSessionStartedOn(t, fake, a)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

@@ -3,19 +3,24 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/telemetry"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
+	"github.com/bae-go/bae-go/store"
 )
 
 // env is one server, one fake provider (lanes "primary" and "fallback"),
@@ -139,6 +144,25 @@ func (e *env) join(d *driver, tools ...string) *driver {
 	return j
 }
 
+// openFirstAnswered opens a driver's session and has its first message,
+// "first", answered ("echo: first").
+func (e *env) openFirstAnswered() *driver {
+	e.t.Helper()
+	d := e.open()
+	_, term := d.send("first")
+	require.Equal(e.t, "echo: first", firstText(message(term)))
+	return d
+}
+
+// requireResendAnswered resends text under the Idempotency-Key key and
+// requires its turn's answer ("echo: " + text).
+func (d *driver) requireResendAnswered(ctx context.Context, key, text string) {
+	d.e.t.Helper()
+	term := testenv.Terminal(d.e.t, d.keyed(ctx, key, text))
+	require.NotNil(d.e.t, term["result"], "the resend of %q: %v", key, term)
+	assert.Equal(d.e.t, "echo: "+text, firstText(message(term)))
+}
+
 func (d *driver) register() {
 	d.e.t.Helper()
 	objs := d.e.srv.Call(d.e.t, d.sid, d.sk, "session.registerDriver", nil)
@@ -220,4 +244,49 @@ func firstText(msg map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// openSessionStartedOn opens a session on srv with a driver registered
+// and its first message answered there ("warm", from fake): a session's
+// workflow starts with its first message, on the replica that sends it,
+// so its turns run on srv. It returns the session's id and key.
+func openSessionStartedOn(t *testing.T, fake *fakeprovider.Server, srv *testenv.Server) (sid, sk string) {
+	t.Helper()
+	pid := srv.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, client := srv.Key(t, pid)
+	sid, sk = srv.Open(t, client, nil)
+	srv.Call(t, sid, sk, "session.registerDriver", nil)
+	fake.Enqueue(fakeprovider.Text("warm"))
+	require.Equal(t, "warm", firstText(message(testenv.Terminal(t, srv.RPC(t, sid, sk, map[string]any{
+		"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": "on A"}},
+	})))))
+	return sid, sk
+}
+
+// sendCounted sends text to d's session through router, served in-process
+// on a context that counts PostgreSQL calls (store.CountCalls), so that
+// what is counted is the request's own and not its turn's activities'.
+// header adds to the request's headers. It returns the stream's last
+// object and the calls counted.
+func (d *driver) sendCounted(ctx context.Context, router http.Handler, text string, header http.Header) (map[string]any, store.DBCalls) {
+	t := d.e.t
+	t.Helper()
+	body, err := json.Marshal(d.request(text))
+	require.NoError(t, err)
+	counted, calls := store.CountCalls(ctx)
+	req := httptest.NewRequestWithContext(counted, http.MethodPost, "/api/v1/sessions/"+d.sid+"/rpc", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+d.sk)
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	router.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	lines := bytes.Split(bytes.TrimSpace(rec.Body.Bytes()), []byte("\n"))
+	var term map[string]any
+	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &term))
+	return term, calls()
 }

@@ -1,12 +1,9 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -485,20 +482,8 @@ func TestWhenBusyRejectOneRoundTrip(t *testing.T) {
 	router := api.ClientRouter(e.srv.Parts.Deps)
 	reject := func(text string) (string, store.DBCalls) {
 		t.Helper()
-		body, err := json.Marshal(other.request(text))
-		require.NoError(t, err)
-		counted, calls := store.CountCalls(ctx)
-		req := httptest.NewRequestWithContext(counted, http.MethodPost, "/api/v1/sessions/"+other.sid+"/rpc", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+other.sk)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Bae-When-Busy", "reject")
-		rec := httptest.NewRecorder()
-		router.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		lines := bytes.Split(bytes.TrimSpace(rec.Body.Bytes()), []byte("\n"))
-		var term map[string]any
-		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &term))
-		return rpcError(t, term, -32000), calls()
+		term, calls := other.sendCounted(ctx, router, text, http.Header{"Bae-When-Busy": {"reject"}})
+		return rpcError(t, term, -32000), calls
 	}
 	msg, calls := reject("while it runs")
 	assert.Contains(t, msg, "session_busy")

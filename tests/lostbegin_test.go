@@ -14,7 +14,6 @@ import (
 	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testing/testenv"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -112,20 +111,14 @@ func countOf(types []string, typ string) int {
 // Its history is recorded as lost_begin_resend.
 func TestResentTurnRunsAfterALostBegin(t *testing.T) {
 	e, _ := pathsEnv(t)
-	d := e.open()
-	_, term := d.send("first")
-	require.Equal(t, "echo: first", firstText(message(term)))
+	d := e.openFirstAnswered()
 	lost := strandAttempt(t, e, d, "lost-a", "begun then lost")
 	storeLostSignal(t, e, d, "lost-b", "stored after it", lost)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	term = testenv.Terminal(t, d.keyed(ctx, "lost-b", "stored after it"))
-	require.NotNil(t, term["result"], "%v", term)
-	assert.Equal(t, "echo: stored after it", firstText(message(term)))
-	term = testenv.Terminal(t, d.keyed(ctx, "lost-a", "begun then lost"))
-	require.NotNil(t, term["result"], "the lost turn's resend: %v", term)
-	assert.Equal(t, "echo: begun then lost", firstText(message(term)))
+	d.requireResendAnswered(ctx, "lost-b", "stored after it")
+	d.requireResendAnswered(ctx, "lost-a", "begun then lost")
 	requireAnsweredInOrder(t, e, d, lost, "echo: first", "echo: begun then lost", "echo: stored after it")
 	// The provider saw the lost message before the later one.
 	reqs := e.fake.Requests()
@@ -140,9 +133,7 @@ func TestResentTurnRunsAfterALostBegin(t *testing.T) {
 // ahead of it. Seen red without the sweep's ahead list, as above.
 func TestOrphanSweptTurnRunsAfterALostBegin(t *testing.T) {
 	e, _ := pathsEnv(t)
-	d := e.open()
-	_, term := d.send("first")
-	require.Equal(t, "echo: first", firstText(message(term)))
+	d := e.openFirstAnswered()
 	lost := strandAttempt(t, e, d, "lost-c", "begun then lost")
 	later := storeLostSignal(t, e, d, "lost-d", "stored after it", lost)
 
@@ -151,9 +142,7 @@ func TestOrphanSweptTurnRunsAfterALostBegin(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "the sweep ran the later turn")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	term = testenv.Terminal(t, d.keyed(ctx, "lost-c", "begun then lost"))
-	require.NotNil(t, term["result"], "the lost turn's resend: %v", term)
-	assert.Equal(t, "echo: begun then lost", firstText(message(term)))
+	d.requireResendAnswered(ctx, "lost-c", "begun then lost")
 	requireAnsweredInOrder(t, e, d, lost, "echo: first", "echo: begun then lost", "echo: stored after it")
 }
 
@@ -179,18 +168,14 @@ func TestBeginHandsBackALostBegin(t *testing.T) {
 		p.Deps.IdleUpdate = true
 		return nil
 	})
-	d := e.open()
-	_, term := d.send("first")
-	require.Equal(t, "echo: first", firstText(message(term)))
+	d := e.openFirstAnswered()
 	lost := strandAttempt(t, e, d, "lost-e", "begun then lost")
 
-	_, term = d.send("sent after it")
+	_, term := d.send("sent after it")
 	require.Equal(t, "echo: sent after it", firstText(message(term)))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	term = testenv.Terminal(t, d.keyed(ctx, "lost-e", "begun then lost"))
-	require.NotNil(t, term["result"], "the lost turn's resend: %v", term)
-	assert.Equal(t, "echo: begun then lost", firstText(message(term)))
+	d.requireResendAnswered(ctx, "lost-e", "begun then lost")
 	requireAnsweredInOrder(t, e, d, lost, "echo: first", "echo: begun then lost", "echo: sent after it")
 	requireValidNextTurn(t, e, d, "primary")
 	d.closeSession()

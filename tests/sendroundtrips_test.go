@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -33,19 +31,7 @@ func TestSendMessageRoundTrips(t *testing.T) {
 	router := api.ClientRouter(e.srv.Parts.Deps)
 	send := func(text string) (map[string]any, store.DBCalls) {
 		t.Helper()
-		body, err := json.Marshal(d.request(text))
-		require.NoError(t, err)
-		counted, calls := store.CountCalls(ctx)
-		req := httptest.NewRequestWithContext(counted, http.MethodPost, "/api/v1/sessions/"+d.sid+"/rpc", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+d.sk)
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		router.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		lines := bytes.Split(bytes.TrimSpace(rec.Body.Bytes()), []byte("\n"))
-		var term map[string]any
-		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &term))
-		return term, calls()
+		return d.sendCounted(ctx, router, text, nil)
 	}
 	// The session's first turn: its relay's first read is the table's.
 	e.fake.Lane("primary").Enqueue(fakeprovider.Text("one"))

@@ -112,15 +112,17 @@ func TestCheckTagsKnownBugs(t *testing.T) {
 	assert.Empty(t, vs[0].Known, "a stream missing its tail is a new violation")
 }
 
-// A turn that logged its request and then nothing before a later turn
-// began (finding 2 since attempts are fenced: it ended superseded) is
-// tagged; the same turn answered after all is not that bug.
-func TestCheckTagsSupersededTurns(t *testing.T) {
+// supersededTurn is a session whose first turn logged work (its provider
+// request, a compaction) and then nothing before a later turn, of another
+// driver, began and was answered: finding 2's shape since attempts are
+// fenced (the first turn ended superseded).
+func supersededTurn(work logEvent) *Input {
 	in := oneTurn()
 	s := in.Sessions[0]
+	work.Seq, work.TurnID = 2, "t1"
 	s.Events = []logEvent{
 		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
-		ev(2, "t1", "provider.request", `{"attempt":0}`),
+		work,
 		ev(3, "t2", "client.message.send", `{"role":"user","content":[{"type":"text","text":"next"}]}`),
 		ev(4, "t2", "provider.request", `{"attempt":0}`),
 		ev(5, "t2", "provider.response", `{"attempt":0}`),
@@ -130,14 +132,36 @@ func TestCheckTagsSupersededTurns(t *testing.T) {
 		{Kind: kindPlain, Text: "hi", Outcome: outFailed},
 		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`)},
 	}
-	vs := Check(in, "")
-	got := invariants(vs)
-	assert.Positive(t, got[InvAnsweredOnce])
-	assert.Positive(t, got[InvProviderPairs])
-	for _, v := range vs {
-		assert.Equal(t, knownSuperseded, v.Known, "untagged: %s", v.String())
+	return in
+}
+
+// A turn that logged its request, or began its work with a compaction, and
+// then nothing before a later turn began (finding 2) is tagged; the same
+// turn answered after all is not that bug.
+func TestCheckTagsSupersededTurns(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		work logEvent
+		want []string // invariants that fire, all tagged
+	}{
+		{"after its request", ev(2, "t1", "provider.request", `{"attempt":0}`), []string{InvAnsweredOnce, InvProviderPairs}},
+		{"after a compaction, before any request", ev(2, "t1", "session.compaction", `{"layer":"clear_tool_results"}`), []string{InvAnsweredOnce}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs := Check(supersededTurn(c.work), "")
+			got := invariants(vs)
+			for _, inv := range c.want {
+				require.Positive(t, got[inv], inv)
+			}
+			for _, v := range vs {
+				assert.Equal(t, knownSuperseded, v.Known, "untagged: %s", v.String())
+			}
+		})
 	}
+
 	// Its answer stored after the later turn is the older shape, not this.
+	in := supersededTurn(ev(2, "t1", "provider.request", `{"attempt":0}`))
+	s := in.Sessions[0]
 	s.Events = append(s.Events, ev(7, "t1", "provider.response", `{"attempt":0}`), ev(8, "t1", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: next"}]}`))
 	for _, v := range Check(in, "") {
 		assert.NotEqual(t, knownSuperseded, v.Known, "%s", v.String())
@@ -204,8 +228,7 @@ func TestCheckGrowthJudgesTheSteadyState(t *testing.T) {
 // A late turn's consequences carry its tag: its tool_use without a
 // tool.result, and the provider requests that hold the second tool_result
 // it stored for a tool_use its interrupt had closed; an unpaired
-// tool_result of another turn stays new. A turn whose work began with a
-// compaction and that a later turn superseded is tagged too.
+// tool_result of another turn stays new.
 func TestCheckTagsWhatALateTurnLeaves(t *testing.T) {
 	in := oneTurn()
 	s := in.Sessions[0]
@@ -242,26 +265,6 @@ func TestCheckTagsWhatALateTurnLeaves(t *testing.T) {
 		assert.Equal(t, knownReanswered, v.Known, "untagged: %s", v.String())
 	}
 
-	// Superseded after a compaction, before any request.
-	in = oneTurn()
-	s = in.Sessions[0]
-	s.Events = []logEvent{
-		ev(1, "t1", "client.message.send", `{"role":"user","content":[{"type":"text","text":"hi"}]}`),
-		ev(2, "t1", "session.compaction", `{"layer":"clear_tool_results"}`),
-		ev(3, "t2", "client.message.send", `{"role":"user","content":[{"type":"text","text":"next"}]}`),
-		ev(4, "t2", "provider.request", `{"attempt":0}`),
-		ev(5, "t2", "provider.response", `{"attempt":0}`),
-		ev(6, "t2", "server.message.send", `{"role":"assistant","content":[{"type":"text","text":"echo: next"}]}`),
-	}
-	s.Calls = []*call{
-		{Kind: kindPlain, Text: "hi", Outcome: outFailed},
-		{Driver: 1, Kind: kindPlain, Text: "next", Outcome: outAnswered, Reply: json.RawMessage(`{"content":[{"type":"text","text":"echo: next"}]}`)},
-	}
-	vs = Check(in, "")
-	require.Positive(t, invariants(vs)[InvAnsweredOnce])
-	for _, v := range vs {
-		assert.Equal(t, knownSuperseded, v.Known, "untagged: %s", v.String())
-	}
 }
 
 func countSession(vs []Violation, inv string) int {
