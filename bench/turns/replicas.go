@@ -144,8 +144,9 @@ func tail(path string) string {
 // procs are the system under test's processes other than this one, by
 // role, for CPU accounting; nil when everything runs in this process. With
 // pg, the external Temporal server's PostgreSQL backends are one role per
-// database, "postgres <db>" (persistence and visibility apart; they hold
-// pooled connections, so the list taken before a phase stands).
+// database, "postgres <db>" (persistence and visibility apart). A phase
+// lists them at its start and its end, so a connection its pool opens
+// during the phase is counted too.
 func (s *stack) procs(ctx context.Context, pg *pgSampler) map[string][]int {
 	m := map[string][]int{}
 	for _, r := range s.replicas {
