@@ -42,3 +42,16 @@ func TestClosedLoopCapacityAgainstTemporalAlone(t *testing.T) {
 	writeTemporalAlone(&out, r, r.Floor, alone)
 	assert.NotContains(t, out.String(), "capacity")
 }
+
+// With -replicas the store's round-trip counters are in the replicas: the
+// floor table says so instead of printing bae-go's as zero.
+func TestReplicasRoundTripsNotCounted(t *testing.T) {
+	r := &report{}
+	r.Turns.PerSecond = 50
+	r.PGWork = PGWork{XactsPerTurn: 4.1, CallsUncounted: true}
+	f := &floorReport{Completed: 10, PerSecond: 500, PGWork: PGWork{XactsPerTurn: 5, RoundTripsPerTurn: 5, StatementsPerTurn: 5}}
+	var out bytes.Buffer
+	writeFloor(&out, r, f)
+	assert.Regexp(t, `round trips per turn\s+5.0\s+not counted \(in the replicas\)`, out.String())
+	assert.NotRegexp(t, `round trips per turn\s+5.0\s+0.0`, out.String())
+}

@@ -456,6 +456,7 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 			XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
 			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
 			RoundTripsPerTurn: float64(callsEnd.RoundTrips-callsStart.RoundTrips) / n, StatementsPerTurn: float64(callsEnd.Statements-callsStart.Statements) / n,
+			CallsUncounted: calls == nil,
 		}
 		res.cpu.perTurn(res.elapsed.Seconds(), done)
 	}

@@ -429,8 +429,12 @@ func writeTable(w io.Writer, r *report) {
 	row("pool acquires", fmt.Sprintf("%d (%.1f per turn), %d waited (%.1f%%), mean acquire %.3f ms", r.Pool.Acquires,
 		float64(r.Pool.Acquires)/float64(max(t.Completed, 1)), r.Pool.EmptyAcquires, pct(r.Pool.EmptyAcquires, r.Pool.Acquires), r.Pool.MeanWaitMs))
 	if w := r.PGWork; w.XactsPerTurn > 0 {
-		row("postgres per turn", fmt.Sprintf("%.1f transactions, %.1f round trips, %.1f statements, %.1f rows inserted, %.1f updated, %.1f fetched",
-			w.XactsPerTurn, w.RoundTripsPerTurn, w.StatementsPerTurn, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
+		calls := fmt.Sprintf("%.1f round trips, %.1f statements", w.RoundTripsPerTurn, w.StatementsPerTurn)
+		if w.CallsUncounted {
+			calls = "round trips and statements not counted (in the replicas)"
+		}
+		row("postgres per turn", fmt.Sprintf("%.1f transactions, %s, %.1f rows inserted, %.1f updated, %.1f fetched",
+			w.XactsPerTurn, calls, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
 	}
 	if r.CPU.Available {
 		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f,%s other %.2f",
@@ -505,8 +509,13 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	row("client latency p50", "ms", f.Client.P50, t.Client.P50)
 	row("throughput", "turns/s", f.PerSecond, t.PerSecond)
 	row("transactions per turn", "", f.PGWork.XactsPerTurn, r.PGWork.XactsPerTurn)
-	row("round trips per turn", "", f.PGWork.RoundTripsPerTurn, r.PGWork.RoundTripsPerTurn)
-	row("statements per turn", "", f.PGWork.StatementsPerTurn, r.PGWork.StatementsPerTurn)
+	if r.PGWork.CallsUncounted {
+		fmt.Fprintf(tw, "round trips per turn\t%.1f\tnot counted (in the replicas)\t\n", f.PGWork.RoundTripsPerTurn)
+		fmt.Fprintf(tw, "statements per turn\t%.1f\tnot counted\t\n", f.PGWork.StatementsPerTurn)
+	} else {
+		row("round trips per turn", "", f.PGWork.RoundTripsPerTurn, r.PGWork.RoundTripsPerTurn)
+		row("statements per turn", "", f.PGWork.StatementsPerTurn, r.PGWork.StatementsPerTurn)
+	}
 	row("rows fetched per turn", "", f.PGWork.FetchedPerTurn, r.PGWork.FetchedPerTurn)
 	row("rows inserted per turn", "", f.PGWork.InsertedPerTurn, r.PGWork.InsertedPerTurn)
 	row("cpu per turn, process", "ms", f.CPU.BenchMsPerTurn, r.CPU.BenchMsPerTurn)

@@ -242,6 +242,9 @@ type PGWork struct {
 	// Counted by the store's pool in this process (0 when it runs
 	// elsewhere): a batch of statements is one round trip.
 	RoundTripsPerTurn float64 `json:"round_trips_per_turn,omitempty"`
+	// CallsUncounted: round trips and statements are counted by the store
+	// in this process, so not when baesrv runs as -replicas.
+	CallsUncounted    bool    `json:"round_trips_not_counted,omitempty"`
 	StatementsPerTurn float64 `json:"statements_per_turn,omitempty"`
 }
 
