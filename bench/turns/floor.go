@@ -283,7 +283,7 @@ func runFloor(ctx context.Context, log *slog.Logger, o options, st *stack) (*flo
 	}
 	defer pg.close(context.Background())
 	log.Info("measuring the floor", "sessions", len(sessions), "turns_per_session", o.turns, "duration", o.duration, "database", f.dbName)
-	res, err := counted(ctx, pg, st.procs(ctx, pg), f.store.DBCalls, func(h *driveHooks) []turnRec { return drive(ctx, log, a, st.Fake, sessions, o, h) })
+	res, err := counted(ctx, pg, st.procs, f.store.DBCalls, func(h *driveHooks) []turnRec { return drive(ctx, log, a, st.Fake, sessions, o, h) })
 	fr := &floorReport{Elapsed: res.elapsed.Seconds(), PGWork: res.work, CPU: res.cpu, Database: f.dbName}
 	var client, added []time.Duration
 	var starts []time.Time

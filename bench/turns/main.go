@@ -372,7 +372,7 @@ func measure(ctx context.Context, log *slog.Logger, a *api, st *stack, pg *pgSam
 	if st.Parts != nil {
 		calls = st.Parts.Store.DBCalls
 	}
-	res, err := counted(ctx, pg, st.procs(ctx, pg), calls, func(h *driveHooks) []turnRec {
+	res, err := counted(ctx, pg, st.procs, calls, func(h *driveHooks) []turnRec {
 		// Middle memory sample: halfway through the turns, or the duration.
 		h.onHalf = func() { rep.addMem(sampleMem("measure middle")) }
 		if o.progress > 0 {
@@ -415,14 +415,14 @@ type phaseResult struct {
 // the observed database's backends, the machine) and of the observed
 // database's pg_stat_database counters, and of the store's round trips
 // when calls is set (the store runs in this process).
-func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, calls func() store.DBCalls, fn func(*driveHooks) []turnRec) (phaseResult, error) {
+func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pgSampler) map[string][]int, calls func() store.DBCalls, fn func(*driveHooks) []turnRec) (phaseResult, error) {
 	var res phaseResult
 	// A backend publishes its counters when it goes idle, but at most once
 	// a second and otherwise only after PostgreSQL's 10 s idle interval:
 	// wait that out on both sides so the phase gets exactly its own work.
 	statsSettle(ctx)
 	dbStart, dbErr := pg.counters(ctx)
-	cpuStart := markCPU(pg.backendPIDs(ctx), procs)
+	cpuStart := markCPU(pg.backendPIDs(ctx), procs(ctx, pg))
 	h := &driveHooks{}
 	var callsStart, callsEnd store.DBCalls
 	if calls != nil {
@@ -433,7 +433,10 @@ func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, calls f
 		callsEnd = calls()
 	}
 	res.elapsed = h.elapsed
-	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(context.WithoutCancel(ctx)), procs))
+	// The processes are listed again at the end: a Temporal database
+	// backend born during the phase counts from zero, as bae-go's do.
+	endCtx := context.WithoutCancel(ctx)
+	res.cpu = cpuBetween(cpuStart, markCPU(pg.backendPIDs(endCtx), procs(endCtx, pg)))
 	statsSettle(ctx)
 	dbEnd, err := pg.counters(context.WithoutCancel(ctx))
 	if err == nil {
@@ -453,6 +456,7 @@ func counted(ctx context.Context, pg *pgSampler, procs map[string][]int, calls f
 			XactsPerTurn: float64(dbEnd.Xacts-dbStart.Xacts) / n, InsertedPerTurn: float64(dbEnd.Inserted-dbStart.Inserted) / n,
 			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
 			RoundTripsPerTurn: float64(callsEnd.RoundTrips-callsStart.RoundTrips) / n, StatementsPerTurn: float64(callsEnd.Statements-callsStart.Statements) / n,
+			CallsUncounted: calls == nil,
 		}
 		res.cpu.perTurn(res.elapsed.Seconds(), done)
 	}

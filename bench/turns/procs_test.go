@@ -16,14 +16,17 @@ func TestCPUBetweenSplitsProcesses(t *testing.T) {
 	a := cpuMark{wall: t0, machine: machineCPU{busy: 0, total: 1000, ok: true},
 		procs: map[string]map[int]time.Duration{"baesrv": {1: time.Second, 2: 0}, "temporal": {3: 0}}}
 	b := cpuMark{wall: t0.Add(10 * time.Second), machine: machineCPU{busy: 1000, total: 2000, ok: true},
-		self:  2 * time.Second,
-		procs: map[string]map[int]time.Duration{"baesrv": {1: 3 * time.Second, 2: 2 * time.Second}, "temporal": {3: 5 * time.Second}}}
+		self: 2 * time.Second,
+		procs: map[string]map[int]time.Duration{"baesrv": {1: 3 * time.Second, 2: 2 * time.Second}, "temporal": {3: 5 * time.Second},
+			// A backend that a pool opened during the phase counts from zero.
+			"postgres temporal": {4: time.Second}}}
 	st := cpuBetween(a, b)
+	assert.InDelta(t, 0.1, st.Procs["postgres temporal"], 1e-9)
 	assert.InDelta(t, 0.4, st.Procs["baesrv"], 1e-9)
 	assert.InDelta(t, 0.5, st.Procs["temporal"], 1e-9)
 	assert.InDelta(t, 0.2, st.BenchProcess, 1e-9)
 	// Machine busy: all cores for the phase; other is what no role used.
-	assert.InDelta(t, float64(st.Cores)-1.1, st.Other, 1e-9)
+	assert.InDelta(t, float64(st.Cores)-1.2, st.Other, 1e-9)
 	st.perTurn(10, 100)
 	assert.InDelta(t, 40, st.ProcsMsPerTurn["baesrv"], 1e-9)
 	assert.InDelta(t, 50, st.ProcsMsPerTurn["temporal"], 1e-9)

@@ -143,8 +143,10 @@ func tail(path string) string {
 
 // procs are the system under test's processes other than this one, by
 // role, for CPU accounting; nil when everything runs in this process. With
-// pg, the external Temporal server's PostgreSQL backends are one more role
-// (they hold pooled connections, so the list taken before a phase stands).
+// pg, the external Temporal server's PostgreSQL backends are one role per
+// database, "postgres <db>" (persistence and visibility apart). A phase
+// lists them at its start and its end, so a connection its pool opens
+// during the phase is counted too.
 func (s *stack) procs(ctx context.Context, pg *pgSampler) map[string][]int {
 	m := map[string][]int{}
 	for _, r := range s.replicas {
@@ -154,8 +156,8 @@ func (s *stack) procs(ctx context.Context, pg *pgSampler) map[string][]int {
 		m["temporal"] = []int{s.temporalPID}
 	}
 	if pg != nil && len(s.temporalDBs) > 0 {
-		if pids := pg.backendPIDsOf(ctx, s.temporalDBs); len(pids) > 0 {
-			m["temporal postgres"] = pids
+		for db, pids := range pg.backendPIDsOf(ctx, s.temporalDBs) {
+			m["postgres "+db] = pids
 		}
 	}
 	if len(m) == 0 {

@@ -293,6 +293,10 @@ func (r *report) evaluate() {
 			ratio(t.ServerAdded.P99, f.ServerAdded.P99) <= 4, paced)
 		add("vs floor: capacity", ">= 1/3 of the floor's (closed loop)", fmt.Sprintf("%.2fx (%.0f vs %.0f turns/s)", ratio(t.PerSecond, f.PerSecond), t.PerSecond, f.PerSecond),
 			ratio(t.PerSecond, f.PerSecond) >= 1.0/3, !paced)
+		if tf := f.Temporal; tf != nil && tf.Completed > 0 {
+			add("vs Temporal alone: capacity", ">= 0.5x Temporal alone's (closed loop)", fmt.Sprintf("%.2fx (%.0f turns/s vs %.0f updates/s)", ratio(t.PerSecond, tf.PerSecond), t.PerSecond, tf.PerSecond),
+				ratio(t.PerSecond, tf.PerSecond) >= 0.5, !paced)
+		}
 	}
 	if r.PGWork.XactsPerTurn > 0 {
 		add("transactions", "<= 6 per text turn", fmt.Sprintf("%.1f", r.PGWork.XactsPerTurn), r.PGWork.XactsPerTurn <= 6, true)
@@ -425,8 +429,12 @@ func writeTable(w io.Writer, r *report) {
 	row("pool acquires", fmt.Sprintf("%d (%.1f per turn), %d waited (%.1f%%), mean acquire %.3f ms", r.Pool.Acquires,
 		float64(r.Pool.Acquires)/float64(max(t.Completed, 1)), r.Pool.EmptyAcquires, pct(r.Pool.EmptyAcquires, r.Pool.Acquires), r.Pool.MeanWaitMs))
 	if w := r.PGWork; w.XactsPerTurn > 0 {
-		row("postgres per turn", fmt.Sprintf("%.1f transactions, %.1f round trips, %.1f statements, %.1f rows inserted, %.1f updated, %.1f fetched",
-			w.XactsPerTurn, w.RoundTripsPerTurn, w.StatementsPerTurn, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
+		calls := fmt.Sprintf("%.1f round trips, %.1f statements", w.RoundTripsPerTurn, w.StatementsPerTurn)
+		if w.CallsUncounted {
+			calls = "round trips and statements not counted (in the replicas)"
+		}
+		row("postgres per turn", fmt.Sprintf("%.1f transactions, %s, %.1f rows inserted, %.1f updated, %.1f fetched",
+			w.XactsPerTurn, calls, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
 	}
 	if r.CPU.Available {
 		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f,%s other %.2f",
@@ -501,8 +509,13 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	row("client latency p50", "ms", f.Client.P50, t.Client.P50)
 	row("throughput", "turns/s", f.PerSecond, t.PerSecond)
 	row("transactions per turn", "", f.PGWork.XactsPerTurn, r.PGWork.XactsPerTurn)
-	row("round trips per turn", "", f.PGWork.RoundTripsPerTurn, r.PGWork.RoundTripsPerTurn)
-	row("statements per turn", "", f.PGWork.StatementsPerTurn, r.PGWork.StatementsPerTurn)
+	if r.PGWork.CallsUncounted {
+		fmt.Fprintf(tw, "round trips per turn\t%.1f\tnot counted (in the replicas)\t\n", f.PGWork.RoundTripsPerTurn)
+		fmt.Fprintf(tw, "statements per turn\t%.1f\tnot counted\t\n", f.PGWork.StatementsPerTurn)
+	} else {
+		row("round trips per turn", "", f.PGWork.RoundTripsPerTurn, r.PGWork.RoundTripsPerTurn)
+		row("statements per turn", "", f.PGWork.StatementsPerTurn, r.PGWork.StatementsPerTurn)
+	}
 	row("rows fetched per turn", "", f.PGWork.FetchedPerTurn, r.PGWork.FetchedPerTurn)
 	row("rows inserted per turn", "", f.PGWork.InsertedPerTurn, r.PGWork.InsertedPerTurn)
 	row("cpu per turn, process", "ms", f.CPU.BenchMsPerTurn, r.CPU.BenchMsPerTurn)
@@ -514,14 +527,18 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	fmt.Fprintf(tw, "cpu other (cores)\t%.2f\t%.2f\t\n", f.CPU.Other, r.CPU.Other)
 	tw.Flush()
 	if tf := f.Temporal; tf != nil && tf.Completed > 0 {
-		writeTemporalAlone(w, t.ServerAdded, f, tf)
+		writeTemporalAlone(w, r, f, tf)
 	}
 }
 
 // writeTemporalAlone prints the Temporal round trip alone next to the floor
 // and bae-go: the floor plus it is the least a turn that is an Update can
-// take on this machine at this load.
-func writeTemporalAlone(w io.Writer, added benchstack.Dist, f *floorReport, tf *temporalAlone) {
+// take on this machine at this load. In a closed loop it also prints
+// capacity against both and where each one's CPU per turn went, by process
+// (on the production topology: baesrv replicas, the Temporal server and the
+// PostgreSQL backends of each database).
+func writeTemporalAlone(w io.Writer, r *report, f *floorReport, tf *temporalAlone) {
+	added := r.Turns.ServerAdded
 	fmt.Fprintf(w, "\nTemporal alone (same load, update-with-start + one local activity that does nothing, after the floor's phase): %d updates", tf.Completed)
 	if tf.Err != "" {
 		fmt.Fprintf(w, " (error: %s)", tf.Err)
@@ -538,6 +555,47 @@ func writeTemporalAlone(w io.Writer, added benchstack.Dist, f *floorReport, tf *
 	tw.Flush()
 	fmt.Fprintf(w, "throughput %.1f updates/s (%.2fx the floor's), process cpu %.1f ms per update%s (the floor's turn: %.1f + %.1f in postgres)\n",
 		tf.PerSecond, ratio(tf.PerSecond, f.PerSecond), tf.CPU.BenchMsPerTurn, procsPerTurn(tf.CPU), f.CPU.BenchMsPerTurn, f.CPU.PGMsPerTurn)
+	if r.Config.Rate > 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ncapacity (closed loop, same run): bae-go %.1f turns/s = %.2fx Temporal alone (%.1f updates/s), %.2fx the floor (%.1f turns/s)\n\n",
+		r.Turns.PerSecond, ratio(r.Turns.PerSecond, tf.PerSecond), tf.PerSecond, ratio(r.Turns.PerSecond, f.PerSecond), f.PerSecond)
+	writeCPUSplit(w, f.CPU, tf.CPU, r.CPU)
+}
+
+// writeCPUSplit prints CPU per turn by process for the floor, Temporal
+// alone and bae-go, and bae-go's excess over Temporal alone. "bench
+// process" is the load generator and fake provider, plus whatever runs in
+// this process (baesrv without -replicas, Temporal alone's worker, the
+// embedded server); "postgres" is the bench's own database (bae-go's, or
+// the floor's), the Temporal server's databases are rows of their own.
+func writeCPUSplit(w io.Writer, floor, alone, bae CPUStats) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "cpu per turn (ms)\tfloor\tTemporal alone\tbae-go\tbae-go - Temporal alone")
+	row := func(name string, fl, ta, bg float64) {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%+.2f\n", name, fl, ta, bg, bg-ta)
+	}
+	total := func(c CPUStats) float64 {
+		t := c.BenchMsPerTurn + c.PGMsPerTurn
+		for _, v := range c.ProcsMsPerTurn {
+			t += v
+		}
+		return t
+	}
+	row("bench process", floor.BenchMsPerTurn, alone.BenchMsPerTurn, bae.BenchMsPerTurn)
+	row("postgres (bench database)", floor.PGMsPerTurn, alone.PGMsPerTurn, bae.PGMsPerTurn)
+	roles := map[string]bool{}
+	for _, c := range []CPUStats{floor, alone, bae} {
+		for role := range c.ProcsMsPerTurn {
+			roles[role] = true
+		}
+	}
+	for _, role := range slices.Sorted(maps.Keys(roles)) {
+		row(role, floor.ProcsMsPerTurn[role], alone.ProcsMsPerTurn[role], bae.ProcsMsPerTurn[role])
+	}
+	row("all", total(floor), total(alone), total(bae))
+	tw.Flush()
+	fmt.Fprintf(w, "cpu other (cores): floor %.2f, Temporal alone %.2f, bae-go %.2f\n", floor.Other, alone.Other, bae.Other)
 }
 
 // writeLong prints the long-session mode's figures.

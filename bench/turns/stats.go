@@ -171,16 +171,25 @@ func (p *pgSampler) backendPIDs(ctx context.Context) []int {
 	return pids
 }
 
-// backendPIDsOf lists the backends connected to any of dbs.
-func (p *pgSampler) backendPIDsOf(ctx context.Context, dbs []string) []int {
+// backendPIDsOf lists the backends connected to each of dbs, by database.
+func (p *pgSampler) backendPIDsOf(ctx context.Context, dbs []string) map[string][]int {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
-	rows, err := p.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = ANY($1)`, dbs)
+	rows, err := p.conn.Query(ctx, `SELECT datname, pid FROM pg_stat_activity WHERE datname = ANY($1)`, dbs)
 	if err != nil {
 		return nil
 	}
-	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int])
-	return pids
+	out := map[string][]int{}
+	var db string
+	var pid int
+	_, err = pgx.ForEachRow(rows, []any{&db, &pid}, func() error {
+		out[db] = append(out[db], pid)
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // StorageStats is what the run left in PostgreSQL.
@@ -233,6 +242,9 @@ type PGWork struct {
 	// Counted by the store's pool in this process (0 when it runs
 	// elsewhere): a batch of statements is one round trip.
 	RoundTripsPerTurn float64 `json:"round_trips_per_turn,omitempty"`
+	// CallsUncounted: round trips and statements are counted by the store
+	// in this process, so not when baesrv runs as -replicas.
+	CallsUncounted    bool    `json:"round_trips_not_counted,omitempty"`
 	StatementsPerTurn float64 `json:"statements_per_turn,omitempty"`
 }
 

@@ -40,13 +40,12 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 	}
 	defer w.Stop()
 	log.Info("measuring Temporal alone", "workflows", o.sessions, "updates_per_workflow", turns, "rate", o.rate)
-	procs := st.procs(ctx, pg)
 	var start cpuMark
 	res, err := temporalfloor.Run(ctx, st.Temporal, temporalfloor.Load{
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
-		Measuring: func() { start = markCPU(nil, procs) },
+		Measuring: func() { start = markCPU(nil, st.procs(ctx, pg)) },
 	})
-	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: benchstack.Summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, procs))}
+	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: benchstack.Summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, st.procs(context.WithoutCancel(ctx), pg)))}
 	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
