@@ -219,7 +219,8 @@ func TestRequestCommitsWithItsAppend(t *testing.T) {
 }
 
 // TestTransactionsUseGenericPlans: a transaction's statements, and those
-// of a send after its queue locks, run on generic plans (planning a
+// of a send after its authentication and after its queue locks, run on
+// generic plans (planning a
 // turn's statements afresh on every call cost more CPU than it saved);
 // the setting ends with the transaction and costs no round trip. One
 // connection, so its prepared statements show how each was planned.
@@ -235,7 +236,7 @@ func TestTransactionsUseGenericPlans(t *testing.T) {
 		require.NoError(t, q.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m))
 		return m
 	}
-	sess, _ := newSession(t, st)
+	sess, secret := newSession(t, st)
 	for i := range 8 { // past the 5 custom plans PostgreSQL tries first
 		var in string
 		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
@@ -244,7 +245,11 @@ func TestTransactionsUseGenericPlans(t *testing.T) {
 			return err
 		}))
 		assert.Equal(t, "force_generic_plan", in)
-		_, err := st.PutTurnInput(ctx, sess.ID, fmt.Sprintf("trn_g%d", i), sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "",
+		_, reads, err := st.AuthenticateSessionForSend(ctx, secret, sess.ID, true)
+		require.NoError(t, err)
+		require.NoError(t, reads.BudgetsErr)
+		require.NoError(t, reads.GateErr)
+		_, err = st.PutTurnInput(ctx, sess.ID, fmt.Sprintf("trn_g%d", i), sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "",
 			store.Caps{QueuedTurnsPerSession: 100, QueuedTurnsPerKey: 100})
 		require.NoError(t, err)
 	}
@@ -254,9 +259,13 @@ func TestTransactionsUseGenericPlans(t *testing.T) {
 			FROM pg_prepared_statements WHERE starts_with(ltrim(statement), $1)`, prefix).Scan(&custom, &generic))
 		return custom, generic
 	}
-	for _, stmt := range []string{"INSERT INTO turn_inputs", "SELECT session_id, client_key_id, message, begin_result FROM turn_inputs"} {
+	for stmt, calls := range map[string]int64{
+		"INSERT INTO turn_inputs": 8,
+		"SELECT session_id, client_key_id, message, begin_result FROM turn_inputs": 8,
+		"WITH sel AS": 8, // the send's budgets
+	} {
 		custom, generic := plans(stmt)
 		assert.Equal(t, int64(0), custom, "%s: planned on every call", stmt)
-		assert.Equal(t, int64(8), generic, stmt)
+		assert.Equal(t, calls, generic, stmt)
 	}
 }
