@@ -8,10 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/events"
+	"github.com/bae-go/bae-go/internal/lib/keyhash"
+	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
 )
 
@@ -213,4 +216,56 @@ func TestRequestCommitsWithItsAppend(t *testing.T) {
 	}))
 	assert.Equal(t, int64(2), st.DBCalls().RoundTrips-before.RoundTrips)
 	assert.Equal(t, int64(3), run.Got.Run)
+}
+
+// TestTransactionsUseGenericPlans: a transaction's statements, and those
+// of a send after its authentication and after its queue locks, run on
+// generic plans (planning a
+// turn's statements afresh on every call cost more CPU than it saved);
+// the setting ends with the transaction and costs no round trip. One
+// connection, so its prepared statements show how each was planned.
+func TestTransactionsUseGenericPlans(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testdb.New(t), store.Options{MaxConns: 1, KeyHasher: keyhash.Argon2id{Params: keyhash.TestParams}})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	mode := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var m string
+		require.NoError(t, q.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m))
+		return m
+	}
+	sess, secret := newSession(t, st)
+	for i := range 8 { // past the 5 custom plans PostgreSQL tries first
+		var in string
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			in = mode(tx)
+			_, err := tx.BeginInputs(ctx, fmt.Sprintf("trn_g%d", i), sess.ID, sess.ClientKeyID)
+			return err
+		}))
+		assert.Equal(t, "force_generic_plan", in)
+		_, reads, err := st.AuthenticateSessionForSend(ctx, secret, sess.ID, true)
+		require.NoError(t, err)
+		require.NoError(t, reads.BudgetsErr)
+		require.NoError(t, reads.GateErr)
+		_, err = st.PutTurnInput(ctx, sess.ID, fmt.Sprintf("trn_g%d", i), sess.ClientKeyID, json.RawMessage(`{"role":"user","content":"hi"}`), "",
+			store.Caps{QueuedTurnsPerSession: 100, QueuedTurnsPerKey: 100})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "auto", mode(st.Pool), "the setting ended with the transaction and the send")
+	plans := func(prefix string) (custom, generic int64) {
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT coalesce(sum(custom_plans), 0), coalesce(sum(generic_plans), 0)
+			FROM pg_prepared_statements WHERE starts_with(ltrim(statement), $1)`, prefix).Scan(&custom, &generic))
+		return custom, generic
+	}
+	for stmt, calls := range map[string]int64{
+		"INSERT INTO turn_inputs": 8,
+		"SELECT session_id, client_key_id, message, begin_result FROM turn_inputs": 8,
+		"WITH sel AS": 8, // the send's budgets
+	} {
+		custom, generic := plans(stmt)
+		assert.Equal(t, int64(0), custom, "%s: planned on every call", stmt)
+		assert.Equal(t, calls, generic, stmt)
+	}
 }

@@ -439,6 +439,10 @@ func (s *Store) AuthenticateSessionForSend(ctx context.Context, secret, sessionI
 	return s.authenticateSession(ctx, secret, sessionID, true, gate)
 }
 
+// authenticateSessionSQL also puts the statements after it in its batch
+// (a send's budgets and turn gate) on their generic plans, as
+// genericPlansSQL does for a transaction: PostgreSQL planned the budgets
+// afresh on most sends. Run on its own, the setting ends with it.
 const authenticateSessionSQL = `WITH found AS (
 		SELECT sk.* FROM keys sk
 		JOIN keys ck ON ck.id = sk.client_key_id AND ck.role = 'client' AND ck.deleted_at IS NULL
@@ -450,7 +454,8 @@ const authenticateSessionSQL = `WITH found AS (
 	)
 	SELECT f.seq, f.id, f.role, f.name, f.prefix, f.key_hash, coalesce(f.profile_id, ''), coalesce(f.session_id, ''),
 		coalesce(f.client_key_id, ''), f.created_at, f.last_used_at, s.seq, s.id, s.profile_id, s.client_key_id, s.state, s.client_version, s.mcp_tools, s.created_at, s.closed_at, s.last_event_seq, s.span,
-		c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at
+		c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at,
+		set_config('plan_cache_mode', 'force_generic_plan', true)
 	FROM found f
 	LEFT JOIN sessions s ON s.id = f.session_id
 	LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = f.client_key_id`
@@ -559,7 +564,7 @@ func scanSessionAuth(row pgx.Row) (SessionAuth, error) {
 	if err := row.Scan(
 		&a.Key.Seq, &a.Key.ID, &a.Key.Role, &a.Key.Name, &a.Key.Prefix, &a.Key.Hash, &a.Key.ProfileID, &a.Key.SessionID, &a.Key.ClientKeyID, &a.Key.CreatedAt, &a.Key.LastUsedAt,
 		&sSeq, &sID, &sProfile, &sClient, &sState, &sVersion, &sMCP, &sCreated, &sClosed, &sHead, &sSpan,
-		&dClient, &dVersion, &dTools, &dSandbox, &dSubagent, &dRegistered); err != nil {
+		&dClient, &dVersion, &dTools, &dSandbox, &dSubagent, &dRegistered, nil); err != nil {
 		return SessionAuth{}, err
 	}
 	if sID != nil {

@@ -62,9 +62,12 @@ func (s *Store) PutTurnInput(ctx context.Context, sessionID, turnID, clientKeyID
 // lockQueuesSQL takes the transaction's locks on the client key's and the
 // session's queues, key first (one order everywhere): two sends count their
 // queued turns one after the other. Advisory locks, so nothing else that
-// locks the key's or the session's row waits for them.
+// locks the key's or the session's row waits for them. It also puts the
+// batch's statements after it on their generic plans (see genericPlansSQL):
+// the insert was otherwise planned afresh on every send.
 const lockQueuesSQL = `SELECT pg_advisory_xact_lock(hashtextextended('bae.queue.key/' || $1, 0)),
-		pg_advisory_xact_lock(hashtextextended('bae.queue.session/' || $2, 0))`
+		pg_advisory_xact_lock(hashtextextended('bae.queue.session/' || $2, 0)),
+		set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // putTurnInputCappedSQL is putTurnInputSQL that first refuses one more
 // queued turn once the session ($8), or the client key over its open
