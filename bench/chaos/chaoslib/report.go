@@ -123,7 +123,13 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  by outcome: %s\n", fmtMap(outcomes))
 		fmt.Fprintf(w, "  observers: %d delta resumes, %d resets\n", r.Resumes, r.Resets)
 		fmt.Fprintf(w, "  observer streams ended early: %s\n", fmtMap(r.StreamEnds))
-		fmt.Fprintf(w, "  replica runtime scrapes: %d\n", len(r.Input.Samples))
+		peaks := 0
+		for _, p := range r.Input.Profiles {
+			if p.Peak != nil {
+				peaks++
+			}
+		}
+		fmt.Fprintf(w, "  replica runtime scrapes: %d; goroutine profiles of growing replicas: %d\n", len(r.Input.Samples), peaks)
 		_, _ = resumes, resets
 	}
 	fmt.Fprintf(w, "\nreplica exits nobody asked for: %d\n", len(r.Unexpected))
