@@ -1,7 +1,10 @@
 package chaoslib
 
 import (
+	"bytes"
 	"encoding/json"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +277,17 @@ created by net/http.(*Transport).dialConn in goroutine 7
 		{"net/http.(*Server).Serve", "github.com/bae-go/bae-go/api.(*clientAPI).relay"}: 2,
 		{"net/http.(*Transport).dialConn", "internal/poll.runtime_pollWait"}:            1,
 	}, gp.Counts)
+}
+
+// The runtime's own dump parses the same way: this test's goroutine is
+// one started by testing.(*T).Run and held in this function.
+func TestParseGoroutinesReadsTheRuntimesDump(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 2))
+	gp, err := parseGoroutines(&buf)
+	require.NoError(t, err)
+	assert.InDelta(t, runtime.NumGoroutine(), gp.Total, 2)
+	assert.Positive(t, gp.Counts[goroutineGroup{"testing.(*T).Run", "github.com/bae-go/bae-go/bench/chaos/chaoslib.TestParseGoroutinesReadsTheRuntimesDump"}], "%v", gp.Counts)
 }
 
 // A late turn's consequences carry its tag: its tool_use without a

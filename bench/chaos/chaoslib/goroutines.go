@@ -184,7 +184,7 @@ func parseGoroutines(r io.Reader) (*goroutineProfile, error) {
 // isWaitFrame is a frame of the runtime or of the standard library's
 // blocking calls, skipped to find the code that waits.
 func isWaitFrame(frame string) bool {
-	for _, p := range []string{"runtime.", "sync.", "internal/", "net.", "net/http.", "io.", "bufio.", "os.", "syscall.", "time.", "context.", "crypto/", "os/exec."} {
+	for _, p := range []string{"runtime.", "runtime/", "sync.", "internal/", "net.", "net/http.", "io.", "bufio.", "os.", "syscall.", "time.", "context.", "crypto/", "os/exec."} {
 		if strings.HasPrefix(frame, p) {
 			return true
 		}
