@@ -682,8 +682,8 @@ const (
 // their level early on (the least of the last quarter against the most of
 // the first, warm-up left out). Goroutines are judged net of the load they
 // serve (unexplained): a fresh replica takes on clients for minutes as
-// their streams end elsewhere and reconnect, and sessions' MCP connections
-// as their tools run on it. The heap is the GC's goal (sample.HeapGoal),
+// their streams end elsewhere and reconnect, sessions' MCP connections as
+// their tools run on it, and their workflows as their tasks come to it. The heap is the GC's goal (sample.HeapGoal),
 // which follows the live heap, not the garbage between collections.
 func checkGrowth(in *Input, add func(inv, sess, what string, evs []string)) {
 	type key struct {
@@ -735,8 +735,9 @@ func checkGrowth(in *Input, add func(inv, sess, what string, evs []string)) {
 		life := all[len(all)-1].At.Sub(all[0].At).Round(time.Second)
 		if grows(maxG, minG) {
 			what := fmt.Sprintf("replica %s incarnation %d: goroutines the load does not explain grew from at most %.0f to at least %.0f over %s "+
-				"(goroutines %.0f -> %.0f, open client requests %.0f -> %.0f, sessions with MCP connections %.0f -> %.0f)",
-				k.r, k.i, maxG, minG, life, atMaxG.Goroutines, atMinG.Goroutines, atMaxG.Requests, atMinG.Requests, atMaxG.MCPSessions, atMinG.MCPSessions)
+				"(goroutines %.0f -> %.0f, open client requests %.0f -> %.0f, sessions with MCP connections %.0f -> %.0f, workflows loaded %.0f -> %.0f)",
+				k.r, k.i, maxG, minG, life, atMaxG.Goroutines, atMinG.Goroutines, atMaxG.Requests, atMinG.Requests,
+				atMaxG.MCPSessions, atMinG.MCPSessions, atMaxG.Workflows, atMinG.Workflows)
 			evs := []string{"no goroutine profile (the replica was not reachable at /debug/pprof: BAE_PPROF)"}
 			if rp := in.Profiles[profileKey(k.r, k.i)]; rp != nil && rp.Peak != nil {
 				evs = topGrowth(rp.Base, rp.Peak, 12)

@@ -16,19 +16,22 @@ import (
 // before judging (unexplained): each open client request (a sendMessage or
 // subscribe stream holds its handler, relay and writer), each session with
 // MCP connections on the replica (a stdio server's pipes and process, an
-// HTTP server's stream). Both are bounded by the clients and the sessions,
-// not by time; the goroutines they do not explain are what may leak. The
-// figures are a fit of a 25-minute campaign's replicas (goroutines against
-// established client connections and bae_mcp_sessions_live, 132 scrapes):
-// 88 + 4.3 per connection + 4.6 per MCP session, within ±190.
+// HTTP server's stream), each workflow the worker keeps loaded (its
+// coroutines, 2 each: docs/benchmarks.md, approvals). They are bounded by
+// the clients and the sessions, not by time; the goroutines they do not
+// explain are what may leak. The first two are a fit of a 25-minute
+// campaign's replicas (goroutines against established client connections
+// and bae_mcp_sessions_live, 439 scrapes): 122 + 3.8 per connection + 5.2
+// per MCP session, residuals within ±225.
 const (
 	goroutinesPerRequest    = 4
 	goroutinesPerMCPSession = 5
+	goroutinesPerWorkflow   = 2
 )
 
 // unexplained is s's goroutines less the load's budgets.
 func unexplained(s sample) float64 {
-	return s.Goroutines - goroutinesPerRequest*s.Requests - goroutinesPerMCPSession*s.MCPSessions
+	return s.Goroutines - goroutinesPerRequest*s.Requests - goroutinesPerMCPSession*s.MCPSessions - goroutinesPerWorkflow*s.Workflows
 }
 
 // grows is the growth check's rule: late more than twice early plus 200

@@ -28,10 +28,15 @@ type sample struct {
 	RSSBytes float64
 	// Requests is how many of the clients' requests to the replica were
 	// open (streams included), MCPSessions how many sessions had an MCP
-	// connection on it (bae_mcp_sessions_live): the load its goroutines
-	// serve, bounded by the clients and the sessions, not by time.
+	// connection on it (bae_mcp_sessions_live): with Workflows, the load
+	// its goroutines serve, bounded by the clients and the sessions, not
+	// by time.
 	Requests    float64
 	MCPSessions float64
+	// Workflows is how many workflows the replica's worker keeps loaded
+	// (temporal_sticky_cache_size), each with its coroutines: bounded by
+	// the sessions and BAE_WORKFLOW_CACHE_SIZE.
+	Workflows float64
 }
 
 // sampler scrapes every live replica's Go runtime metrics, and its
@@ -103,6 +108,8 @@ func scrape(hc *http.Client, addr string) (sample, bool) {
 			sm.RSSBytes = v
 		case "bae_mcp_sessions_live":
 			sm.MCPSessions = v
+		case "temporal_sticky_cache_size":
+			sm.Workflows += v // a series per workflow type
 		}
 	}
 	return sm, found == 2
