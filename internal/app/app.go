@@ -244,7 +244,7 @@ func Run(ctx context.Context, opts Options) error {
 		ln  net.Listener
 	}
 	listeners := []listener{{clientSrv, clientLn}, {adminSrv, adminLn}}
-	metricsSrv, metricsLn, err := serveMetrics(cfg.MetricsAddr, tel, adminSrv, log)
+	metricsSrv, metricsLn, err := serveMetrics(cfg.MetricsAddr, cfg.Pprof, tel, adminSrv, log)
 	if err != nil {
 		clientLn.Close()
 		adminLn.Close()

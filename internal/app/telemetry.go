@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/bae-go/bae-go/internal/config"
@@ -22,8 +23,9 @@ func newTelemetry(ctx context.Context, opts Options, log *slog.Logger) (*telemet
 }
 
 // serveMetrics mounts GET /metrics (BAE_METRICS_ADDR) on the admin server,
-// or returns a server and listener of its own. Scrapes get no spans.
-func serveMetrics(addr string, tel *telemetry.Telemetry, admin *http.Server, log *slog.Logger) (*http.Server, net.Listener, error) {
+// or returns a server and listener of its own. Scrapes get no spans. With
+// withPprof (BAE_PPROF) the runtime's profiles are served beside it.
+func serveMetrics(addr string, withPprof bool, tel *telemetry.Telemetry, admin *http.Server, log *slog.Logger) (*http.Server, net.Listener, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
@@ -36,6 +38,9 @@ func serveMetrics(addr string, tel *telemetry.Telemetry, admin *http.Server, log
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	if withPprof {
+		mountPprof(mux)
+	}
 	if addr == config.MetricsOnAdmin {
 		mux.Handle("/", admin.Handler)
 		admin.Handler = mux
@@ -46,6 +51,16 @@ func serveMetrics(addr string, tel *telemetry.Telemetry, admin *http.Server, log
 		return nil, nil, fmt.Errorf("listen on BAE_METRICS_ADDR %s: %w", addr, err)
 	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, nil
+}
+
+// mountPprof serves net/http/pprof's index and named profiles (goroutine,
+// heap, ...), CPU profile, trace and symbols, not the command line.
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 }
 
 // flushTelemetry flushes and stops the exporters by deadline (zero: the

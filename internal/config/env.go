@@ -169,6 +169,11 @@ type Server struct {
 	// Prometheus exposition: "" (off), MetricsOnAdmin, or a host:port of
 	// its own.
 	MetricsAddr string
+	// Pprof is BAE_PPROF: serve the Go runtime's profiles (net/http/pprof)
+	// under /debug/pprof/ beside /metrics. Off unless set, and only with
+	// BAE_METRICS_ADDR: a profile names every goroutine's stack, and a CPU
+	// profile or trace costs the replica while it runs.
+	Pprof bool
 }
 
 // MetricsOnAdmin as BAE_METRICS_ADDR serves /metrics on the admin port.
@@ -292,6 +297,7 @@ func ServerFromEnv(lookup func(string) (string, bool)) (Server, error) {
 		return Server{}, err
 	}
 	s.MetricsAddr = get("BAE_METRICS_ADDR", "")
+	s.Pprof = truthy(get("BAE_PPROF", ""))
 	if s.MetricsAddr != "" && s.MetricsAddr != MetricsOnAdmin {
 		if err := checkHostPort("BAE_METRICS_ADDR", s.MetricsAddr); err != nil {
 			return Server{}, err

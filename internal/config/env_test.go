@@ -200,6 +200,10 @@ func TestMetricsAddrFromEnv(t *testing.T) {
 		require.NoError(t, err, v)
 		assert.Equal(t, v, s.MetricsAddr)
 	}
+	assert.False(t, s.Pprof, "profiles off unless asked for")
+	s, err = ServerFromEnv(envMap(map[string]string{"BAE_METRICS_ADDR": MetricsOnAdmin, "BAE_PPROF": "1"}))
+	require.NoError(t, err)
+	assert.True(t, s.Pprof)
 }
 
 func TestTrustedProxiesFromEnv(t *testing.T) {

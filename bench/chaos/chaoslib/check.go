@@ -680,7 +680,10 @@ const (
 // checkGrowth looks at every replica incarnation that lived long enough:
 // its goroutines and heap late in its life must not have grown well past
 // their level early on (the least of the last quarter against the most of
-// the first, warm-up left out). The heap is the GC's goal (sample.HeapGoal),
+// the first, warm-up left out). Goroutines are judged net of the load they
+// serve (unexplained): a fresh replica takes on clients for minutes as
+// their streams end elsewhere and reconnect, sessions' MCP connections as
+// their tools run on it, and their workflows as their tasks come to it. The heap is the GC's goal (sample.HeapGoal),
 // which follows the live heap, not the garbage between collections.
 func checkGrowth(in *Input, add func(inv, sess, what string, evs []string)) {
 	type key struct {
@@ -714,16 +717,32 @@ func checkGrowth(in *Input, add func(inv, sess, what string, evs []string)) {
 		q := len(ss) / 4
 		early, late := ss[:q], ss[len(ss)-q:]
 		maxG, maxH := 0.0, 0.0
+		var atMaxG sample
 		for _, s := range early {
-			maxG, maxH = max(maxG, s.Goroutines), max(maxH, heap(s))
+			if u := unexplained(s); u > maxG || atMaxG.At.IsZero() {
+				maxG, atMaxG = u, s
+			}
+			maxH = max(maxH, heap(s))
 		}
-		minG, minH := late[0].Goroutines, heap(late[0])
+		minG, minH := unexplained(late[0]), heap(late[0])
+		atMinG := late[0]
 		for _, s := range late {
-			minG, minH = min(minG, s.Goroutines), min(minH, heap(s))
+			if u := unexplained(s); u < minG {
+				minG, atMinG = u, s
+			}
+			minH = min(minH, heap(s))
 		}
 		life := all[len(all)-1].At.Sub(all[0].At).Round(time.Second)
-		if minG > 2*maxG+200 {
-			add(InvGrowth, "", fmt.Sprintf("replica %s incarnation %d: goroutines grew from at most %.0f to at least %.0f over %s", k.r, k.i, maxG, minG, life), nil)
+		if grows(maxG, minG) {
+			what := fmt.Sprintf("replica %s incarnation %d: goroutines the load does not explain grew from at most %.0f to at least %.0f over %s "+
+				"(goroutines %.0f -> %.0f, open client requests %.0f -> %.0f, sessions with MCP connections %.0f -> %.0f, workflows loaded %.0f -> %.0f)",
+				k.r, k.i, maxG, minG, life, atMaxG.Goroutines, atMinG.Goroutines, atMaxG.Requests, atMinG.Requests,
+				atMaxG.MCPSessions, atMinG.MCPSessions, atMaxG.Workflows, atMinG.Workflows)
+			evs := []string{"no goroutine profile (the replica was not reachable at /debug/pprof: BAE_PPROF)"}
+			if rp := in.Profiles[profileKey(k.r, k.i)]; rp != nil && rp.Peak != nil {
+				evs = topGrowth(rp.Base, rp.Peak, 12)
+			}
+			add(InvGrowth, "", what, evs)
 		}
 		if minH > 2*maxH+64<<20 {
 			add(InvGrowth, "", fmt.Sprintf("replica %s incarnation %d: heap (GC goal) grew from at most %.0f MiB to at least %.0f MiB over %s", k.r, k.i, maxH/(1<<20), minH/(1<<20), life), nil)

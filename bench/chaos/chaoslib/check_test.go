@@ -1,7 +1,10 @@
 package chaoslib
 
 import (
+	"bytes"
 	"encoding/json"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +226,92 @@ func TestCheckGrowthJudgesTheSteadyState(t *testing.T) {
 	assert.Zero(t, growth(late), "garbage the GC has not collected yet is not growth")
 
 	assert.Equal(t, 2, growth(leakingReplica(t0)), "a leak of goroutines and heap fires twice")
+}
+
+// A fresh replica takes on clients and sessions' MCP connections for
+// minutes after it starts (the hour-long run's replica a, incarnation 46:
+// 164 -> 554 goroutines over 91 s): not growth. The same goroutines with
+// the load flat are, and the violation lists the profile's growth by
+// creation site.
+func TestCheckGrowthNetOfTheLoad(t *testing.T) {
+	t0 := time.Now()
+	taking := func(loadGrows bool) *Input {
+		in := oneTurn()
+		for i := range 36 {
+			n := max(0, i-6)
+			s := sample{Replica: "a", Incarnation: 46, At: t0.Add(time.Duration(i) * sampleEvery),
+				Goroutines: float64(164 + 30*n), HeapGoal: 64 << 20, Requests: 20, MCPSessions: 2}
+			if loadGrows {
+				s.Requests, s.MCPSessions = float64(20+3*n), float64(2+2*n)
+			}
+			in.Samples = append(in.Samples, s)
+		}
+		return in
+	}
+	assert.Zero(t, invariants(Check(taking(true), ""))[InvGrowth], "goroutines the clients and MCP connections hold")
+
+	in := taking(false)
+	base := &goroutineProfile{Total: 164, Counts: map[goroutineGroup]int{{"net/http.(*Server).Serve", "api.(*clientAPI).relay"}: 20}}
+	peak := &goroutineProfile{At: t0, Total: 554, Counts: map[goroutineGroup]int{
+		{"net/http.(*Server).Serve", "api.(*clientAPI).relay"}: 20, {"store.(*Listener).wait", "store.(*Listener).notify"}: 390}}
+	in.Profiles = map[string]*replicaProfiles{profileKey("a", 46): {Base: base, Peak: peak}}
+	vs := Check(in, "")
+	require.Equal(t, 1, invariants(vs)[InvGrowth], "%v", vs)
+	assert.Contains(t, vs[0].String(), "+390 (0 -> 390) created by store.(*Listener).wait, waiting in store.(*Listener).notify")
+	assert.NotContains(t, vs[0].String(), "relay", "groups that did not grow are left out")
+}
+
+// A debug=2 goroutine dump groups by the function that started each
+// goroutine and the first frame outside the runtime and the standard
+// library's waits.
+func TestParseGoroutinesGroupsByCreationSite(t *testing.T) {
+	dump := `goroutine 1 [running]:
+main.main()
+	/src/main.go:10 +0x1d
+
+goroutine 7 [select]:
+github.com/bae-go/bae-go/api.(*clientAPI).relay(0x1e3f, {0xf68366, 0x5})
+	/src/api/relay.go:40 +0x2a
+created by net/http.(*Server).Serve in goroutine 1
+	/go/src/net/http/server.go:3400 +0x4d4
+
+goroutine 8 [chan receive]:
+runtime.gopark(...)
+	/go/src/runtime/proc.go:1 +0x1
+sync.(*Cond).Wait(0x1e3f)
+	/go/src/sync/cond.go:70 +0x1
+github.com/bae-go/bae-go/api.(*clientAPI).relay(0x1e3f, {0xf68366, 0x5})
+	/src/api/relay.go:44 +0x2a
+created by net/http.(*Server).Serve in goroutine 1
+	/go/src/net/http/server.go:3400 +0x4d4
+
+goroutine 9 [IO wait]:
+internal/poll.runtime_pollWait(0x7f, 0x72)
+	/go/src/runtime/netpoll.go:351 +0x85
+net/http.(*persistConn).readLoop()
+	/go/src/net/http/transport.go:2200 +0x1
+created by net/http.(*Transport).dialConn in goroutine 7
+	/go/src/net/http/transport.go:1900 +0x1
+`
+	gp, err := parseGoroutines(strings.NewReader(dump))
+	require.NoError(t, err)
+	assert.Equal(t, 4, gp.Total)
+	assert.Equal(t, map[goroutineGroup]int{
+		{"(main)", "main.main"}: 1,
+		{"net/http.(*Server).Serve", "github.com/bae-go/bae-go/api.(*clientAPI).relay"}: 2,
+		{"net/http.(*Transport).dialConn", "internal/poll.runtime_pollWait"}:            1,
+	}, gp.Counts)
+}
+
+// The runtime's own dump parses the same way: this test's goroutine is
+// one started by testing.(*T).Run and held in this function.
+func TestParseGoroutinesReadsTheRuntimesDump(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 2))
+	gp, err := parseGoroutines(&buf)
+	require.NoError(t, err)
+	assert.InDelta(t, runtime.NumGoroutine(), gp.Total, 2)
+	assert.Positive(t, gp.Counts[goroutineGroup{"testing.(*T).Run", "github.com/bae-go/bae-go/bench/chaos/chaoslib.TestParseGoroutinesReadsTheRuntimesDump"}], "%v", gp.Counts)
 }
 
 // A late turn's consequences carry its tag: its tool_use without a

@@ -1,7 +1,9 @@
 package chaoslib
 
 import (
+	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
@@ -33,5 +35,25 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.URL.Host = r.adminAddr
 	}
 	req.Host = req.URL.Host
-	return b.base.RoundTrip(req)
+	r.open.Add(1)
+	resp, err := b.base.RoundTrip(req)
+	if err != nil {
+		r.open.Add(-1)
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, open: &r.open}
+	return resp, nil
+}
+
+// countedBody ends its request's count in replica.open when closed: a
+// stream counts for as long as the client holds it.
+type countedBody struct {
+	io.ReadCloser
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedBody) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.ReadCloser.Close()
 }

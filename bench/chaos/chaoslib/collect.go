@@ -27,6 +27,9 @@ type Input struct {
 	MCPHTTP        map[string][]mcpCall
 	MCPStdio       map[string][]mcpCall
 	Samples        []sample
+	// Profiles are the goroutine profiles of replica incarnations whose
+	// goroutines grew (profileKey).
+	Profiles map[string]*replicaProfiles
 	// Unbegun are turn_inputs rows never begun: stored messages no turn ran.
 	Unbegun []string
 	// Duration is how long the campaign drove turns.
@@ -101,7 +104,7 @@ func (r *run) collect(ctx context.Context, closed map[string]bool, boxes map[str
 		return nil, fmt.Errorf("connect to the run's database: %w", err)
 	}
 	defer conn.Close(ctx)
-	in := &Input{MCPHTTP: r.mcp.snapshot(), Samples: r.samples.samples, Duration: drive}
+	in := &Input{MCPHTTP: r.mcp.snapshot(), Samples: r.samples.samples, Profiles: r.samples.profiles.by, Duration: drive}
 	if in.MCPStdio, err = readStdioCalls(r.stdioFile); err != nil {
 		return nil, err
 	}

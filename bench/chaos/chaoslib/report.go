@@ -123,7 +123,16 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  by outcome: %s\n", fmtMap(outcomes))
 		fmt.Fprintf(w, "  observers: %d delta resumes, %d resets\n", r.Resumes, r.Resets)
 		fmt.Fprintf(w, "  observer streams ended early: %s\n", fmtMap(r.StreamEnds))
-		fmt.Fprintf(w, "  replica runtime scrapes: %d\n", len(r.Input.Samples))
+		bases, peaks := 0, 0
+		for _, p := range r.Input.Profiles {
+			if p.Base != nil {
+				bases++
+			}
+			if p.Peak != nil {
+				peaks++
+			}
+		}
+		fmt.Fprintf(w, "  replica runtime scrapes: %d; goroutine profiles: %d after warm-up, %d of growing replicas\n", len(r.Input.Samples), bases, peaks)
 		_, _ = resumes, resets
 	}
 	fmt.Fprintf(w, "\nreplica exits nobody asked for: %d\n", len(r.Unexpected))

@@ -26,12 +26,26 @@ type sample struct {
 	// contended machine where the GC runs late.
 	HeapGoal float64
 	RSSBytes float64
+	// Requests is how many of the clients' requests to the replica were
+	// open (streams included), MCPSessions how many sessions had an MCP
+	// connection on it (bae_mcp_sessions_live): with Workflows, the load
+	// its goroutines serve, bounded by the clients and the sessions, not
+	// by time.
+	Requests    float64
+	MCPSessions float64
+	// Workflows is how many workflows the replica's worker keeps loaded
+	// (temporal_sticky_cache_size), each with its coroutines: bounded by
+	// the sessions and BAE_WORKFLOW_CACHE_SIZE.
+	Workflows float64
 }
 
-// sampler scrapes every live replica's Go runtime metrics.
+// sampler scrapes every live replica's Go runtime metrics, and its
+// goroutine profile when the goroutines the load does not explain grow
+// (profiles).
 type sampler struct {
-	topo    *topology
-	samples []sample
+	topo     *topology
+	samples  []sample
+	profiles profiles
 }
 
 func (s *sampler) loop(stop <-chan struct{}) {
@@ -41,9 +55,12 @@ func (s *sampler) loop(stop <-chan struct{}) {
 			r.mu.Lock()
 			inc := r.incarnation
 			r.mu.Unlock()
+			open := r.open.Load()
 			if sm, ok := scrape(hc, r.adminAddr); ok {
 				sm.Replica, sm.Incarnation = r.name, inc
+				sm.Requests = float64(max(open, r.open.Load()))
 				s.samples = append(s.samples, sm)
+				s.profiles.observe(hc, r.adminAddr, sm)
 			}
 		}
 		select {
@@ -70,6 +87,7 @@ func scrape(hc *http.Client, addr string) (sample, bool) {
 	for sc.Scan() {
 		line := sc.Text()
 		name, val, ok := strings.Cut(line, " ")
+		name, _, _ = strings.Cut(name, "{")
 		if !ok {
 			continue
 		}
@@ -88,6 +106,10 @@ func scrape(hc *http.Client, addr string) (sample, bool) {
 			sm.HeapGoal = v
 		case "process_resident_memory_bytes":
 			sm.RSSBytes = v
+		case "bae_mcp_sessions_live":
+			sm.MCPSessions = v
+		case "temporal_sticky_cache_size":
+			sm.Workflows += v // a series per workflow type
 		}
 	}
 	return sm, found == 2

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,10 @@ type replica struct {
 	up          bool
 	startedAt   time.Time
 	unexpected  []string
+	// open counts the clients' requests to this replica (either port)
+	// whose response bodies are not closed yet: streams and calls in
+	// flight, what its goroutines serve.
+	open atomic.Int64
 }
 
 // moduleRoot finds the repository (scripts/ live there) from the working
@@ -213,7 +218,7 @@ func startTopology(ctx context.Context, o Options, configTOML string) (_ *topolo
 			"BAE_DATABASE_URL": srvDB, "BAE_TEMPORAL_ADDR": t.temporalAddr, "BAE_TEMPORAL_NAMESPACE": "default",
 			"BAE_ADDR": r.clientAddr, "BAE_ADMIN_ADDR": r.adminAddr, "BAE_CONFIG": cfg, "BAE_DATA_DIR": dataDir,
 			"BAE_TASK_QUEUE": "bae-chaos", "BAE_ACTIVITY_HEARTBEAT_TIMEOUT": "1s", "BAE_SHUTDOWN_TIMEOUT": "10",
-			"BAE_TURN_TIMEOUT": TurnTimeout.String(), "BAE_METRICS_ADDR": "admin",
+			"BAE_TURN_TIMEOUT": TurnTimeout.String(), "BAE_METRICS_ADDR": "admin", "BAE_PPROF": "1",
 		}
 		// Every sandbox session's sandbox is started with the campaign's
 		// one profile, and may be by one key: the default caps (4 a key)
