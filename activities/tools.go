@@ -73,6 +73,15 @@ func (a *Activities) toolPrologue(ctx context.Context, in workflows.ToolCallInpu
 			return err
 		}
 		if input, err = a.toolInput(ctx, in); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				// The call's assistant message was taken out of the
+				// conversation with its turn: superseded, which the fence
+				// says (toolFenced), not a failure to retry until the
+				// turn fails at this step.
+				if ferr := a.toolTx(ctx, in, func(*store.Tx) error { return nil }); ferr != nil {
+					return ferr
+				}
+			}
 			return err
 		}
 		return a.toolTx(ctx, in, func(tx *store.Tx) error {
