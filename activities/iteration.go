@@ -80,7 +80,19 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		}
 		return workflows.FinishIterationResult{}, err
 	}
+	smsKey := idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration))
 	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	if errors.Is(err, store.ErrNotFound) {
+		// Taken out of the conversation with its turn: paused by another
+		// run of this step (the pause stands), else superseded, not a
+		// not-found to retry until the turn fails after a later turn.
+		if ev, eerr := a.Store.EventByIdem(ctx, in.SessionID, smsKey); eerr == nil {
+			return workflows.FinishIterationResult{Paused: true, LastSeq: ev.Seq}, nil
+		}
+		if ferr := a.checkFence(ctx, fence); ferr != nil {
+			return workflows.FinishIterationResult{}, a.turnSuperseded(ctx, in.TurnID, "iteration's pause", ferr, "iteration", in.Iteration)
+		}
+	}
 	if err != nil {
 		return workflows.FinishIterationResult{}, fmt.Errorf("load assistant message: %w", err)
 	}
@@ -103,7 +115,6 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		stash = append(stash, raw)
 	}
 	var last int64
-	smsKey := idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration))
 	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
 		tx.Fence(fence)
 		evs, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{

@@ -144,3 +144,36 @@ func last(s []string) string {
 	}
 	return s[len(s)-1]
 }
+
+// An iteration's end whose assistant message was taken out with its turn
+// (a later turn followed), run by a worker that reads the conversation
+// afresh, ends superseded at once. Seen red without FinishIteration's
+// check: it failed "load assistant message: not found", retryable, so
+// the turn failed five minutes later, after later turns (the campaign's
+// step "unknown" shape).
+func TestIterationEndOfATurnTakenOutIsSuperseded(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open()
+	turnA := sendFirst(t, e, d)
+	_, term := d.send("second")
+	require.Equal(t, "echo: second", firstText(message(term)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.RepairConversation(ctx, d.sid, turnA)
+		return err
+	}))
+
+	cold, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
+	require.NoError(t, err)
+	defer cold.Close()
+	fresh := otherWorker(e)
+	fresh.Store = cold
+	_, err = fresh.FinishIteration(ctx, workflows.FinishIterationInput{
+		// Iteration 1: the turn's i0 answer is its final one (i0/sms).
+		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turnA, ClientKeyID: d.keyID}, Iteration: 1,
+		Calls: []workflows.ToolCall{{ID: "tu_gone", Name: "probe", Dispatch: events.DispatchClient}},
+	})
+	requireSuperseded(t, err)
+	requireValidNextTurn(t, e, d, "primary")
+}
