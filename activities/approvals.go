@@ -44,7 +44,7 @@ func (a *Activities) RequestApproval(ctx context.Context, in workflows.RequestAp
 		if err != nil || pol.Empty() {
 			return err
 		}
-		args, err := a.toolInput(ctx, call)
+		args, err := a.inputOrFence(ctx, call)
 		if err != nil {
 			return err
 		}

@@ -80,7 +80,19 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		}
 		return workflows.FinishIterationResult{}, err
 	}
+	smsKey := idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration))
 	msg, err := a.Store.CachedMessage(ctx, in.SessionID, idem(in.TurnID, fmt.Sprintf("i%d/asst", in.Iteration)))
+	if errors.Is(err, store.ErrNotFound) {
+		// Taken out of the conversation with its turn: paused by another
+		// run of this step (the pause stands), else superseded, not a
+		// not-found to retry until the turn fails after a later turn.
+		if ev, eerr := a.Store.EventByIdem(ctx, in.SessionID, smsKey); eerr == nil {
+			return workflows.FinishIterationResult{Paused: true, LastSeq: ev.Seq}, nil
+		}
+		if ferr := a.checkFence(ctx, fence); ferr != nil {
+			return workflows.FinishIterationResult{}, a.turnSuperseded(ctx, in.TurnID, "iteration's pause", ferr, "iteration", in.Iteration)
+		}
+	}
 	if err != nil {
 		return workflows.FinishIterationResult{}, fmt.Errorf("load assistant message: %w", err)
 	}
@@ -103,7 +115,6 @@ func (a *Activities) FinishIteration(ctx context.Context, in workflows.FinishIte
 		stash = append(stash, raw)
 	}
 	var last int64
-	smsKey := idem(in.TurnID, fmt.Sprintf("i%d/sms", in.Iteration))
 	err = a.Store.Tx(ctx, func(tx *store.Tx) error {
 		tx.Fence(fence)
 		evs, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
@@ -149,9 +160,16 @@ func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) e
 		payload.Step = &in.Step
 		payload.Detail = in.Detail
 	}
-	return a.Store.Tx(ctx, func(tx *store.Tx) error {
+	key := idem(in.TurnID, "fail")
+	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
+		// Fenced by the turn itself: a run of the turn that an interrupt
+		// or a later turn overtook (on a worker Temporal gave up on, or
+		// whose step failed because the conversation moved on) stores no
+		// failure after the later turn's events and takes nothing of that
+		// turn out of the conversation.
+		tx.FenceUnended(in.SessionID, in.TurnID)
 		if _, err := tx.AppendEvents(ctx, in.SessionID, store.NewEvent{
-			IdemKey: idem(in.TurnID, "fail"), TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Payload: payload,
+			IdemKey: key, TurnID: in.TurnID, ClientKeyID: in.ClientKeyID, Payload: payload,
 		}); err != nil {
 			return err
 		}
@@ -165,6 +183,15 @@ func (a *Activities) FailTurn(ctx context.Context, in workflows.FailTurnInput) e
 		_, err := tx.EndSession(ctx, in.SessionID, store.StateError)
 		return err
 	})
+	if errors.Is(err, store.ErrTurnSuperseded) {
+		// Stored by another run of this step (which took the turn out):
+		// the failure stands.
+		if _, eerr := a.Store.EventByIdem(ctx, in.SessionID, key); !errors.Is(eerr, store.ErrNotFound) {
+			return eerr
+		}
+		return a.turnSuperseded(ctx, in.TurnID, "turn failure", err, "reason", in.Reason)
+	}
+	return err
 }
 
 // CleanupSession releases a session's server resources (sandbox, subagents,

@@ -57,9 +57,9 @@ func (a *Activities) RunSubagentTool(ctx context.Context, in workflows.ToolCallI
 		}
 		return res, err
 	}
-	input, err := a.toolInput(ctx, in)
+	input, err := a.inputOrFence(ctx, in)
 	if err != nil {
-		return res, err
+		return res, a.turnSuperseded(ctx, in.TurnID, "subagent tool", err, "tool_use_id", in.Call.ID)
 	}
 	ctx, span := a.dispatchSpan(ctx, in.Span, in.Call, len(input))
 	defer span.End()

@@ -43,6 +43,20 @@ func (a *Activities) toolInput(ctx context.Context, in workflows.ToolCallInput) 
 	return nil, fmt.Errorf("tool_use %s not found in assistant message", in.Call.ID)
 }
 
+// inputOrFence is toolInput, except that a call whose assistant message
+// is gone (taken out of the conversation with its turn) fails with the
+// fence's store.ErrTurnSuperseded: superseded, not a not-found to retry
+// until the turn fails at this step, after a later turn.
+func (a *Activities) inputOrFence(ctx context.Context, in workflows.ToolCallInput) (json.RawMessage, error) {
+	input, err := a.toolInput(ctx, in)
+	if errors.Is(err, store.ErrNotFound) {
+		if ferr := a.toolTx(ctx, in, func(*store.Tx) error { return nil }); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return input, err
+}
+
 // recorded reports whether this call's tool.result is already logged.
 func (a *Activities) recorded(ctx context.Context, in workflows.ToolCallInput) (bool, error) {
 	_, err := a.Store.EventByIdem(ctx, in.SessionID, idem(in.TurnID, toolStep(in.Iteration, in.Call.ID)+"/result"))
@@ -72,7 +86,7 @@ func (a *Activities) toolPrologue(ctx context.Context, in workflows.ToolCallInpu
 		if done, err = a.recorded(ctx, in); err != nil || done {
 			return err
 		}
-		if input, err = a.toolInput(ctx, in); err != nil {
+		if input, err = a.inputOrFence(ctx, in); err != nil {
 			return err
 		}
 		return a.toolTx(ctx, in, func(tx *store.Tx) error {

@@ -57,3 +57,28 @@ func (t *Tx) Fence(f AttemptFence) {
 		mismatch: mismatch,
 	})
 }
+
+// unendedSQL locks the session row and finds it only while the turn is the
+// live, unanswered end of its conversation: the conversation's last
+// message is one of the turn's (its key is prefixed "<turn>/"), nothing
+// was taken out since (the counter is at that message), and it answers
+// nothing (a user message, or an assistant message asking for a tool). A
+// turn interrupted (its kept answer ends it), answered, taken out of the
+// conversation, rewound or followed by a later turn's message fails it.
+const unendedSQL = `SELECT 1 FROM sessions s JOIN session_messages m ON m.session_id = s.id AND m.seq = s.last_message_seq
+	WHERE s.id = $1 AND starts_with(m.idem_key, $2 || '/') AND m.dropped_seq IS NULL
+	AND (m.role <> 'assistant' OR m.content::jsonb @> '[{"type":"tool_use"}]')
+	FOR UPDATE OF s`
+
+// FenceUnended makes the transaction store nothing unless turnID is still
+// the live, unanswered end of its session's conversation (unendedSQL), for
+// what ends a turn that no message of its own fences (its failure): a run
+// of it that a later turn or an interrupt overtook stores nothing, and the
+// transaction fails with ErrTurnSuperseded. Queued like Fence.
+func (t *Tx) FenceUnended(sessionID, turnID string) {
+	t.db.queue(queuedWrite{
+		what: "fence turn end", sql: unendedSQL, args: []any{sessionID, turnID}, rows: 1,
+		checked:  `WITH f AS (` + unendedSQL + `) SELECT bae_check((SELECT count(*) FROM f) = 1, '` + checkSuperseded + `', 'turn ' || $2 || ' no longer ends the conversation')`,
+		mismatch: fmt.Errorf("turn %s no longer ends the conversation: %w", turnID, ErrTurnSuperseded),
+	})
+}

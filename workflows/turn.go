@@ -240,12 +240,7 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 		return res, err
 	}
 	if superseded(err) && workflow.GetVersion(ctx, changeSuperseded, workflow.DefaultVersion, versionSuperseded) >= versionSuperseded {
-		// PostgreSQL moved on from the turn (a run of it that this history
-		// does not hold ended it): it stored nothing, and neither does its
-		// end here, which a failure's repair would (taking out what a
-		// later turn or an interrupt stored).
-		workflow.GetLogger(ctx).Warn("turn ended: superseded in PostgreSQL", "turn_id", in.TurnID)
-		return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: StepSuperseded, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}, nil
+		return supersededTurn(ctx, in, notes), nil
 	}
 	if state, closed := sessionNotOpen(err); closed {
 		// The session was closed under the turn: the store refused its
@@ -260,9 +255,26 @@ func runTurn(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch laun
 	}
 	workflow.GetLogger(ctx).Error("turn step failed past its retries", "turn_id", in.TurnID, "step", step, "error", err)
 	if ferr := failTurnAct.runLocal(dbCtx(ctx, o), FailTurnInput{TurnRef: in.TurnRef, Reason: events.ReasonTurnFailed, Step: step}); ferr != nil {
+		if superseded(ferr) && workflow.GetVersion(ctx, changeSuperseded, workflow.DefaultVersion, versionSuperseded) >= versionSuperseded {
+			// The step failed because the conversation had moved on (its
+			// tool_use taken out with the turn, say), and the failure
+			// found that too: it stores nothing. (No history recorded
+			// before FailTurn was fenced holds such an answer.)
+			return supersededTurn(ctx, in, notes), nil
+		}
 		return turnResult{}, err
 	}
 	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: step, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}, nil
+}
+
+// supersededTurn ends a turn that PostgreSQL moved on from (a run of it
+// that this history does not hold ended it, an interrupt, or a later
+// turn): it stored nothing, and neither does its end here, which a
+// failure's repair would (taking out what a later turn or an interrupt
+// stored).
+func supersededTurn(ctx workflow.Context, in BeginTurnInput, notes turnNotes) turnResult {
+	workflow.GetLogger(ctx).Warn("turn ended: superseded in PostgreSQL", "turn_id", in.TurnID)
+	return turnResult{TurnResult: TurnResult{Outcome: OutcomeFailed, FailedStep: StepSuperseded, Reason: events.ReasonTurnFailed}, profileName: notes.profileName}
 }
 
 func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch launchFn, notes *turnNotes) (turnResult, error) {
