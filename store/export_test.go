@@ -19,3 +19,11 @@ func (s *Store) OnSettleWait(fn func()) { s.local.waiting = fn }
 func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return t.db.QueryRow(ctx, sql, args...)
 }
+
+// SetMergeDeltaEnd switches the delta end's ride in the result's update
+// (off: its own update, the row version it saves).
+func SetMergeDeltaEnd(on bool) { mergeDeltaEnd = on }
+
+// SetMergeBeginResult switches the begin result's ride in the run
+// numbering's update (off: its own update).
+func SetMergeBeginResult(on bool) { mergeBeginResult = on }

@@ -49,6 +49,9 @@ type queuedWrite struct {
 	// mismatch, when set, is the error of a write that affected another
 	// number of rows (a check that did not hold), instead of ErrNotFound.
 	mismatch error
+	// beginResultOf names the turn whose begin result this write stores
+	// (Tx.SetBeginResult), for a run numbering to take it along.
+	beginResultOf string
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -155,6 +158,19 @@ func (t *trackedTx) record(sessionID string, evs []Event) {
 
 // queue holds w back until the next round trip.
 func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
+
+// takeBeginResult takes the queued begin result of turnID out of the
+// queue and returns its JSON, for a statement that writes the turn's row
+// anyway to store it (false: none queued).
+func (t *trackedTx) takeBeginResult(turnID string) (string, bool) {
+	for i := len(t.queued) - 1; i >= 0; i-- {
+		if w := t.queued[i]; w.beginResultOf == turnID && turnID != "" {
+			t.queued = append(t.queued[:i:i], t.queued[i+1:]...)
+			return w.args[1].(string), true
+		}
+	}
+	return "", false
+}
 
 // SendBatch sends the queued writes ahead of b, in one round trip. A write
 // the server refused aborts the transaction, so what follows it in the
