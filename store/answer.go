@@ -87,7 +87,13 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		return nil, err
 	}
 	b := &pgx.Batch{}
-	p.queue(b)
+	// The transaction's queued message goes with the events: one update of
+	// the session row moves both counters.
+	if msg, ok := t.takeMessage(sessionID); ok {
+		p.queueWithMessage(b, msg)
+	} else {
+		p.queue(b)
+	}
 	b.Queue(appendCheckSQL, sessionID, p.followsClose, p.keys, checkNoSession, checkNotOpen)
 	b.Queue(appendNoticeSQL, EventsChannel, sessionID, "/"+t.db.origin, p.keys, p.idList)
 	if r := then.Run; r != nil {
@@ -169,6 +175,18 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 // answerInOneTrip is off only in tests that compare with the two round
 // trips' rows.
 var answerInOneTrip = true
+
+// takeMessage is trackedTx.takeMessage unless switched off in tests.
+func (t *Tx) takeMessage(sessionID string) ([]any, bool) {
+	if !mergeMessage {
+		return nil, false
+	}
+	return t.db.takeMessage(sessionID)
+}
+
+// mergeMessage is off only in tests that count the session row's versions
+// without the merge.
+var mergeMessage = true
 
 // mergeDeltaEnd is off only in tests that count the turn row's versions
 // without the merge.

@@ -27,3 +27,7 @@ func SetMergeDeltaEnd(on bool) { mergeDeltaEnd = on }
 // SetMergeBeginResult switches the begin result's ride in the run
 // numbering's update (off: its own update).
 func SetMergeBeginResult(on bool) { mergeBeginResult = on }
+
+// SetMergeMessage switches the queued message's ride in the answer's
+// event append (off: its own update of the session row).
+func SetMergeMessage(on bool) { mergeMessage = on }

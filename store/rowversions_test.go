@@ -57,16 +57,18 @@ func answerWithDeltaEnd(ctx context.Context, st *store.Store, sess store.Session
 }
 
 // TestAnswerWritesTheTurnRowOnce: the answer's delta end rides in the
-// result's update, so the turn's row gets one new version, not two; the
-// end and the result are stored as before, and a retry keeps the first
-// run's end and writes no version at all.
+// result's update, and its message in the events' append, so the turn's
+// row and the session row get one new version each, not two; the end,
+// the result and the message are stored as before, and a retry keeps the
+// first run's end and writes no version at all.
 func TestAnswerWritesTheTurnRowOnce(t *testing.T) {
 	st := open(t)
 	ctx := context.Background()
 	updates := countUpdates(t, st)
 	do := func(merge bool) map[string]int {
 		store.SetMergeDeltaEnd(merge)
-		t.Cleanup(func() { store.SetMergeDeltaEnd(true) })
+		store.SetMergeMessage(merge)
+		t.Cleanup(func() { store.SetMergeDeltaEnd(true); store.SetMergeMessage(true) })
 		sess := namedSession(t, st, "merge-"+map[bool]string{true: "on", false: "off"}[merge])
 		turnID := "trn_" + sess.ID
 		storeTurnInput(t, st, sess, turnID)
@@ -86,13 +88,19 @@ func TestAnswerWritesTheTurnRowOnce(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(41), end, "a retry keeps the first run's end")
 		assert.Zero(t, again["turn_inputs"], "a retry writes no version of the turn's row")
+		assert.Zero(t, again["sessions"], "a retry writes no version of the session row")
+		var msgs, last int64
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM session_messages WHERE session_id = $1), last_message_seq FROM sessions WHERE id = $1`, sess.ID).Scan(&msgs, &last))
+		assert.Equal(t, int64(1), msgs, "the message is stored once")
+		assert.Equal(t, msgs, last, "the counter names it")
 		return got
 	}
 	before := do(false)
 	after := do(true)
 	assert.Equal(t, 2, before["turn_inputs"], "delta end and result apart: two versions")
 	assert.Equal(t, 1, after["turn_inputs"], "delta end with the result: one version of the turn's row")
-	assert.Equal(t, before["sessions"], after["sessions"])
+	assert.Equal(t, 2, before["sessions"], "message and events apart: two versions of the session row")
+	assert.Equal(t, 1, after["sessions"], "the message with the events: one version of the session row")
 	t.Logf("row versions per answer: before %v, after %v", before, after)
 }
 

@@ -52,6 +52,13 @@ type queuedWrite struct {
 	// beginResultOf names the turn whose begin result this write stores
 	// (Tx.SetBeginResult), for a run numbering to take it along.
 	beginResultOf string
+	// message, when set, is the conversation message this write appends
+	// (Tx.AppendMessage: session, key, role, content), for an event append
+	// to store it with its own update of the session row.
+	message []any
+	// messageFree says the write neither reads nor writes the conversation
+	// or its counter: a message queued before it may be stored after it.
+	messageFree bool
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -158,6 +165,30 @@ func (t *trackedTx) record(sessionID string, evs []Event) {
 
 // queue holds w back until the next round trip.
 func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
+
+// takeMessage takes the one conversation message queued for sessionID out
+// of the queue and returns its arguments, when nothing queued after it
+// depends on the conversation (false: none, several, or not movable).
+func (t *trackedTx) takeMessage(sessionID string) ([]any, bool) {
+	at := -1
+	for i, w := range t.queued {
+		switch {
+		case w.message != nil && w.message[0] == sessionID:
+			if at >= 0 {
+				return nil, false
+			}
+			at = i
+		case at >= 0 && !w.messageFree:
+			return nil, false
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	m := t.queued[at].message
+	t.queued = append(t.queued[:at:at], t.queued[at+1:]...)
+	return m, true
+}
 
 // takeBeginResult takes the queued begin result of turnID out of the
 // queue and returns its JSON, for a statement that writes the turn's row
