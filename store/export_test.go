@@ -31,3 +31,7 @@ func SetMergeBeginResult(on bool) { mergeBeginResult = on }
 // SetMergeMessage switches the queued message's ride in the answer's
 // event append (off: its own update of the session row).
 func SetMergeMessage(on bool) { mergeMessage = on }
+
+// SetHoldBeginResult switches holding a queued begin result past reads
+// (off: it goes with the transaction's next round trip).
+func SetHoldBeginResult(on bool) { holdBeginResult = on }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,7 +109,8 @@ func TestAnswerWritesTheTurnRowOnce(t *testing.T) {
 // that numbers the first run of the turn's provider call (the attempt's
 // read, or the append of a compacting attempt), so the begin writes one
 // version of the turn's row, not two; the begin result and the run are
-// stored as before.
+// stored as before. The begin result is held past the transaction's reads
+// until the commit or the numbering takes it.
 func TestBeginWritesTheTurnRowOnce(t *testing.T) {
 	st := open(t)
 	ctx := context.Background()
@@ -117,6 +119,18 @@ func TestBeginWritesTheTurnRowOnce(t *testing.T) {
 		"attempt": func(tx *store.Tx, sess store.Session, turnID string) (store.StreamRunNo, error) {
 			_, _, _, run, err := tx.AttemptStreaming(ctx, sess.ID, sess.ClientKeyID, turnID+"/i0/a0/resp", turnID, "i0/a0")
 			return run, err
+		},
+		// A compacting attempt reads first and numbers its run with the
+		// append: the begin result waits for it.
+		"read, then append": func(tx *store.Tx, sess store.Session, turnID string) (store.StreamRunNo, error) {
+			var one int
+			if err := tx.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+				return store.StreamRunNo{}, err
+			}
+			run := &store.NumberRun{TurnID: turnID, Step: "i0/a0"}
+			_, err := tx.AppendAndCommit(ctx, sess.ID, []store.NewEvent{{IdemKey: turnID + "/i0/a0/req", TurnID: turnID,
+				Payload: events.ClientMessage{Role: "user", Content: json.RawMessage(`"x"`)}}}, store.Then{Run: run})
+			return run.Got, err
 		},
 		"append": func(tx *store.Tx, sess store.Session, turnID string) (store.StreamRunNo, error) {
 			run := &store.NumberRun{TurnID: turnID, Step: "i0/a0"}
@@ -128,8 +142,9 @@ func TestBeginWritesTheTurnRowOnce(t *testing.T) {
 	for name, number := range paths {
 		do := func(merge bool) map[string]int {
 			store.SetMergeBeginResult(merge)
-			t.Cleanup(func() { store.SetMergeBeginResult(true) })
-			sess := namedSession(t, st, name+map[bool]string{true: "-on", false: "-off"}[merge])
+			store.SetHoldBeginResult(merge)
+			t.Cleanup(func() { store.SetMergeBeginResult(true); store.SetHoldBeginResult(true) })
+			sess := namedSession(t, st, strings.ReplaceAll(name, " ", "")+map[bool]string{true: "-on", false: "-off"}[merge])
 			turnID := "trn_" + sess.ID
 			storeTurnInput(t, st, sess, turnID)
 			updates()

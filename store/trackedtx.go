@@ -139,7 +139,7 @@ func (t *trackedTx) commit(ctx context.Context) error {
 	t.inFlight("")
 	b := &pgx.Batch{}
 	b.Queue("commit")
-	br := t.SendBatch(ctx, b)
+	br := t.sendBatch(ctx, b, true)
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -190,6 +190,29 @@ func (t *trackedTx) takeMessage(sessionID string) ([]any, bool) {
 	return m, true
 }
 
+// splitHeld splits queued writes into those to send now and those held
+// (a begin result, see sendBatch), each in its order.
+func splitHeld(q []queuedWrite) (send, held []queuedWrite) {
+	for i, w := range q {
+		if w.beginResultOf != "" && holdBeginResult {
+			if held == nil {
+				send = append(make([]queuedWrite, 0, len(q)), q[:i]...)
+			}
+			held = append(held, w)
+		} else if held != nil {
+			send = append(send, w)
+		}
+	}
+	if held == nil {
+		return q, nil
+	}
+	return send, held
+}
+
+// holdBeginResult is off only in tests that count the turn row's versions
+// without the hold.
+var holdBeginResult = true
+
 // takeBeginResult takes the queued begin result of turnID out of the
 // queue and returns its JSON, for a statement that writes the turn's row
 // anyway to store it (false: none queued).
@@ -208,14 +231,24 @@ func (t *trackedTx) takeBeginResult(turnID string) (string, bool) {
 // batch fails too; one that affected the wrong number of rows does not, and
 // b runs. Either way runTx ends the transaction with that write's error.
 func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.sendBatch(ctx, b, false)
+}
+
+// sendBatch is SendBatch; unless whole, a queued begin result stays queued
+// (held): nothing in its transaction reads it back, and held until the
+// commit it can ride in the update that numbers the turn's run.
+func (t *trackedTx) sendBatch(ctx context.Context, b *pgx.Batch, whole bool) pgx.BatchResults {
 	if t.committed {
 		return errBatch{err: errCommitted}
 	}
-	if len(t.queued) == 0 {
-		return t.conn.SendBatch(ctx, b)
-	}
 	q := t.queued
 	t.queued = nil
+	if !whole {
+		q, t.queued = splitHeld(q)
+	}
+	if len(q) == 0 {
+		return t.conn.SendBatch(ctx, b)
+	}
 	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(q)+b.Len())}
 	for _, w := range q {
 		all.Queue(w.sql, w.args...)
@@ -243,7 +276,7 @@ func (t *trackedTx) flush(ctx context.Context) error {
 	if t.committed {
 		return errCommitted
 	}
-	if len(t.queued) > 0 {
+	if q, _ := splitHeld(t.queued); len(q) > 0 {
 		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil && t.queueErr == nil {
 			return err
 		}
