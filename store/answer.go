@@ -87,20 +87,35 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		return nil, err
 	}
 	b := &pgx.Batch{}
-	p.queue(b)
+	// The transaction's queued message goes with the events: one update of
+	// the session row moves both counters.
+	if msg, ok := t.takeMessage(sessionID); ok {
+		p.queueWithMessage(b, msg)
+	} else {
+		p.queue(b)
+	}
 	b.Queue(appendCheckSQL, sessionID, p.followsClose, p.keys, checkNoSession, checkNotOpen)
 	b.Queue(appendNoticeSQL, EventsChannel, sessionID, "/"+t.db.origin, p.keys, p.idList)
 	if r := then.Run; r != nil {
-		b.Queue(streamRunSQL, r.TurnID, r.Step)
+		t.queueStreamRun(b, r.TurnID, r.Step)
 	}
-	if d := then.DeltaEnd; d != nil {
-		b.Queue(recordDeltaEndSQL, d.TurnID, d.RespIdem, d.Seq)
+	// The delta end of the turn whose result this stores rides in the
+	// result's update: one row version of the turn's row instead of two.
+	// Its own statement still follows, a no-op unless the result was
+	// stored before (then it records the end as it always did).
+	var endKey *string
+	var endSeq int64
+	if d := then.DeltaEnd; d != nil && tmpl != nil && d.TurnID == then.TurnID && mergeDeltaEnd {
+		endKey, endSeq = &d.RespIdem, d.Seq
 	}
 	if c := then.Usage; c != nil {
 		b.Queue(recordUsageSQL, c.SessionID, c.IdemKey, c.ClientKeyID, c.Provider, c.Model, c.Input, c.Output, c.CacheRead, c.CacheWrite, c.CostNanoUSD)
 	}
 	if tmpl != nil {
-		b.Queue(recordTurnResultAtSQL, then.TurnID, tmpl.prefix, tmpl.suffix, TurnsChannel, sessionID, p.keys, maxNoticeResult)
+		b.Queue(recordTurnResultAtSQL, then.TurnID, tmpl.prefix, tmpl.suffix, TurnsChannel, sessionID, p.keys, maxNoticeResult, endKey, endSeq)
+	}
+	if d := then.DeltaEnd; d != nil {
+		b.Queue(recordDeltaEndSQL, d.TurnID, d.RespIdem, d.Seq)
 	}
 	var out, inserted []Event
 	err = t.db.commitWith(ctx, sessionID, b, func(br pgx.BatchResults) error {
@@ -122,11 +137,6 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 				return err
 			}
 		}
-		if then.DeltaEnd != nil {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("record delta end: %w", err)
-			}
-		}
 		if then.Usage != nil {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("record usage: %w", err)
@@ -136,6 +146,11 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 			var stored bool
 			if err := br.QueryRow().Scan(&stored); err != nil {
 				return fmt.Errorf("record turn result: %w", err)
+			}
+		}
+		if then.DeltaEnd != nil {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("record delta end: %w", err)
 			}
 		}
 		return nil
@@ -161,6 +176,22 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 // trips' rows.
 var answerInOneTrip = true
 
+// takeMessage is trackedTx.takeMessage unless switched off in tests.
+func (t *Tx) takeMessage(sessionID string) ([]any, bool) {
+	if !mergeMessage {
+		return nil, false
+	}
+	return t.db.takeMessage(sessionID)
+}
+
+// mergeMessage is off only in tests that count the session row's versions
+// without the merge.
+var mergeMessage = true
+
+// mergeDeltaEnd is off only in tests that count the turn row's versions
+// without the merge.
+var mergeDeltaEnd = true
+
 // appendCheckSQL fails the transaction, after appendSQL, where appendEvents
 // fails it in Go: the session is missing ($4), or it is not open and not
 // every event may follow its close nor was stored before under its key
@@ -184,12 +215,16 @@ const appendNoticeSQL = `SELECT pg_notify($1, $2 || '/' || max(e.seq) || $3)
 // recordTurnResultAtSQL is recordTurnResultSQL with the result spliced
 // together on the server: $2, the highest sequence of the events stored
 // under the keys $6, then $3; the notice carries it when it is at most $7
-// bytes (turnResultNotice).
+// bytes (turnResultNotice). With $8 set it records the delta end $8 → $9
+// in the same update, as recordDeltaEndSQL does.
 const recordTurnResultAtSQL = `WITH r AS (
 		SELECT $2 || (SELECT max(e.seq) FROM unnest($6::text[]) k(key)
 			CROSS JOIN LATERAL (SELECT seq FROM session_events WHERE session_id = $5 AND idem_key = k.key OFFSET 0) e) || $3 AS result
 	), upd AS (
-		UPDATE turn_inputs SET result = (SELECT result FROM r)::json WHERE turn_id = $1 AND result IS NULL RETURNING 1
+		UPDATE turn_inputs SET result = (SELECT result FROM r)::json,
+			delta_ends = CASE WHEN $8::text IS NULL THEN delta_ends
+				ELSE jsonb_build_object($8::text, $9::bigint) || coalesce(delta_ends, '{}'::jsonb) END
+		WHERE turn_id = $1 AND result IS NULL RETURNING 1
 	), n AS (
 		SELECT pg_notify($4, CASE WHEN NOT EXISTS (SELECT 1 FROM upd) THEN $1
 			WHEN octet_length((SELECT result FROM r)) <= $7 THEN $1 || ' ' || (SELECT result FROM r)

@@ -106,7 +106,7 @@ func (t *Tx) ClearThrough(ctx context.Context, sessionID string, seq int64) erro
 func (t *Tx) Calibrate(sessionID string, bytesPerToken float64) {
 	t.db.queue(queuedWrite{what: "store token calibration", sql: calibrateSQL,
 		checked: `WITH w AS (` + calibrateSQL + ` RETURNING 1) SELECT bae_check((SELECT count(*) FROM w) = 1, '` + checkRows + `', 'store token calibration: no row')`,
-		args:    []any{sessionID, bytesPerToken}, rows: 1})
+		args:    []any{sessionID, bytesPerToken}, rows: 1, messageFree: true})
 }
 
 const calibrateSQL = `INSERT INTO session_context (session_id, bytes_per_token) VALUES ($1, $2)

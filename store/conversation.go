@@ -397,7 +397,7 @@ func (t *Tx) AttemptStreaming(ctx context.Context, sessionID, clientKeyID, respI
 	var last int64
 	var run StreamRunNo
 	in, err := t.attemptRead(ctx, sessionID, clientKeyID, respIdem,
-		func(b *pgx.Batch) { b.Queue(streamRunSQL, turnID, step) },
+		func(b *pgx.Batch) { t.queueStreamRun(b, turnID, step) },
 		func(br pgx.BatchResults) (err error) {
 			run, err = scanStreamRun(br.QueryRow(), turnID)
 			if errors.Is(err, pgx.ErrNoRows) {

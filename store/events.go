@@ -348,6 +348,13 @@ func (p *appendPlan) queue(b *pgx.Batch) {
 	b.Queue(appendSQL, p.args...)
 }
 
+// queueWithMessage is queue appending the message msg (the arguments of
+// Tx.AppendMessage) with the events (appendWithMessageSQL).
+func (p *appendPlan) queueWithMessage(b *pgx.Batch, msg []any) {
+	b.Queue(`SELECT state, set_config('plan_cache_mode', 'force_generic_plan', true) FROM sessions WHERE id = $1 FOR UPDATE`, p.sessionID)
+	b.Queue(appendWithMessageSQL, append(append([]any{}, p.args...), msg[1:]...)...)
+}
+
 // read reads the results of queue's statements: every event of the call
 // (stored now or before under its key) and those inserted now, in seq
 // order.
@@ -442,6 +449,43 @@ const appendSQL = `WITH input AS (
 ), head AS (
 	UPDATE sessions SET last_event_seq = last_event_seq + (SELECT count(*) FROM fresh)
 	WHERE id = $1 AND EXISTS (SELECT 1 FROM fresh)
+)
+SELECT true, ` + eventCols + ` FROM ins
+UNION ALL
+SELECT false, ` + eventCols + ` FROM found`
+
+// appendWithMessageSQL is appendSQL that also appends the conversation
+// message $13 (key), $14 (role), $15 (content) as Tx.AppendMessage does,
+// unless one is stored under its key: both counters move in one update of
+// the session row instead of two. Only after the append's lock of the row
+// (appendPlan.queue), so the counter read is the row's latest.
+const appendWithMessageSQL = `WITH input AS (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $10::int8[], $11::int8[], $12::text[]) WITH ORDINALITY
+		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary, ord)
+), found AS (
+	SELECT e.* FROM unnest($3::text[]) k(key)
+	CROSS JOIN LATERAL (SELECT * FROM session_events WHERE session_id = $1 AND idem_key = k.key OFFSET 0) e
+	WHERE k.key <> ''
+), fresh AS (
+	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM input i
+	WHERE (i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key))
+	  AND ($9::bool OR (SELECT state FROM sessions WHERE id = $1) = 'open')
+), ins AS (
+	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary)
+	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto,
+		f.view_through, f.view_cleared, f.view_summary
+	FROM fresh f CROSS JOIN (SELECT last_event_seq FROM sessions WHERE id = $1) s
+	RETURNING *
+), mins AS (
+	INSERT INTO session_messages (session_id, seq, idem_key, role, content)
+	SELECT $1::text, s.last_message_seq + 1, $13::text, $14::text, $15::json
+	FROM (SELECT last_message_seq FROM sessions WHERE id = $1) s
+	WHERE NOT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1 AND idem_key = $13)
+	RETURNING 1
+), head AS (
+	UPDATE sessions SET last_event_seq = last_event_seq + (SELECT count(*) FROM fresh),
+		last_message_seq = last_message_seq + (SELECT count(*) FROM mins)
+	WHERE id = $1 AND (EXISTS (SELECT 1 FROM fresh) OR EXISTS (SELECT 1 FROM mins))
 )
 SELECT true, ` + eventCols + ` FROM ins
 UNION ALL

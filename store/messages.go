@@ -24,7 +24,7 @@ type Message struct {
 func (t *Tx) AppendMessage(sessionID, idemKey, role string, content json.RawMessage) {
 	t.db.queue(queuedWrite{what: "append message", sql: appendMessageSQL + `SELECT 1 FROM found UNION ALL SELECT 1 FROM ins`,
 		checked: appendMessageSQL + `SELECT bae_check((SELECT count(*) FROM found) + (SELECT count(*) FROM ins) = 1, '` + checkRows + `', 'append message: session ' || $1 || ' not found')`,
-		args:    []any{sessionID, idemKey, role, string(content)}, rows: 1})
+		args:    []any{sessionID, idemKey, role, string(content)}, rows: 1, message: []any{sessionID, idemKey, role, string(content)}})
 }
 
 // appendMessageSQL is AppendMessage's statement but its last SELECT: found

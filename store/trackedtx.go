@@ -49,6 +49,16 @@ type queuedWrite struct {
 	// mismatch, when set, is the error of a write that affected another
 	// number of rows (a check that did not hold), instead of ErrNotFound.
 	mismatch error
+	// beginResultOf names the turn whose begin result this write stores
+	// (Tx.SetBeginResult), for a run numbering to take it along.
+	beginResultOf string
+	// message, when set, is the conversation message this write appends
+	// (Tx.AppendMessage: session, key, role, content), for an event append
+	// to store it with its own update of the session row.
+	message []any
+	// messageFree says the write neither reads nor writes the conversation
+	// or its counter: a message queued before it may be stored after it.
+	messageFree bool
 }
 
 // runTx runs fn in a transaction on a connection of pool: BEGIN goes with
@@ -129,7 +139,7 @@ func (t *trackedTx) commit(ctx context.Context) error {
 	t.inFlight("")
 	b := &pgx.Batch{}
 	b.Queue("commit")
-	br := t.SendBatch(ctx, b)
+	br := t.sendBatch(ctx, b, true)
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -156,19 +166,89 @@ func (t *trackedTx) record(sessionID string, evs []Event) {
 // queue holds w back until the next round trip.
 func (t *trackedTx) queue(w queuedWrite) { t.queued = append(t.queued, w) }
 
+// takeMessage takes the one conversation message queued for sessionID out
+// of the queue and returns its arguments, when nothing queued after it
+// depends on the conversation (false: none, several, or not movable).
+func (t *trackedTx) takeMessage(sessionID string) ([]any, bool) {
+	at := -1
+	for i, w := range t.queued {
+		switch {
+		case w.message != nil && w.message[0] == sessionID:
+			if at >= 0 {
+				return nil, false
+			}
+			at = i
+		case at >= 0 && !w.messageFree:
+			return nil, false
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	m := t.queued[at].message
+	t.queued = append(t.queued[:at:at], t.queued[at+1:]...)
+	return m, true
+}
+
+// splitHeld splits queued writes into those to send now and those held
+// (a begin result, see sendBatch), each in its order.
+func splitHeld(q []queuedWrite) (send, held []queuedWrite) {
+	for i, w := range q {
+		if w.beginResultOf != "" && holdBeginResult {
+			if held == nil {
+				send = append(make([]queuedWrite, 0, len(q)), q[:i]...)
+			}
+			held = append(held, w)
+		} else if held != nil {
+			send = append(send, w)
+		}
+	}
+	if held == nil {
+		return q, nil
+	}
+	return send, held
+}
+
+// holdBeginResult is off only in tests that count the turn row's versions
+// without the hold.
+var holdBeginResult = true
+
+// takeBeginResult takes the queued begin result of turnID out of the
+// queue and returns its JSON, for a statement that writes the turn's row
+// anyway to store it (false: none queued).
+func (t *trackedTx) takeBeginResult(turnID string) (string, bool) {
+	for i := len(t.queued) - 1; i >= 0; i-- {
+		if w := t.queued[i]; w.beginResultOf == turnID && turnID != "" {
+			t.queued = append(t.queued[:i:i], t.queued[i+1:]...)
+			return w.args[1].(string), true
+		}
+	}
+	return "", false
+}
+
 // SendBatch sends the queued writes ahead of b, in one round trip. A write
 // the server refused aborts the transaction, so what follows it in the
 // batch fails too; one that affected the wrong number of rows does not, and
 // b runs. Either way runTx ends the transaction with that write's error.
 func (t *trackedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.sendBatch(ctx, b, false)
+}
+
+// sendBatch is SendBatch; unless whole, a queued begin result stays queued
+// (held): nothing in its transaction reads it back, and held until the
+// commit it can ride in the update that numbers the turn's run.
+func (t *trackedTx) sendBatch(ctx context.Context, b *pgx.Batch, whole bool) pgx.BatchResults {
 	if t.committed {
 		return errBatch{err: errCommitted}
 	}
-	if len(t.queued) == 0 {
-		return t.conn.SendBatch(ctx, b)
-	}
 	q := t.queued
 	t.queued = nil
+	if !whole {
+		q, t.queued = splitHeld(q)
+	}
+	if len(q) == 0 {
+		return t.conn.SendBatch(ctx, b)
+	}
 	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(q)+b.Len())}
 	for _, w := range q {
 		all.Queue(w.sql, w.args...)
@@ -196,7 +276,7 @@ func (t *trackedTx) flush(ctx context.Context) error {
 	if t.committed {
 		return errCommitted
 	}
-	if len(t.queued) > 0 {
+	if q, _ := splitHeld(t.queued); len(q) > 0 {
 		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil && t.queueErr == nil {
 			return err
 		}

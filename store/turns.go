@@ -334,7 +334,8 @@ func (t *Tx) SetBeginResult(turnID string, result any) error {
 	if err != nil {
 		return fmt.Errorf("marshal begin result: %w", err)
 	}
-	t.db.queue(queuedWrite{what: "store begin result", sql: `UPDATE turn_inputs SET begin_result = $2 WHERE turn_id = $1`, args: []any{turnID, string(b)}, rows: -1})
+	t.db.queue(queuedWrite{what: "store begin result", sql: `UPDATE turn_inputs SET begin_result = $2 WHERE turn_id = $1`, args: []any{turnID, string(b)}, rows: -1,
+		beginResultOf: turnID})
 	return nil
 }
 
@@ -599,6 +600,32 @@ const streamRunSQL = `
 		WHERE turn_id = $1
 		RETURNING stream_runs, (SELECT stream_step FROM prev)`
 
+// streamRunBeginSQL is streamRunSQL storing the turn's begin result ($3)
+// in the same update: the begin's first run and its result, one version
+// of the turn's row instead of two.
+const streamRunBeginSQL = `
+		WITH prev AS (SELECT stream_step FROM turn_inputs WHERE turn_id = $1)
+		UPDATE turn_inputs SET stream_runs = stream_runs + 1, stream_step = $2, begin_result = $3::json
+		WHERE turn_id = $1
+		RETURNING stream_runs, (SELECT stream_step FROM prev)`
+
+// queueStreamRun queues the numbering of a run of turnID's provider call
+// in b, with the turn's begin result when one is queued (it then leaves
+// the queue: the same rows, one update fewer).
+func (t *Tx) queueStreamRun(b *pgx.Batch, turnID, step string) {
+	if mergeBeginResult {
+		if r, ok := t.db.takeBeginResult(turnID); ok {
+			b.Queue(streamRunBeginSQL, turnID, step, r)
+			return
+		}
+	}
+	b.Queue(streamRunSQL, turnID, step)
+}
+
+// mergeBeginResult is off only in tests that count the turn row's
+// versions without the merge.
+var mergeBeginResult = true
+
 // StreamRunNo is a numbered run of a turn's provider call: Run from 1, and
 // PrevStep the step of the run before it ("" for the turn's first).
 type StreamRunNo struct {
@@ -641,10 +668,11 @@ type DeltaEnd struct {
 	Seq              int64
 }
 
-// recordDeltaEndSQL keeps an end already recorded (the right operand of
-// || wins): the stored response is the first run's, and so are its deltas.
+// recordDeltaEndSQL keeps an end already recorded: the stored response is
+// the first run's, and so are its deltas. A row holding the key is left
+// as it is (no new row version; the right operand of || would win anyway).
 const recordDeltaEndSQL = `UPDATE turn_inputs SET delta_ends = jsonb_build_object($2::text, $3::bigint) || coalesce(delta_ends, '{}'::jsonb)
-	WHERE turn_id = $1`
+	WHERE turn_id = $1 AND NOT coalesce(delta_ends ? $2::text, false)`
 
 // DeltaEnd is the sequence of the last live delta of the run whose answer
 // the provider response respIdem of turnID is (RecordDeltaEnd); 0 when
@@ -677,7 +705,7 @@ func (t *Tx) AppendEventsNumberingRun(ctx context.Context, sessionID string, evs
 	}
 	b := &pgx.Batch{}
 	p.queue(b)
-	b.Queue(streamRunSQL, turnID, step)
+	t.queueStreamRun(b, turnID, step)
 	br := t.db.SendBatch(ctx, b)
 	out, inserted, err := p.read(br)
 	if err == nil {
