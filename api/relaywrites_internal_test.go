@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/lib/keyhash"
+	"github.com/bae-go/bae-go/internal/lib/live"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -121,4 +123,62 @@ func TestTurnsLastEventsGoWithItsAnswer(t *testing.T) {
 	require.NoError(t, json.Unmarshal(final[2], &terminal))
 	assert.Len(t, terminal.Result.Events, 3)
 	assert.JSONEq(t, `{"role":"assistant","content":"answer"}`, string(terminal.Result.Message))
+}
+
+// TestRelayAnswersFromTheAnnouncedResult: the terminal response is written
+// as soon as the turn's result is announced, not once the submission
+// (here held back) returns it; the request then waits for the submission.
+func TestRelayAnswersFromTheAnnouncedResult(t *testing.T) {
+	f := newRelayFixture(t)
+	f.c.Hub = live.New(nil, slog.New(slog.DiscardHandler))
+	f.c.streams = newStreamWatch(f.c)
+	f.w.flushed = make(chan struct{}, 1)
+	ticket, quota := f.c.streams.join(f.call, relayTurnID)
+	require.Nil(t, quota)
+	defer ticket.leave()
+	last := f.append(t, "request", "response", "answer")
+	res := workflows.TurnResult{Outcome: workflows.OutcomeCompleted, LastSeq: last}
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+
+	release, submitted := make(chan struct{}), make(chan struct{})
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		f.c.relayTurn(f.call, ticket, relayTurnID, false, func(context.Context, <-chan struct{}) (workflows.TurnResult, error) {
+			close(submitted)
+			<-release
+			return res, nil
+		})
+	}()
+	<-submitted
+	f.c.Hub.TurnDone(relayTurnID, b)
+
+	answered := func() bool {
+		f.w.mu.Lock()
+		defer f.w.mu.Unlock()
+		for _, fl := range f.w.flushes {
+			if bytes.Contains(fl, []byte(`"result":{"events":[`)) {
+				return true
+			}
+		}
+		return false
+	}
+	// A bound on liveness only: without the announcement's path the
+	// answer waits for release, which comes after.
+	bound := time.After(30 * time.Second)
+	for !answered() {
+		select {
+		case <-f.w.flushed:
+		case <-bound:
+			t.Fatal("no terminal response while the submission was held")
+		}
+	}
+	select {
+	case <-relayed:
+		t.Fatal("the request ended before its submission returned")
+	default:
+	}
+	close(release)
+	<-relayed
 }

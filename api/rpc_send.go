@@ -254,6 +254,11 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 	call.out.open()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
+	// The turn's recorded result, as this process or another replica
+	// announces it: the relay answers from it at once, rather than after
+	// the submission (woken by the same announcement) returns it.
+	announced, unwatch := c.Hub.WatchTurn(turnID)
+	defer unwatch()
 
 	type outcome struct {
 		res workflows.TurnResult
@@ -295,17 +300,42 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 	if deltas.drain() != nil {
 		return
 	}
+	// finish relays the rest and the terminal response (deltas first: a
+	// turn's deltas precede its events).
+	finish := func(res workflows.TurnResult, err error) {
+		if deltas.drain() != nil {
+			return
+		}
+		c.finishTurn(call, relay, res, err)
+	}
+	// answered finishes with an announced result; b nil (read it from the
+	// store) is the submission's to read.
+	answered := func(b []byte) bool {
+		var res workflows.TurnResult
+		if b == nil || json.Unmarshal(b, &res) != nil {
+			return false
+		}
+		finish(res, nil)
+		// The submission returns the same result at once; the request
+		// ends after it, or it would see its caller gone and look for
+		// the turn's start in the store.
+		select {
+		case <-finished:
+		case <-ctx.Done():
+		}
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-finished:
-			// Deltas first: a turn's deltas precede its events.
-			if deltas.drain() != nil {
+			finish(turn.res, turn.err)
+			return
+		case b := <-announced:
+			if answered(b) {
 				return
 			}
-			c.finishTurn(call, relay, turn.res, turn.err)
-			return
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {
@@ -313,16 +343,16 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 				return
 			}
 		case <-waiter.Wake():
+			// Woken by the turn's last append, its result already known:
+			// the events go out with the terminal response, in one write.
 			select {
 			case <-finished:
-				// Woken by the turn's last append, its result already
-				// known: the events go out with the terminal response,
-				// in one write (finishTurn).
-				if deltas.drain() != nil {
+				finish(turn.res, turn.err)
+				return
+			case b := <-announced:
+				if answered(b) {
 					return
 				}
-				c.finishTurn(call, relay, turn.res, turn.err)
-				return
 			default:
 			}
 		}
