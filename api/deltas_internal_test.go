@@ -26,6 +26,8 @@ type sentWriter struct {
 	// block, when set, holds every flush until it is closed (a client
 	// that stopped reading).
 	block chan struct{}
+	// flushed, when set, is told of every flush that sent something.
+	flushed chan struct{}
 }
 
 func (w *sentWriter) Header() http.Header { return w.header }
@@ -45,6 +47,12 @@ func (w *sentWriter) Flush() {
 	if w.pending.Len() > 0 {
 		w.flushes = append(w.flushes, bytes.Clone(w.pending.Bytes()))
 		w.pending.Reset()
+		if w.flushed != nil {
+			select {
+			case w.flushed <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

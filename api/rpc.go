@@ -140,21 +140,32 @@ func (c *rpcCall) fail(e *RPCError) {
 	_ = c.out.write(map[string]any{"jsonrpc": "2.0", "id": c.id, "error": e})
 }
 
-// event writes a session.event notification. It is encoded by hand: the
-// payload is copied as stored, not decoded and encoded again.
-func (c *rpcCall) event(e store.Event) error {
+// event writes a session.event notification and sends it. It is encoded
+// by hand: the payload is copied as stored, not decoded and encoded again.
+func (c *rpcCall) event(e store.Event) error { return c.writeEvent(e, true) }
+
+// heldEvent writes a session.event notification without sending it: the
+// next flush sends it with what follows (a relay's page, a turn's last
+// events with its terminal response), one write instead of one per line.
+func (c *rpcCall) heldEvent(e store.Event) error { return c.writeEvent(e, false) }
+
+func (c *rpcCall) writeEvent(e store.Event, flush bool) error {
 	if isApprovalEvent(e.Type) && !c.approvals {
 		return nil
 	}
 	b := make([]byte, 0, len(e.Payload)+256)
 	b = append(b, `{"jsonrpc":"2.0","method":"session.event","params":`...)
 	b = e.AppendJSON(b)
-	if err := c.out.writeRaw(append(b, "}\n"...)); err != nil {
+	if err := c.out.writeParts(flush, append(b, "}\n"...)); err != nil {
 		return err
 	}
 	if note, ok := approvalNote(e); ok {
 		// The opted-in stream's notification follows the event it shows.
-		return c.out.write(note)
+		nb, err := json.Marshal(note)
+		if err != nil {
+			return err
+		}
+		return c.out.writeParts(flush, append(nb, '\n'))
 	}
 	return nil
 }

@@ -254,6 +254,11 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 	call.out.open()
 	waiter := c.Hub.Watch(call.sess.ID)
 	defer waiter.Close()
+	// The turn's recorded result, as this process or another replica
+	// announces it: the relay answers from it at once, rather than after
+	// the submission (woken by the same announcement) returns it.
+	announced, unwatch := c.Hub.WatchTurn(turnID)
+	defer unwatch()
 
 	type outcome struct {
 		res workflows.TurnResult
@@ -295,17 +300,42 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 	if deltas.drain() != nil {
 		return
 	}
+	// finish relays the rest and the terminal response (deltas first: a
+	// turn's deltas precede its events).
+	finish := func(res workflows.TurnResult, err error) {
+		if deltas.drain() != nil {
+			return
+		}
+		c.finishTurn(call, relay, res, err)
+	}
+	// answered finishes with an announced result; b nil (read it from the
+	// store) is the submission's to read.
+	answered := func(b []byte) bool {
+		var res workflows.TurnResult
+		if b == nil || json.Unmarshal(b, &res) != nil {
+			return false
+		}
+		finish(res, nil)
+		// The submission returns the same result at once; the request
+		// ends after it, or it would see its caller gone and look for
+		// the turn's start in the store.
+		select {
+		case <-finished:
+		case <-ctx.Done():
+		}
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-finished:
-			// Deltas first: a turn's deltas precede its events.
-			if deltas.drain() != nil {
+			finish(turn.res, turn.err)
+			return
+		case b := <-announced:
+			if answered(b) {
 				return
 			}
-			c.finishTurn(call, relay, turn.res, turn.err)
-			return
 		case <-ticket.checked():
 			// The session's shared checker re-read the authorization.
 			if e := ticket.verdict(); e != nil {
@@ -313,6 +343,18 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 				return
 			}
 		case <-waiter.Wake():
+			// Woken by the turn's last append, its result already known:
+			// the events go out with the terminal response, in one write.
+			select {
+			case <-finished:
+				finish(turn.res, turn.err)
+				return
+			case b := <-announced:
+				if answered(b) {
+					return
+				}
+			default:
+			}
 		}
 		if deltas.drain() != nil {
 			return
@@ -343,6 +385,8 @@ type turnRelay struct {
 	// deltas: the stream's opt-in (nil without); a provider response's
 	// deltas go before it (deltaStream.settle).
 	deltas *deltaStream
+	// held: events written and not yet sent (see relay).
+	held bool
 }
 
 // newRelay starts a turn's relay. A new turn has no event before the head
@@ -388,18 +432,18 @@ func (t *turnRelay) selfEvent(e store.Event) bool {
 const relayPage = 256
 
 // pump writes every event appended since the turn started, reading as a
-// follower (this process's own appends come from memory).
+// follower (this process's own appends come from memory), and sends them
+// with one flush per page.
 func (t *turnRelay) pump(ctx context.Context) error {
 	for {
 		evs, err := t.c.Store.FollowEvents(ctx, t.call.sess.ID, t.last, relayPage)
 		if err != nil {
 			return nil
 		}
-		if err := t.relay(ctx, evs); err != nil {
+		err = t.relay(ctx, evs)
+		t.flush()
+		if err != nil || len(evs) < relayPage {
 			return err
-		}
-		if len(evs) < relayPage {
-			return nil
 		}
 	}
 }
@@ -421,12 +465,20 @@ func (t *turnRelay) relay(ctx context.Context, evs []store.Event) error {
 		if t.selfEvent(e) {
 			continue
 		}
+		if t.deltas != nil && e.Type == events.ProviderResponse {
+			// settle may wait for the response's deltas: what came
+			// before is sent first.
+			t.flush()
+		}
 		if err := t.deltas.settle(ctx, t.c, e); err != nil {
 			return err
 		}
-		if err := t.call.event(e); err != nil {
+		// Sent by the caller's next flush: pump's, or the terminal
+		// response's after catchUp.
+		if err := t.call.heldEvent(e); err != nil {
 			return err
 		}
+		t.held = true
 	}
 	return nil
 }
@@ -458,11 +510,23 @@ func (t *turnRelay) catchUp(ctx context.Context, lastSeq int64) error {
 		}
 		switch {
 		case len(evs) == relayPage:
+			t.flush()
 		case fromTable || t.last >= lastSeq:
+			// What it relayed goes out with the terminal response.
 			return nil
 		default:
+			// Sent before the table is read.
+			t.flush()
 			fromTable = true
 		}
+	}
+}
+
+// flush sends the events relay wrote and held.
+func (t *turnRelay) flush() {
+	if t.held {
+		t.held = false
+		t.call.out.flush()
 	}
 }
 
