@@ -123,7 +123,10 @@ func (s *session) handBack(ctx workflow.Context, in SendMessageInput, signalled 
 	ticket := s.enqueueFront(in, signalled)
 	for i := len(ahead) - 1; i >= 0; i-- {
 		a := ahead[i]
-		if s.toFront(a.TurnID) {
+		// Gated here too: a SendMessage Update's queued turn is not in
+		// seen, and histories recorded before it admitted it again.
+		if s.queuedAt(a.TurnID) >= 0 && workflow.GetVersion(ctx, changeHandBackQueued, workflow.DefaultVersion, versionHandBackQueued) >= versionHandBackQueued {
+			s.toFront(a.TurnID)
 			continue
 		}
 		s.admitAt(ctx, SendMessageInput{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived}, true)
