@@ -38,6 +38,19 @@ const (
 	versionHandBack = 1
 )
 
+// versionHandBackQueued: a handed-back turn this run has queued but not
+// run (its signal redelivered after the task that began it was lost, and a
+// busy-interrupt turn put ahead of it at the head of the queue) moves in
+// front of the turn whose begin handed it back, as an unseen one is
+// admitted there: PostgreSQL stored and began it first. Histories recorded
+// before it drop such a turn, and the begin, run again, takes it out of
+// the conversation (it later ends superseded). Asked only when a begin
+// hands back a queued turn, so other histories hold no marker for it.
+const (
+	changeHandBackQueued  = "turns-handed-back-queued"
+	versionHandBackQueued = 1
+)
+
 // receiveTurns admits every Enqueue signal, in the order the history
 // holds them, which is the order the API stored and sent them.
 func (s *session) receiveTurns(ctx workflow.Context) {
@@ -103,26 +116,67 @@ func (s *session) enqueueFront(in SendMessageInput, signalled bool) int64 {
 }
 
 // handBack puts a turn whose begin handed turns back at the head of the
-// queue, behind those turns, admitted there oldest first: they were
-// stored (and began) before it. It returns the turn's new ticket.
+// queue, behind those turns, oldest first: they were stored (and began)
+// before it. One already queued moves there (versionHandBackQueued); the
+// others are admitted there. It returns the turn's new ticket.
 func (s *session) handBack(ctx workflow.Context, in SendMessageInput, signalled bool, ahead []AheadTurn) int64 {
 	ticket := s.enqueueFront(in, signalled)
 	for i := len(ahead) - 1; i >= 0; i-- {
 		a := ahead[i]
+		// Gated here too: a SendMessage Update's queued turn is not in
+		// seen, and histories recorded before it admitted it again.
+		if s.queuedAt(a.TurnID) >= 0 && workflow.GetVersion(ctx, changeHandBackQueued, workflow.DefaultVersion, versionHandBackQueued) >= versionHandBackQueued {
+			s.toFront(a.TurnID)
+			continue
+		}
 		s.admitAt(ctx, SendMessageInput{TurnID: a.TurnID, ClientKeyID: a.ClientKeyID, Arrived: a.Arrived}, true)
 	}
 	workflow.GetLogger(ctx).Warn("turns begun and not ended run first", "turn_id", in.TurnID, "ahead", ahead)
 	return ticket
 }
 
-// unseen are the turns of ahead this run has not seen (admitted, run or
-// ended), in their order.
-func (s *session) unseen(ahead []AheadTurn) []AheadTurn {
+// toFront moves a queued turn to the head of the queue, keeping its
+// ticket (its waiter takes the gate at the head), and reports whether it
+// was queued.
+func (s *session) toFront(turnID string) bool {
+	i := s.queuedAt(turnID)
+	if i < 0 {
+		return false
+	}
+	q := s.queue[i]
+	s.queue = slices.Insert(slices.Delete(s.queue, i, i+1), 0, q)
+	return true
+}
+
+// queuedAt is the queue position of a turn waiting for the gate, or -1.
+func (s *session) queuedAt(turnID string) int {
+	return slices.IndexFunc(s.queue, func(q queuedTurn) bool { return q.in.TurnID == turnID })
+}
+
+// unseen are the turns of ahead this run is to run before the one whose
+// begin handed them back, in their order: those it has not seen
+// (admitted, run or ended), and (versionHandBackQueued) those it has
+// queued and not yet run. A turn it ran (its result failed to record) is
+// left out: the begin, run again, takes its messages out.
+func (s *session) unseen(ctx workflow.Context, ahead []AheadTurn) []AheadTurn {
 	var out []AheadTurn
+	requeue := 0 // 0: not asked yet; 1: yes; -1: no
 	for _, a := range ahead {
-		if !s.seen[a.TurnID] {
-			out = append(out, a)
+		if s.seen[a.TurnID] {
+			if s.queuedAt(a.TurnID) < 0 {
+				continue
+			}
+			if requeue == 0 {
+				requeue = -1
+				if workflow.GetVersion(ctx, changeHandBackQueued, workflow.DefaultVersion, versionHandBackQueued) >= versionHandBackQueued {
+					requeue = 1
+				}
+			}
+			if requeue < 0 {
+				continue
+			}
 		}
+		out = append(out, a)
 	}
 	return out
 }

@@ -31,6 +31,11 @@ type fakeActivities struct {
 	// workflow asks (CallProviderInput.Record), kept here.
 	withAnswer bool
 	stored     []workflows.RecordTurnResultInput
+	// lost is a turn PostgreSQL says began and never ended (its workflow
+	// task lost): another turn's begin hands it back when asked to, and
+	// takes it out of the conversation (takenOut) when not.
+	lost     workflows.AheadTurn
+	takenOut []string
 }
 
 func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
@@ -38,6 +43,16 @@ func (f *fakeActivities) BeginTurn(ctx context.Context, in workflows.BeginTurnIn
 	defer f.mu.Unlock()
 	f.begins = append(f.begins, in)
 	f.at = append(f.at, f.now().Sub(f.start))
+	switch {
+	case f.lost.TurnID == "":
+	case f.lost.TurnID == in.TurnID:
+		f.lost = workflows.AheadTurn{} // it runs, and ends
+	case in.HandBack:
+		return workflows.BeginTurnResult{Outcome: workflows.OutcomeHandedBack, Ahead: []workflows.AheadTurn{f.lost}}, nil
+	default:
+		f.takenOut = append(f.takenOut, f.lost.TurnID)
+		f.lost = workflows.AheadTurn{}
+	}
 	return workflows.BeginTurnResult{Providers: []string{"primary"}}, nil
 }
 

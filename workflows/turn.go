@@ -66,8 +66,9 @@ type turnOptions struct {
 	// nothing.
 	step *stepper
 	// unseen (versionHandBack) keeps the turns a begin handed back that
-	// this run has not seen; nil when the begin may not hand any back.
-	unseen func([]AheadTurn) []AheadTurn
+	// this run is to run first (session.unseen); nil when the begin may
+	// not hand any back.
+	unseen func(workflow.Context, []AheadTurn) []AheadTurn
 }
 
 func (o turnOptions) withDefaults() turnOptions {
@@ -283,7 +284,7 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 	in.HandBack = o.unseen != nil
 	begin, first, err := startTurn(ctx, in, o)
 	if err == nil && begin.Outcome == OutcomeHandedBack {
-		if ahead := o.unseen(begin.Ahead); len(ahead) > 0 {
+		if ahead := o.unseen(ctx, begin.Ahead); len(ahead) > 0 {
 			return turnResult{TurnResult: TurnResult{Outcome: OutcomeHandedBack}, ahead: ahead}, nil
 		}
 		// This run ran them (their results failed to record): their
