@@ -134,6 +134,14 @@ func (a *Activities) beginTx(ctx context.Context, tx *store.Tx, in workflows.Beg
 			serverIDs[strField(b, "tool_use_id")] = true
 		}
 		abandon := pending.Owner != cid
+		if abandon && hasToolResult(content) {
+			// Another client's tool_result answers none of this pause's
+			// calls: a result for a pause of its own that another
+			// driver's message abandoned while it was queued. It cannot
+			// replace this pause (cancelAbandoned would end the session):
+			// refused as a tool_result with no pause, nothing stored.
+			return rejected(workflows.RejectNoPausedTurn, ""), nil, nil
+		}
 		if abandon {
 			if _, err := tx.AppendEvents(ctx, sid, store.NewEvent{
 				IdemKey: idem(turn, "abandoned"), ClientKeyID: pending.Owner,

@@ -155,6 +155,15 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 	if err != nil {
 		return workflows.InterruptTurnResult{}, err
 	}
+	// Another run of this interrupt (a timed-out workflow task's, and its
+	// retry's on another replica) may have stored it since InterruptTurn
+	// looked: under the session row lock taken above this read sees it.
+	// Without it the kept answer would read as a completed turn's.
+	if ev, err := tx.EventWithKey(ctx, sid, idem(turn, stepInterrupted)); err == nil {
+		return workflows.InterruptTurnResult{LastSeq: ev.Seq}, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return workflows.InterruptTurnResult{}, err
+	}
 	paused := pending != nil && pending.TurnID == turn
 	if in.Paused && !paused {
 		// The paused turn was resumed or abandoned before this interrupt

@@ -50,6 +50,13 @@ func quotaRPCError(e *store.QuotaError) *RPCError {
 	return quotaRPC(quotaDetail(e))
 }
 
+// storedQuotaRPCError refuses a resend whose message is stored: the cap
+// refusal says so, since a refused sendMessage otherwise stores nothing
+// and a client would take the message for dropped while its turn runs.
+func storedQuotaRPCError(e *store.QuotaError) *RPCError {
+	return quotaRPC(quotaDetail(e) + "; this message is already stored and runs: send it again under the same Idempotency-Key to follow its turn")
+}
+
 // quotaRPC is the one JSON-RPC form of every quota_exceeded refusal: a
 // cap, a queue or a spent budget, named in detail.
 func quotaRPC(detail string) *RPCError {

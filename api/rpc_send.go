@@ -159,7 +159,7 @@ func (c *clientAPI) resendTurn(call *rpcCall, ti store.TurnInput, ticket *stream
 	if ticket == nil {
 		var quota *store.QuotaError
 		if ticket, quota = c.streams.join(call, ti.TurnID); quota != nil {
-			call.fail(quotaRPCError(quota))
+			call.fail(storedQuotaRPCError(quota))
 			return
 		}
 		defer ticket.leave()

@@ -218,3 +218,36 @@ func TestResentToolTurnKeepsItsPause(t *testing.T) {
 	assert.Equal(t, 2, counts["client.message.send"], "the tool turn and its continuation, once each")
 	assert.Zero(t, counts["session.error"])
 }
+
+// TestResendRefusedByAStreamCapSaysTheMessageIsStored: a resend under a
+// stored Idempotency-Key that a live-stream cap refuses must not read as
+// a refusal that stored nothing (docs/api.md): its message is stored and
+// will run. The chaos campaign's ses_1fc2…: a send's response was lost,
+// the SDK's resend was refused at the key's stream cap, the driver took
+// the message for refused, and its turn ran after the driver's next one.
+// Seen red with resendTurn answering the plain cap refusal.
+func TestResendRefusedByAStreamCapSaysTheMessageIsStored(t *testing.T) {
+	e := newEnv(t, envOpts{serverEnv: map[string]string{"BAE_MAX_STREAMS_PER_SESSION": "1"}})
+	d := e.open()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d.requireResendAnswered(ctx, "k-stored", "hello")
+
+	// The session's one stream: a subscribe.
+	sub := e.srv.RPCStream(t, ctx, d.sid, d.sk, map[string]any{"jsonrpc": "2.0", "id": 9, "method": "session.subscribe", "params": map[string]any{}})
+	defer sub.Close()
+	require.Equal(t, http.StatusOK, sub.Status())
+
+	term := testenv.Terminal(t, d.keyed(ctx, "k-stored", "hello"))
+	errObj, _ := term["error"].(map[string]any)
+	require.NotNil(t, errObj, "the resend was not refused: %v", term)
+	assert.Contains(t, errObj["message"], "quota_exceeded")
+	assert.Contains(t, errObj["message"], "already stored", "a refused resend reads as a message never stored")
+	// A fresh message is refused as before: nothing stored.
+	n := e.storedInputs(d.sid)
+	term = testenv.Terminal(t, d.keyed(ctx, "k-new", "again"))
+	errObj, _ = term["error"].(map[string]any)
+	require.NotNil(t, errObj)
+	assert.NotContains(t, errObj["message"], "already stored")
+	assert.Equal(t, n, e.storedInputs(d.sid))
+}

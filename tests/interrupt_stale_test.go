@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/activities"
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/workflows"
@@ -78,4 +79,66 @@ func TestInterruptPausedTurnAfterItsResume(t *testing.T) {
 	assert.Nil(t, res2["turnId"])
 
 	requireValidNextTurn(t, e, d, "primary")
+}
+
+// TestInterruptRunTwiceAtOnceBothSeeTheInterrupt: InterruptTurn is a local
+// activity, so a workflow task that timed out while it ran has it run
+// again by the task's retry on another replica while the first run still
+// writes (the chaos campaign's ses_6d44…: both runs found nothing stored,
+// the first closed the turn interrupted, the second then found the turn's
+// kept "[interrupted]" answer, took it for a completed answer, and the
+// workflow answered the message as completed with the interrupt's text).
+// Both runs must say the turn was interrupted, and only one stores.
+// Seen red without closeInterrupted's check under the session row lock
+// (the second run said completed).
+func TestInterruptRunTwiceAtOnceBothSeeTheInterrupt(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	d := e.open("get_time")
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_p", "get_time", nil))
+	_, term := d.send("what time?")
+	require.Nil(t, term["error"])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v, err := e.srv.Parts.Engine.Control(ctx, d.sid)
+	require.NoError(t, err)
+	require.NotNil(t, v.Paused)
+	turn := v.Paused.TurnID
+
+	// Hold the session row so both runs pass their first look for a stored
+	// interrupt and queue on the row, as two replicas' runs do.
+	pool := e.srv.Parts.Store.Pool
+	hold, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = hold.Rollback(ctx) }()
+	_, err = hold.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, d.sid)
+	require.NoError(t, err)
+
+	in := workflows.InterruptTurnInput{TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turn, ClientKeyID: d.keyID}, By: d.keyID}
+	type out struct {
+		res workflows.InterruptTurnResult
+		err error
+	}
+	outs := make(chan out, 2)
+	for _, a := range []*activities.Activities{e.srv.Parts.Activities, otherWorker(e)} {
+		go func() {
+			r, err := a.InterruptTurn(ctx, in)
+			outs <- out{r, err}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		var n int
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pending_turn%'`).Scan(&n)
+		return n == 2
+	}, 30*time.Second, 20*time.Millisecond, "both runs wait on the session row")
+	require.NoError(t, hold.Rollback(ctx))
+
+	for range 2 {
+		o := <-outs
+		require.NoError(t, o.err)
+		assert.Empty(t, o.res.Outcome, "a run took the interrupt's kept text for a completed answer: %+v", o.res)
+		assert.False(t, o.res.NotPaused, "%+v", o.res)
+		assert.NotZero(t, o.res.LastSeq, "%+v", o.res)
+	}
+	assert.Len(t, ofTypeIn(d.allEvents(), "server.message.interrupted"), 1)
 }

@@ -357,3 +357,44 @@ func TestSubscribeReplayAndLive(t *testing.T) {
 	}
 	assert.Nil(t, obs.Next(time.Second), "the subscription ended")
 }
+
+// TestStaleToolResultOfAnotherClientLeavesThePauseAlone: a driver's
+// tool_result queued behind another driver's message reaches its begin
+// after that message abandoned its pause and paused on a tool of its own
+// (the chaos campaign's ses_6b5d…). The stale result answers none of the
+// paused turn's calls: it is refused as a tool_result with no pause, and
+// neither abandons the other driver's pause nor ends the session (it did:
+// tool_result_merge_invalid, session in error, every later send refused).
+// Seen red without the begin's check (the session ended).
+func TestStaleToolResultOfAnotherClientLeavesThePauseAlone(t *testing.T) {
+	e := newEnv(t, envOpts{turnTimeout: 2 * time.Second})
+	a := e.open("get_time")
+	b := e.join(a, "get_time")
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_a", "get_time", nil), fakeprovider.ToolUse("tu_b", "get_time", nil))
+	_, term := a.send("time?")
+	require.Equal(t, "tool_use", message(term)["content"].([]any)[0].(map[string]any)["type"])
+	// B's message waits out A's pause, abandons it and pauses on tu_b.
+	_, term = b.send("B's question")
+	require.Nil(t, term["error"], "%v", term["error"])
+	require.Equal(t, "tu_b", message(term)["content"].([]any)[0].(map[string]any)["id"])
+
+	// A's result for tu_a comes late.
+	_, term = a.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_a", "content": "12:00"}})
+	errObj, _ := term["error"].(map[string]any)
+	require.NotNil(t, errObj, "a stale tool_result was accepted: %v", term)
+	assert.EqualValues(t, -32602, errObj["code"])
+	assert.Contains(t, errObj["message"], "no turn is paused")
+	for _, ev := range a.allEvents() {
+		if ev["event_type"] == "session.error" {
+			assert.NotEqual(t, "tool_result_merge_invalid", payload(ev)["reason"], "the session was ended")
+		}
+	}
+	r := e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions?state=open", nil)
+	assert.Len(t, r.Body["items"], 1, "the stale result ended the session")
+
+	// B's pause stands: its result resumes its turn.
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("B done"))
+	_, term = b.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_b", "content": "12:01"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "B done", firstText(message(term)))
+}

@@ -249,6 +249,9 @@ func (d *driver) sendContent(ctx context.Context, kind string, content any, text
 			c.Outcome = outRefused
 			d.run.refusedBusy.Add(1)
 			return c
+		case errors.As(err, &re) && strings.HasPrefix(re.Message, "quota_exceeded") && strings.Contains(re.Message, "already stored"):
+			// A resend of a stored message refused at a stream cap: its
+			// turn runs; sent again until its outcome is known.
 		case errors.As(err, &re) && strings.HasPrefix(re.Message, "quota_exceeded"):
 			c.Outcome = outRefused
 			d.run.refusedQuota.Add(1)
