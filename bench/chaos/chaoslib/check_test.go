@@ -261,6 +261,17 @@ func TestCheckGrowthNetOfTheLoad(t *testing.T) {
 	assert.NotContains(t, vs[0].String(), "relay", "groups that did not grow are left out")
 }
 
+// Breaking an invariant on purpose copies the input; goroutine profiles
+// (keyed by group, which JSON cannot key by) must survive the copy, as
+// tests/chaos breaks every invariant on a campaign that captured some.
+func TestBreakInputKeepsGoroutineProfiles(t *testing.T) {
+	in := &Input{Profiles: map[string]*replicaProfiles{profileKey("a", 1): {
+		Base: &goroutineProfile{Total: 10, Counts: map[goroutineGroup]int{{"a", "b"}: 3}}}}}
+	// Every break copies the input first; growth's needs no sessions.
+	c := breakInput(in, InvGrowth)
+	require.Equal(t, 3, c.Profiles[profileKey("a", 1)].Base.Counts[goroutineGroup{"a", "b"}])
+}
+
 // A debug=2 goroutine dump groups by the function that started each
 // goroutine and the first frame outside the runtime and the standard
 // library's waits.
