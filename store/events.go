@@ -420,14 +420,9 @@ func (p *appendPlan) read(br pgx.BatchResults) (out, inserted []Event, err error
 	return dedupe(out, evs, stored), inserted, nil
 }
 
-// appendSQL is appendEvents's statement: $2..$8 are the new events' ids,
-// idempotency keys, turns, client keys, types, payloads and conversation
-// counters ("" for none); $9 says every event may follow the session's
-// close (events.Type.FollowsClose), else none is inserted unless the
-// session is open; $10..$12 are the views' columns (NewEvent.View). It
-// returns the inserted events (true) and those whose key was already
-// stored (false).
-const appendSQL = `WITH input AS (
+// appendCTEs are the append statements' common part: the input, the keys
+// already stored, the fresh events and their insert (ins).
+const appendCTEs = `WITH input AS (
 	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $10::int8[], $11::int8[], $12::text[]) WITH ORDINALITY
 		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary, ord)
 ), found AS (
@@ -446,7 +441,16 @@ const appendSQL = `WITH input AS (
 		f.view_through, f.view_cleared, f.view_summary
 	FROM fresh f CROSS JOIN (SELECT last_event_seq FROM sessions WHERE id = $1) s
 	RETURNING *
-), head AS (
+)`
+
+// appendSQL is appendEvents's statement: $2..$8 are the new events' ids,
+// idempotency keys, turns, client keys, types, payloads and conversation
+// counters ("" for none); $9 says every event may follow the session's
+// close (events.Type.FollowsClose), else none is inserted unless the
+// session is open; $10..$12 are the views' columns (NewEvent.View). It
+// returns the inserted events (true) and those whose key was already
+// stored (false).
+const appendSQL = appendCTEs + `, head AS (
 	UPDATE sessions SET last_event_seq = last_event_seq + (SELECT count(*) FROM fresh)
 	WHERE id = $1 AND EXISTS (SELECT 1 FROM fresh)
 )
@@ -459,24 +463,7 @@ SELECT false, ` + eventCols + ` FROM found`
 // unless one is stored under its key: both counters move in one update of
 // the session row instead of two. Only after the append's lock of the row
 // (appendPlan.queue), so the counter read is the row's latest.
-const appendWithMessageSQL = `WITH input AS (
-	SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $10::int8[], $11::int8[], $12::text[]) WITH ORDINALITY
-		AS i(id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary, ord)
-), found AS (
-	SELECT e.* FROM unnest($3::text[]) k(key)
-	CROSS JOIN LATERAL (SELECT * FROM session_events WHERE session_id = $1 AND idem_key = k.key OFFSET 0) e
-	WHERE k.key <> ''
-), fresh AS (
-	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM input i
-	WHERE (i.idem_key = '' OR NOT EXISTS (SELECT 1 FROM found WHERE found.idem_key = i.idem_key))
-	  AND ($9::bool OR (SELECT state FROM sessions WHERE id = $1) = 'open')
-), ins AS (
-	INSERT INTO session_events (session_id, seq, id, idem_key, turn_id, client_key_id, event_type, payload, messages_upto, view_through, view_cleared, view_summary)
-	SELECT $1, s.last_event_seq + f.n, f.id, NULLIF(f.idem_key, ''), NULLIF(f.turn_id, ''), NULLIF(f.client_key_id, ''), f.event_type, f.payload::json, f.messages_upto,
-		f.view_through, f.view_cleared, f.view_summary
-	FROM fresh f CROSS JOIN (SELECT last_event_seq FROM sessions WHERE id = $1) s
-	RETURNING *
-), mins AS (
+const appendWithMessageSQL = appendCTEs + `, mins AS (
 	INSERT INTO session_messages (session_id, seq, idem_key, role, content)
 	SELECT $1::text, s.last_message_seq + 1, $13::text, $14::text, $15::json
 	FROM (SELECT last_message_seq FROM sessions WHERE id = $1) s
