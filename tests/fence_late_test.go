@@ -108,17 +108,12 @@ func TestToolCallOfATurnTakenOutIsSuperseded(t *testing.T) {
 	waitFor(t, held.entered, "the live worker's MCP call")
 	ids := turnIDs(t, e, d.sid)
 	turnA := ids[len(ids)-1]
-	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.RepairConversation(ctx, d.sid, turnA)
-		return err
-	}))
+	takeOut(t, ctx, e, d.sid, turnA)
 
-	cold, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold.Close()
+	cold := coldStore(t, ctx, e)
 	fresh := staleWorker(e)
 	fresh.Store = cold
-	_, err = fresh.CallMCPTool(ctx, workflows.ToolCallInput{
+	_, err := fresh.CallMCPTool(ctx, workflows.ToolCallInput{
 		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turnA, ClientKeyID: d.keyID},
 		Call:    workflows.ToolCall{ID: "tu_1", Name: "list_files", Dispatch: events.DispatchMCP, Server: "fs"},
 	})
@@ -159,21 +154,36 @@ func TestIterationEndOfATurnTakenOutIsSuperseded(t *testing.T) {
 	require.Equal(t, "echo: second", firstText(message(term)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.RepairConversation(ctx, d.sid, turnA)
-		return err
-	}))
+	takeOut(t, ctx, e, d.sid, turnA)
 
-	cold, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold.Close()
+	cold := coldStore(t, ctx, e)
 	fresh := otherWorker(e)
 	fresh.Store = cold
-	_, err = fresh.FinishIteration(ctx, workflows.FinishIterationInput{
+	_, err := fresh.FinishIteration(ctx, workflows.FinishIterationInput{
 		// Iteration 1: the turn's i0 answer is its final one (i0/sms).
 		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: turnA, ClientKeyID: d.keyID}, Iteration: 1,
 		Calls: []workflows.ToolCall{{ID: "tu_gone", Name: "probe", Dispatch: events.DispatchClient}},
 	})
 	requireSuperseded(t, err)
 	requireValidNextTurn(t, e, d, "primary")
+}
+
+// takeOut takes turn out of the session's conversation, as a later turn's
+// begin does with an unfinished one.
+func takeOut(t *testing.T, ctx context.Context, e *env, sid, turn string) {
+	t.Helper()
+	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
+		_, err := tx.RepairConversation(ctx, sid, turn)
+		return err
+	}))
+}
+
+// coldStore is a store with nothing cached, as another replica's worker
+// reads the conversation afresh.
+func coldStore(t *testing.T, ctx context.Context, e *env) *store.Store {
+	t.Helper()
+	cold, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(cold.Close)
+	return cold
 }

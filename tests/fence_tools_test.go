@@ -16,7 +16,6 @@ import (
 	"github.com/bae-go/bae-go/internal/sandbox"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
-	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
 )
 
@@ -321,10 +320,7 @@ func TestStaleToolRunAfterTurnTakenOutCallsNothing(t *testing.T) {
 	waitFor(t, held.entered, "the live worker's MCP call")
 	ids := turnIDs(t, e, d.sid)
 	turnA := ids[len(ids)-1]
-	require.NoError(t, e.srv.Parts.Store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := tx.RepairConversation(ctx, d.sid, turnA)
-		return err
-	}))
+	takeOut(t, ctx, e, d.sid, turnA)
 	before := turnEventTypes(t, e, d.sid, turnA)
 
 	stale := make(chan error, 1)
