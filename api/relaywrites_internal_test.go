@@ -236,11 +236,17 @@ func TestRevokedRelayIsNotAnsweredFromTheAnnouncedResult(t *testing.T) {
 			return err
 		}))
 		f.c.Hub.Wake(sess.ID)
-		<-w.entered // relaying the answer's event, held
+		bound := time.After(30 * time.Second)
+		select {
+		case <-w.entered: // relaying the answer's event, held
+		case <-relayed:
+			t.Fatalf("round %d: the relay ended before its turn's first event: %q", round, w.pending.String())
+		case <-bound:
+			t.Fatal("the relay never relayed its turn's first event")
+		}
 
 		_, err = f.st.RevokeClientKey(ctx, k.ID)
 		require.NoError(t, err)
-		bound := time.After(30 * time.Second)
 		for watcher.verdict() == nil {
 			select {
 			case <-watcher.checked():
