@@ -26,6 +26,8 @@ type sentWriter struct {
 	// block, when set, holds every flush until it is closed (a client
 	// that stopped reading).
 	block chan struct{}
+	// entered, when set, is told of every flush that block holds.
+	entered chan struct{}
 	// flushed, when set, is told of every flush that sent something.
 	flushed chan struct{}
 }
@@ -40,6 +42,12 @@ func (w *sentWriter) Write(p []byte) (int, error) {
 
 func (w *sentWriter) Flush() {
 	if w.block != nil {
+		if w.entered != nil {
+			select {
+			case w.entered <- struct{}{}:
+			default:
+			}
+		}
 		<-w.block
 	}
 	w.mu.Lock()

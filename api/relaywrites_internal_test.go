@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -181,4 +182,110 @@ func TestRelayAnswersFromTheAnnouncedResult(t *testing.T) {
 	}
 	close(release)
 	<-relayed
+}
+
+// TestRevokedRelayIsNotAnsweredFromTheAnnouncedResult: a relay whose key
+// was revoked while its turn ran ends with the revocation error, also
+// when the turn's announced result is at hand as it learns of the
+// revocation: the answer goes only to a stream still authorized. The
+// relay is held in a write while the key is revoked, the session's
+// checker sees it and the result is announced, so that both wait for it
+// together; each round is one draw of the relay's choice.
+func TestRevokedRelayIsNotAnsweredFromTheAnnouncedResult(t *testing.T) {
+	f := newRelayFixture(t)
+	ctx := context.Background()
+	f.c.RecheckInterval = 5 * time.Millisecond
+	f.c.Hub = live.New(nil, slog.New(slog.DiscardHandler))
+	f.c.streams = newStreamWatch(f.c)
+	for round := range 16 {
+		k, _, err := f.st.NewClientKey(ctx, fmt.Sprintf("k%d", round), f.sess.ProfileID)
+		require.NoError(t, err)
+		sess, _, err := f.st.CreateSession(ctx, f.sess.ProfileID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{}, store.Caps{})
+		require.NoError(t, err)
+		var keyID string
+		require.NoError(t, f.st.Pool.QueryRow(ctx, `SELECT id FROM keys WHERE role = 'session' AND session_id = $1`, sess.ID).Scan(&keyID))
+		_, err = f.st.FollowEvents(ctx, sess.ID, 0, relayPage)
+		require.NoError(t, err)
+		w := &sentWriter{header: http.Header{}, block: make(chan struct{}), entered: make(chan struct{}, 1), flushed: make(chan struct{}, 1)}
+		call := &rpcCall{id: json.RawMessage(`1`), sess: sess, clientID: k.ID, keyID: keyID, out: &ndjson{w: w, opened: true},
+			r: httptest.NewRequest(http.MethodPost, "/", nil), log: slog.New(slog.DiscardHandler)}
+		ticket, quota := f.c.streams.join(call, relayTurnID)
+		require.Nil(t, quota)
+		// Another stream of the key, to see the shared checker's verdict
+		// without taking it from the relay.
+		watcher, quota := f.c.streams.join(call, "")
+		require.Nil(t, quota)
+
+		release, submitted, relayed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(relayed)
+			f.c.relayTurn(call, ticket, relayTurnID, false, func(context.Context, <-chan struct{}) (workflows.TurnResult, error) {
+				close(submitted)
+				<-release
+				return workflows.TurnResult{}, context.Canceled
+			})
+		}()
+		<-submitted
+		var last int64
+		require.NoError(t, f.st.Tx(ctx, func(tx *store.Tx) error {
+			out, err := tx.AppendEvents(ctx, sess.ID, store.NewEvent{IdemKey: relayTurnID + "/answer", TurnID: relayTurnID, ClientKeyID: k.ID,
+				Payload: events.ServerMessage{Content: json.RawMessage(`"the answer"`)}})
+			if err == nil {
+				last = out[len(out)-1].Seq
+			}
+			return err
+		}))
+		f.c.Hub.Wake(sess.ID)
+		bound := time.After(30 * time.Second)
+		select {
+		case <-w.entered: // relaying the answer's event, held
+		case <-relayed:
+			t.Fatalf("round %d: the relay ended before its turn's first event: %q", round, w.pending.String())
+		case <-bound:
+			t.Fatal("the relay never relayed its turn's first event")
+		}
+
+		_, err = f.st.RevokeClientKey(ctx, k.ID)
+		require.NoError(t, err)
+		for watcher.verdict() == nil {
+			select {
+			case <-watcher.checked():
+			case <-bound:
+				t.Fatal("the checker never saw the revocation")
+			}
+		}
+		b, err := json.Marshal(workflows.TurnResult{Outcome: workflows.OutcomeCompleted, LastSeq: last})
+		require.NoError(t, err)
+		f.c.Hub.TurnDone(relayTurnID, b)
+		close(w.block)
+
+		// The stream's last line: the answer waits for the submission
+		// (held), the revocation does not.
+		terminal := func() []byte {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for _, fl := range w.flushes {
+				for _, line := range bytes.Split(bytes.TrimSpace(fl), []byte("\n")) {
+					var m map[string]json.RawMessage
+					if json.Unmarshal(line, &m) == nil && m["id"] != nil {
+						return line
+					}
+				}
+			}
+			return nil
+		}
+		for terminal() == nil {
+			select {
+			case <-w.flushed:
+			case <-bound:
+				t.Fatal("no terminal line")
+			}
+		}
+		close(release)
+		<-relayed
+		watcher.leave()
+		ticket.leave()
+		require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unauthorized: the session key was revoked"}}`, string(terminal()),
+			"round %d: a revoked stream got its turn's answer", round)
+	}
 }

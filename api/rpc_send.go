@@ -301,8 +301,15 @@ func (c *clientAPI) relayTurn(call *rpcCall, ticket *streamTicket, turnID string
 		return
 	}
 	// finish relays the rest and the terminal response (deltas first: a
-	// turn's deltas precede its events).
+	// turn's deltas precede its events), to a stream still authorized: a
+	// result, announced or returned, can be at hand together with the
+	// check that withdrew the stream's authorization, and is then not
+	// sent (the latest check's verdict, no read of its own).
 	finish := func(res workflows.TurnResult, err error) {
+		if e := ticket.verdict(); e != nil {
+			call.endStream(e)
+			return
+		}
 		if deltas.drain() != nil {
 			return
 		}

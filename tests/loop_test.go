@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
+	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
 func TestSimpleTextTurn(t *testing.T) {
@@ -380,10 +381,7 @@ func TestStaleToolResultOfAnotherClientLeavesThePauseAlone(t *testing.T) {
 
 	// A's result for tu_a comes late.
 	_, term = a.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_a", "content": "12:00"}})
-	errObj, _ := term["error"].(map[string]any)
-	require.NotNil(t, errObj, "a stale tool_result was accepted: %v", term)
-	assert.EqualValues(t, -32602, errObj["code"])
-	assert.Contains(t, errObj["message"], "no turn is paused")
+	requireNoPausedTurnRefusal(t, term)
 	for _, ev := range a.allEvents() {
 		if ev["event_type"] == "session.error" {
 			assert.NotEqual(t, "tool_result_merge_invalid", payload(ev)["reason"], "the session was ended")
@@ -397,4 +395,66 @@ func TestStaleToolResultOfAnotherClientLeavesThePauseAlone(t *testing.T) {
 	_, term = b.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_b", "content": "12:01"}})
 	require.Nil(t, term["error"], "%v", term["error"])
 	assert.Equal(t, "B done", firstText(message(term)))
+}
+
+// TestToolResultOfANonOwnerQueuedAtALivePause: a driver's tool_result sent
+// while another driver's turn is paused waits its turn (the owner bypasses
+// the queue, as in BAE) and, once the owner's result ended the pause,
+// answers no tool_use. BAE stores such a message and sends it upstream,
+// where a provider refuses a tool_result with no tool_use
+// (all_providers_failed, the session in error); bae-go refuses it as
+// no_paused_turn, with the -32602 error object pinned here, stores nothing
+// and keeps the session open (docs/api.md, deliberate differences).
+func TestToolResultOfANonOwnerQueuedAtALivePause(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	a := e.open("get_time")
+	b := e.join(a, "get_time")
+	e.fake.Lane("primary").Enqueue(fakeprovider.ToolUse("tu_a", "get_time", nil))
+	_, term := a.send("time?")
+	require.Equal(t, "tu_a", message(term)["content"].([]any)[0].(map[string]any)["id"])
+
+	// B's result is stored and queued before A resumes: its stream opens
+	// only once the message is stored.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	late := b.stream(ctx, []any{map[string]any{"type": "tool_result", "tool_use_id": "tu_a", "content": "B's stale-result"}})
+	defer late.Close()
+	require.Equal(t, http.StatusOK, late.Status())
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("A done"))
+	_, term = a.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_a", "content": "12:00"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "A done", firstText(message(term)))
+
+	var objs []map[string]any
+	for m := range late.Lines() {
+		objs = append(objs, m)
+	}
+	requireNoPausedTurnRefusal(t, testenv.Terminal(t, objs))
+	// Nothing of it stored, nothing ended, no pause abandoned.
+	for _, ev := range a.allEvents() {
+		raw, err := json.Marshal(ev)
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), "B's stale-result", "the refused message was stored")
+		assert.NotEqual(t, "session.error", ev["event_type"], "%s", raw)
+	}
+	r := e.srv.Admin(t, http.MethodGet, "/admin/v1/sessions?state=open", nil)
+	assert.Len(t, r.Body["items"], 1, "the refused tool_result ended the session")
+
+	// The session goes on.
+	_, term = b.send("B's question")
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "echo: B's question", firstText(message(term)))
+}
+
+// requireNoPausedTurnRefusal: the whole error object a tool_result that
+// answers no paused tool call gets, BAE's shape for a refused request's
+// params (code -32602, "Invalid params: …", no data).
+func requireNoPausedTurnRefusal(t *testing.T, term map[string]any) {
+	t.Helper()
+	require.Nil(t, term["result"], "a tool_result answering no paused call was accepted: %v", term)
+	assert.Equal(t, map[string]any{
+		"code":    float64(-32602),
+		"message": "Invalid params: tool_result blocks answer a paused tool call, and no turn is paused",
+	}, term["error"])
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
-	"github.com/bae-go/bae-go/store"
 )
 
 // TestCompactedRequestsReadAsSent: a compacted provider.request is stored as
@@ -59,9 +58,7 @@ func TestCompactedRequestsReadAsSent(t *testing.T) {
 	requireSameBytes(t, "client GET /events", sent, rawRequests(t, pageEvents(t, e, "/api/v1/sessions/"+d.sid+"/events", d.sk)))
 	requireSameBytes(t, "admin GET /events", sent, rawRequests(t, pageEvents(t, e, "/admin/v1/sessions/"+d.sid+"/events", "")))
 	requireSameBytes(t, "subscribe replay", sent, rawRequests(t, replayEvents(t, e, d)))
-	cold, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold.Close()
+	cold := coldStore(t, ctx, e)
 	coldEvents := func(sid string) []json.RawMessage {
 		evs, err := cold.EventsAfter(ctx, sid, 0, 10_000)
 		require.NoError(t, err)
@@ -89,10 +86,7 @@ func TestCompactedRequestsReadAsSent(t *testing.T) {
 	require.Positive(t, forkViews, "the fork's own requests are views")
 	require.True(t, namesSource, "and the first of them name the source's summary")
 	requireSameBytes(t, "fork GET /events", forkSent, rawRequests(t, pageEvents(t, e, "/api/v1/sessions/"+f.sid+"/events", f.sk)))
-	cold2, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold2.Close()
-	cold = cold2
+	cold = coldStore(t, ctx, e)
 	requireSameBytes(t, "fork, a cold store", forkSent, rawRequests(t, coldEvents(f.sid)))
 
 	// Rows stored before storage by reference: the view in the payload, no
@@ -129,10 +123,7 @@ func TestCompactedRequestsReadAsSent(t *testing.T) {
 			WHERE session_id = $1 AND id = $3`, d.sid, string(whole), id)
 		require.NoError(t, err)
 	}
-	cold3, err := store.Open(ctx, e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold3.Close()
-	cold = cold3
+	cold = coldStore(t, ctx, e)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM session_events WHERE session_id = $1 AND event_type = 'provider.request' AND messages_upto IS NULL`, d.sid).Scan(&reqs))
 	require.Equal(t, len(ids), reqs, "the views are stored whole now")
 	requireSameBytes(t, "rows stored whole, GET /events", sent, rawRequests(t, pageEvents(t, e, "/api/v1/sessions/"+d.sid+"/events", d.sk)))
@@ -291,10 +282,7 @@ func TestClearedToolResultsReadAsSent(t *testing.T) {
 		last = r.RawBody
 		sent = append(sent, r.Body["messages"])
 	}
-	cold, err := store.Open(context.Background(), e.srv.DatabaseURL, store.Options{})
-	require.NoError(t, err)
-	defer cold.Close()
-	evs, err := cold.EventsAfter(context.Background(), d.sid, 0, 10_000)
+	evs, err := coldStore(t, context.Background(), e).EventsAfter(context.Background(), d.sid, 0, 10_000)
 	require.NoError(t, err)
 	var coldRaw []json.RawMessage
 	for _, ev := range evs {
