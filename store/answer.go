@@ -108,14 +108,17 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 	if d := then.DeltaEnd; d != nil && tmpl != nil && d.TurnID == then.TurnID && mergeDeltaEnd {
 		endKey, endSeq = &d.RespIdem, d.Seq
 	}
-	if c := then.Usage; c != nil {
-		b.Queue(recordUsageSQL, c.SessionID, c.IdemKey, c.ClientKeyID, c.Provider, c.Model, c.Input, c.Output, c.CacheRead, c.CacheWrite, c.CostNanoUSD)
-	}
 	if tmpl != nil {
 		b.Queue(recordTurnResultAtSQL, then.TurnID, tmpl.prefix, tmpl.suffix, TurnsChannel, sessionID, p.keys, maxNoticeResult, endKey, endSeq)
 	}
 	if d := then.DeltaEnd; d != nil {
 		b.Queue(recordDeltaEndSQL, d.TurnID, d.RespIdem, d.Seq)
+	}
+	// The usage last, right before the COMMIT: the key's and the profile's
+	// rows it locks are shared with other sessions' answers, which wait
+	// for them until this transaction ends.
+	if c := then.Usage; c != nil {
+		b.Queue(recordUsageSQL, c.SessionID, c.IdemKey, c.ClientKeyID, c.Provider, c.Model, c.Input, c.Output, c.CacheRead, c.CacheWrite, c.CostNanoUSD)
 	}
 	var out, inserted []Event
 	err = t.db.commitWith(ctx, sessionID, b, func(br pgx.BatchResults) error {
@@ -137,11 +140,6 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 				return err
 			}
 		}
-		if then.Usage != nil {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("record usage: %w", err)
-			}
-		}
 		if tmpl != nil {
 			var stored bool
 			if err := br.QueryRow().Scan(&stored); err != nil {
@@ -151,6 +149,11 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		if then.DeltaEnd != nil {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("record delta end: %w", err)
+			}
+		}
+		if then.Usage != nil {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("record usage: %w", err)
 			}
 		}
 		return nil

@@ -35,3 +35,7 @@ func SetMergeMessage(on bool) { mergeMessage = on }
 // SetHoldBeginResult switches holding a queued begin result past reads
 // (off: it goes with the transaction's next round trip).
 func SetHoldBeginResult(on bool) { holdBeginResult = on }
+
+// RecordUsageSQL is the statement Tx.RecordUsage queues, for tests that
+// hold its row locks in a transaction of their own.
+const RecordUsageSQL = recordUsageSQL

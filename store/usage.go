@@ -44,6 +44,14 @@ func (t *Tx) RecordUsage(c UsageCall) {
 
 const tokenSum = `input_tokens + output_tokens + cache_read_tokens + cache_write_tokens`
 
+// usageShardSQL is the usage_subjects row of a key's or profile's day
+// that the session call.session_id adds to (migration 0031): one of 16, so
+// answers of different sessions under one key or profile seldom wait for
+// each other's COMMIT on the row, and a budget sums at most 16 a day.
+const usageShardSQL = `(hashtext(session_id) & 15)::smallint`
+
+// recordUsageSQL stores a provider call's usage once per idempotency key,
+// and adds it to the session's, the key's and the profile's sums.
 const recordUsageSQL = `WITH call AS (
 	INSERT INTO usage_calls (session_id, idem_key, client_key_id, profile_id, provider, model,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd)
@@ -63,11 +71,11 @@ const recordUsageSQL = `WITH call AS (
 		cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens,
 		cost_nanousd = t.cost_nanousd + excluded.cost_nanousd
 )
-INSERT INTO usage_subjects AS u (scope, subject, day, tokens, cost_nanousd)
-SELECT 'key', client_key_id, day, ` + tokenSum + `, cost_nanousd FROM call
+INSERT INTO usage_subjects AS u (scope, subject, day, shard, tokens, cost_nanousd)
+SELECT 'key', client_key_id, day, ` + usageShardSQL + `, ` + tokenSum + `, cost_nanousd FROM call
 UNION ALL
-SELECT 'profile', profile_id, day, ` + tokenSum + `, cost_nanousd FROM call
-ON CONFLICT (scope, subject, day) DO UPDATE SET
+SELECT 'profile', profile_id, day, ` + usageShardSQL + `, ` + tokenSum + `, cost_nanousd FROM call
+ON CONFLICT (scope, subject, day, shard) DO UPDATE SET
 	tokens = u.tokens + excluded.tokens,
 	cost_nanousd = u.cost_nanousd + excluded.cost_nanousd`
 

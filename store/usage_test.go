@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -137,4 +138,64 @@ func TestBudgetSetResetRemove(t *testing.T) {
 	all, err := st.ListBudgets(ctx, 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, all.Items)
+}
+
+// TestUsageOfOtherSessionsDoesNotWait: two sessions under one client key
+// and one profile record usage in transactions open at the same time; the
+// second does not wait for the first to end (the key's and the profile's
+// day are summed in rows per shard of the sessions), and a budget of the
+// key and of the profile sums both once they committed.
+func TestUsageOfOtherSessionsDoesNotWait(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	p, err := st.CreateProfile(ctx, store.ProfileInput{Name: "p", PrimaryProvider: "x"})
+	require.NoError(t, err)
+	k, _, err := st.NewClientKey(ctx, "k", p.ID)
+	require.NoError(t, err)
+	shard := func(id string) (n int) {
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT hashtext($1) & 15`, id).Scan(&n))
+		return n
+	}
+	var sessions []store.Session
+	for len(sessions) < 2 {
+		sess, _, err := st.CreateSession(ctx, p.ID, store.ClientDecl{ClientKeyID: k.ID}, events.Declarations{}, store.Caps{})
+		require.NoError(t, err)
+		if len(sessions) == 0 || shard(sess.ID) != shard(sessions[0].ID) {
+			sessions = append(sessions, sess)
+		}
+	}
+	record := func(tx interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}, sess store.Session, in int64) error {
+		_, err := tx.Exec(ctx, store.RecordUsageSQL, sess.ID, "t/i0/a0/resp", k.ID, "primary", "m", in, int64(0), int64(0), int64(0), in)
+		return err
+	}
+	first, err := st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx) //nolint:errcheck
+	require.NoError(t, record(first, sessions[0], 7))
+
+	// The first transaction holds its rows; the second would wait for
+	// them, and fails at once instead of waiting.
+	second, err := st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer second.Rollback(ctx) //nolint:errcheck
+	_, err = second.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`)
+	require.NoError(t, err)
+	require.NoError(t, record(second, sessions[1], 5), "the second session's usage waits for the first's transaction")
+	require.NoError(t, second.Commit(ctx))
+	require.NoError(t, first.Commit(ctx))
+
+	for _, b := range []store.Budget{
+		{Scope: store.BudgetKey, Subject: k.ID, Unit: store.UnitTokens, Limit: 1000, Period: store.PeriodDay},
+		{Scope: store.BudgetProfile, Subject: p.ID, Unit: store.UnitUSD, Limit: 1000, Period: store.PeriodMonth},
+	} {
+		_, err = st.SetBudget(ctx, "test", b)
+		require.NoError(t, err)
+	}
+	states, err := st.BudgetsFor(ctx, sessions[0].ID, k.ID)
+	require.NoError(t, err)
+	require.Len(t, states, 2)
+	assert.Equal(t, int64(12), states[0].Spent, "key, tokens of both sessions")
+	assert.Equal(t, int64(12), states[1].Spent, "profile, nano-dollars of both sessions")
 }
