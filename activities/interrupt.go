@@ -183,6 +183,24 @@ func (a *Activities) closeInterrupted(ctx context.Context, tx *store.Tx, in work
 		// It stored its final answer before the interrupt reached it.
 		return workflows.InterruptTurnResult{Outcome: workflows.OutcomeCompleted}, nil
 	}
+	if !paused && last.Role == "assistant" {
+		// Interrupted while it ran, yet its tool calls are no longer the
+		// conversation's end: it paused first, and a later turn resumed
+		// or abandoned the pause, that turn's begin made by a workflow
+		// task that was then lost (the task that took this interrupt
+		// replayed the turn as running). Its calls have their results in
+		// that turn's message; a second tool_result would answer no
+		// tool_use, which a provider refuses on every later turn. The
+		// pause is the turn's outcome, and the later turn begins again
+		// (its begin's stored result comes back).
+		after, err := tx.MessageAfter(ctx, sid, last.Seq)
+		if err != nil {
+			return workflows.InterruptTurnResult{}, err
+		}
+		if after {
+			return workflows.InterruptTurnResult{Outcome: workflows.OutcomePaused}, nil
+		}
+	}
 	var (
 		evs     []store.NewEvent
 		closed  = []string{}

@@ -37,6 +37,17 @@ func (r reads) TurnMessages(ctx context.Context, sessionID, turnID string) ([]Ke
 	return list, nil
 }
 
+// MessageAfter reports whether a message still in the conversation
+// follows the one at seq: a later turn's, when seq is a turn's last.
+func (r reads) MessageAfter(ctx context.Context, sessionID string, seq int64) (bool, error) {
+	var after bool
+	if err := r.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_messages
+		WHERE session_id = $1 AND seq > $2 AND dropped_seq IS NULL)`, sessionID, seq).Scan(&after); err != nil {
+		return false, fmt.Errorf("read messages after %d: %w", seq, err)
+	}
+	return after, nil
+}
+
 // EventWithKey returns a stored event by its idempotency key
 // (ErrNotFound when none), inside a caller's transaction too.
 func (r reads) EventWithKey(ctx context.Context, sessionID, idemKey string) (Event, error) {

@@ -81,6 +81,64 @@ func TestInterruptPausedTurnAfterItsResume(t *testing.T) {
 	requireValidNextTurn(t, e, d, "primary")
 }
 
+// TestInterruptOfARunningTurnAfterItsPauseWasResumed: the workflow took
+// the interrupt while the turn still ran (in its history the pause had
+// not come yet), but the turn had paused and the driver's resume had
+// begun, in a workflow task that was then lost (the chaos campaign's hour
+// on 2249c7d, ses_4e29…: the turn's tool_use got a second tool_result,
+// "[interrupted]", after the resume's, and every later request carried
+// it). InterruptTurn without Paused must store nothing and say the turn
+// paused: its pause came first and was answered.
+func TestInterruptOfARunningTurnAfterItsPauseWasResumed(t *testing.T) {
+	var parts *app.Parts
+	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
+		parts = p
+		return nil
+	})
+	e.fake.Strict(true)
+	pid := e.srv.Profile(t, map[string]any{
+		"name":             fmt.Sprintf("interrupt-%d", profileSeq.Add(1)),
+		"primary_provider": "primary",
+		"allowed_tools":    []string{"get_time"},
+	})
+	require.NotNil(t, parts)
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
+	d.register()
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_r", "get_time", nil))
+	_, term := d.send("what time?")
+	require.Nil(t, term["error"])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v, err := parts.Engine.Control(ctx, d.sid)
+	require.NoError(t, err)
+	require.NotNil(t, v.Paused)
+	pausedTurn := v.Paused.TurnID
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
+	_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_r", "content": "12:00"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+
+	// The interrupt a replayed task took while the turn ran lands now.
+	res, err := parts.Activities.InterruptTurn(ctx, workflows.InterruptTurnInput{
+		TurnRef: workflows.TurnRef{SessionID: d.sid, TurnID: pausedTurn, ClientKeyID: d.keyID},
+		By:      d.keyID,
+	})
+	require.NoError(t, err)
+	assert.Equal(t, workflows.OutcomePaused, res.Outcome, "%+v", res)
+
+	evs := d.allEvents()
+	assert.Empty(t, ofTypeIn(evs, "server.message.interrupted"), "a resumed turn was interrupted")
+	perUse := map[string]int{}
+	for _, r := range ofTypeIn(evs, "tool.result") {
+		id, _ := payload(r)["tool_use_id"].(string)
+		perUse[id]++
+	}
+	assert.Equal(t, map[string]int{"tu_r": 1}, perUse, "one tool_result per tool_use")
+
+	requireValidNextTurn(t, e, d, "primary")
+}
+
 // TestInterruptRunTwiceAtOnceBothSeeTheInterrupt: InterruptTurn is a local
 // activity, so a workflow task that timed out while it ran has it run
 // again by the task's retry on another replica while the first run still

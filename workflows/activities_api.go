@@ -316,7 +316,8 @@ type InterruptTurnResult struct {
 	// LastSeq is the sequence of the turn's last event.
 	LastSeq int64 `json:",omitempty"`
 	// Outcome is set when the turn had already ended on its own
-	// (completed); "" when it ended interrupted.
+	// (completed, or paused and then resumed or abandoned by a later
+	// turn); "" when it ended interrupted.
 	Outcome string `json:",omitempty"`
 	// Begin is the begin's result when InterruptTurn began the turn and
 	// the begin refused it.
