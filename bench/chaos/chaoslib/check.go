@@ -38,9 +38,6 @@ const abandonedText = "Client tool call was abandoned before returning a result.
 
 // Violation is one broken invariant, with what reproduces it.
 type Violation struct {
-	// Known names the open server bug this violation is an instance of
-	// (docs/benchmarks.md, "Chaos"), "" when it is new.
-	Known     string
 	Invariant string
 	Session   string // the session id ("" when not tied to one)
 	What      string
@@ -55,9 +52,6 @@ func (v Violation) String() string {
 	s := fmt.Sprintf("[%s] %s", v.Invariant, v.What)
 	if v.Session != "" {
 		s = fmt.Sprintf("[%s] session %s: %s", v.Invariant, v.Session, v.What)
-	}
-	if v.Known != "" {
-		s += " (known: " + v.Known + ")"
 	}
 	for _, e := range v.Events {
 		s += "\n      " + e
@@ -188,15 +182,10 @@ func Check(in *Input, breakInv string) []Violation {
 	add := func(inv, sess, what string, evs []string) {
 		vs = append(vs, Violation{Invariant: inv, Session: sess, What: what, Events: evs})
 	}
-	late := map[string]string{} // tool_use id -> the open bug its turn is late by
 	for _, s := range in.Sessions {
-		from := len(vs)
 		checkSession(in, s, add)
-		tagKnown(s, vs[from:], late)
 	}
-	from := len(vs)
 	checkProviderReceived(in, add)
-	tagReceived(vs[from:], late)
 	for _, u := range in.Unbegun {
 		add(InvStuck, "", "a stored message never began: turn input "+u, nil)
 	}
@@ -763,132 +752,4 @@ func truncate(b []byte) string {
 		return string(b[:120]) + "…"
 	}
 	return string(b)
-}
-
-// Open server bugs the campaign found (docs/benchmarks.md, "Chaos"); a
-// violation that is an instance of one is tagged, so a short run can
-// require no new violation while the bug is open.
-const (
-	knownReanswered = "finding 2: a turn's provider call answered after the session moved on to a later turn"
-	// knownSuperseded is what is left of finding 2 since provider attempts
-	// are fenced: a turn whose begin a lost workflow task stored, run after
-	// a later turn in the history that survived (that turn's begin took it
-	// out of the conversation), ends failed at "superseded" with no answer
-	// event and its request without a response.
-	knownSuperseded = "finding 2: a turn begun by a lost workflow task ran after a later turn and ended superseded, unanswered"
-)
-
-// tagKnown tags a session's violations that are instances of an open bug:
-// a turn with events (a provider call, an answer) after a later turn
-// began, or after it ended (its server.message.interrupted, or a
-// session.error that failed it). A deltas stream missing its tail
-// (finding 3, fixed) is no longer tagged: it fails the run.
-//
-// The turn's own consequences are tagged too: its tool_use left without a
-// tool.result (tool-pairs), its client never told an outcome (stuck).
-// late gets the tool_use ids of late turns, for the requests the provider
-// received (tagReceived).
-func tagKnown(s *SessionInput, vs []Violation, late map[string]string) {
-	// A turn is late when it has events after a later turn began, or
-	// after its own server.message.interrupted.
-	reanswered := map[string]bool{}
-	interrupted := map[string]bool{}
-	began := map[string]int{}
-	n := 0
-	for _, e := range s.Events {
-		if e.TurnID == "" {
-			continue
-		}
-		if e.Type == "client.message.send" {
-			if _, ok := began[e.TurnID]; !ok {
-				began[e.TurnID] = n
-				n++
-			}
-			continue
-		}
-		if b, ok := began[e.TurnID]; ok && b < n-1 {
-			reanswered[e.TurnID] = true
-		}
-		switch {
-		case e.Type == "server.message.interrupted" || e.Type == "session.error" && strings.Contains(string(e.Payload), `"reason":"turn_failed"`):
-			interrupted[e.TurnID] = true
-		case interrupted[e.TurnID] && (e.Type == "provider.request" || e.Type == "provider.response" || e.Type == "server.message.send"):
-			reanswered[e.TurnID] = true
-		}
-	}
-	// A turn is unanswered-superseded when it logged a provider.request
-	// and then nothing that ends it before a later turn began.
-	superseded := map[string]bool{}
-	var open string
-	ended := map[string]bool{}
-	requested := map[string]bool{}
-	for _, e := range s.Events {
-		if e.TurnID == "" {
-			continue
-		}
-		if e.Type == "client.message.send" && open != "" && open != e.TurnID && requested[open] && !ended[open] {
-			superseded[open] = true
-		}
-		open = e.TurnID
-		switch {
-		case e.Type == "provider.request" || e.Type == "session.compaction":
-			// Its work began (a compaction runs before the request).
-			requested[e.TurnID] = true
-		case slices.Contains(terminals, e.Type):
-			ended[e.TurnID] = true
-		}
-	}
-	for _, e := range s.Events {
-		if e.Type != "tool.call" {
-			continue
-		}
-		var pl struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(e.Payload, &pl) != nil || pl.ID == "" {
-			continue
-		}
-		switch {
-		case reanswered[e.TurnID]:
-			late[pl.ID] = knownReanswered
-		case superseded[e.TurnID]:
-			late[pl.ID] = knownSuperseded
-		}
-	}
-	for i := range vs {
-		v := &vs[i]
-		switch v.Invariant {
-		case InvAnsweredOnce, InvFIFO, InvProviderPairs, InvToolPairs, InvStuck:
-			for _, e := range v.Events {
-				for id := range reanswered {
-					if strings.Contains(e, "turn="+id+" ") {
-						v.Known = knownReanswered
-					}
-				}
-				for id := range superseded {
-					if v.Known == "" && strings.Contains(e, "turn="+id+" ") {
-						v.Known = knownSuperseded
-					}
-				}
-			}
-		}
-	}
-}
-
-// tagReceived tags a request the provider received whose tool_result or
-// tool_use is unpaired because of a late turn's tool_use (a late turn
-// stores a second result for a tool_use its interrupt already closed).
-func tagReceived(vs []Violation, late map[string]string) {
-	for i := range vs {
-		v := &vs[i]
-		if v.Invariant != InvProviderPairs || v.Known != "" {
-			continue
-		}
-		for id, known := range late {
-			if strings.Contains(v.What, id+"]") || strings.Contains(v.What, id+" ") {
-				v.Known = known
-				break
-			}
-		}
-	}
 }

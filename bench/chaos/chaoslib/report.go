@@ -37,17 +37,6 @@ type Report struct {
 // OK reports a campaign with no violation.
 func (r *Report) OK() bool { return len(r.Violations) == 0 }
 
-// New is the violations that are no instance of a known open bug.
-func (r *Report) New() []Violation {
-	var out []Violation
-	for _, v := range r.Violations {
-		if v.Known == "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // ViolationCounts is each invariant's count of violations (every
 // invariant present, zero or not).
 func (r *Report) ViolationCounts() map[string]int {
@@ -147,16 +136,6 @@ func (r *Report) Print(w io.Writer) {
 	if o.Break != "" {
 		fmt.Fprintf(w, "  (-break %s: that invariant's input was corrupted on purpose)\n", o.Break)
 	}
-	known := map[string]int{}
-	for _, v := range r.Violations {
-		if v.Known != "" {
-			known[v.Known]++
-		}
-	}
-	fmt.Fprintf(w, "  of which instances of known open server bugs: %d; new: %d\n", len(r.Violations)-len(r.New()), len(r.New()))
-	for k, n := range known {
-		fmt.Fprintf(w, "    %4d  %s\n", n, k)
-	}
 	// Up to 20 of each invariant, so that a flood of one kind never hides
 	// another.
 	shown, hidden := map[string]int{}, 0
@@ -171,7 +150,7 @@ func (r *Report) Print(w io.Writer) {
 	if hidden > 0 {
 		fmt.Fprintf(w, "… and %d more (past 20 of their invariant)\n", hidden)
 	}
-	if len(r.New()) > 0 {
+	if !r.OK() {
 		fmt.Fprintf(w, "\nwork dir (logs) %s and database %s kept\n", r.WorkDir, r.Database)
 	}
 }

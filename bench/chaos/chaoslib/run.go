@@ -145,7 +145,7 @@ max_tokens = 1000
 	if r.topo, err = startTopology(ctx, o, cfg); err != nil {
 		return nil, err
 	}
-	defer func() { r.topo.close(o.Keep || len(rep.New()) > 0) }()
+	defer func() { r.topo.close(o.Keep || !rep.OK()) }()
 	rep.WorkDir, rep.Database = r.topo.workDir, r.topo.dbName()
 	key, err := adminkey.ReadKeyFile(filepath.Join(r.topo.workDir, "data", "admin-key.pem"))
 	if err != nil {
