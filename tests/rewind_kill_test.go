@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,19 +90,50 @@ func (k *killedSession) killMidCall(t *testing.T, method string, params any) {
 	req.Header.Set("Authorization", "Bearer "+k.sk)
 	req.Header.Set("Content-Type", "application/json")
 	done := make(chan struct{})
+	var answer string
 	go func() {
 		defer close(done)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answer = err.Error()
+			return
 		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answer = fmt.Sprintf("%d %s", resp.StatusCode, b)
 	}()
 	<-wrote
+	// What the database's other backends were doing, for a call that
+	// never reaches the lock.
+	var backends []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("backends at the last look:\n%s", strings.Join(backends, "\n"))
+		}
+	}()
+	ended := false
 	require.Eventually(t, func() bool {
-		var waiting int
-		require.NoError(t, k.conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&waiting))
-		return waiting > 0
+		select {
+		case <-done:
+			ended = true
+			return true
+		default:
+		}
+		rows, err := k.conn.Query(ctx, `SELECT coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 160)
+			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+		require.NoError(t, err)
+		backends = backends[:0]
+		waiting := false
+		for rows.Next() {
+			var state, waitType, wait, query string
+			require.NoError(t, rows.Scan(&state, &waitType, &wait, &query))
+			backends = append(backends, fmt.Sprintf("%s | %s %s | %s", state, waitType, wait, query))
+			waiting = waiting || waitType == "Lock"
+		}
+		require.NoError(t, rows.Err())
+		return waiting
 	}, time.Minute, 10*time.Millisecond, "the call never reached its event's write")
+	require.False(t, ended, "the call ended before its event's write: %s", answer)
 	k.srv.Kill()
 	<-done
 	require.NoError(t, lock.Rollback(ctx))
