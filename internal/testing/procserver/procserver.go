@@ -73,13 +73,17 @@ func moduleRoot() (string, error) {
 }
 
 // Temporal starts an in-memory Temporal (the devstack) in the test's
-// process, which outlives every baesrv it starts.
+// process, which outlives every baesrv it starts. Its frontend takes a
+// free port, not the default 7233: another test process (a second go test
+// run, `baesrv dev`) may hold that one, and a baesrv of this test would
+// then talk to that other Temporal.
 func Temporal(t testing.TB) *devstack.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dev, err := devstack.Start(ctx, devstack.Options{
-		UIPort: -1, Logger: slog.New(slog.DiscardHandler), SearchAttributes: sessionclient.SearchAttributes,
+		FrontendPort: freePorts(t, 1)[0],
+		UIPort:       -1, Logger: slog.New(slog.DiscardHandler), SearchAttributes: sessionclient.SearchAttributes,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dev.Stop() })
