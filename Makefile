@@ -36,7 +36,7 @@ test: pg test-deps check
 
 # test-suite: what `make test` runs inside the container guard.
 test-suite:
-	bash -o pipefail -c '$(GO) test -count=1 -timeout 25m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 30m -json ./... | $(BIN)/noskip -allow scripts/test-skips.txt'
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags topology -json ./tests/topology | $(BIN)/noskip -allow scripts/test-skips.txt'
 	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -tags chaos -json ./tests/chaos | $(BIN)/noskip -allow scripts/test-skips.txt'
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2s
