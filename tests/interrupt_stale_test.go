@@ -25,36 +25,10 @@ import (
 // every later turn. The strict fake accepts the next turn, and an
 // interrupt without a turnId then finds no turn to stop.
 func TestInterruptPausedTurnAfterItsResume(t *testing.T) {
-	var parts *app.Parts
-	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
-		parts = p
-		return nil
-	})
-	e.fake.Strict(true)
-	pid := e.srv.Profile(t, map[string]any{
-		"name":             fmt.Sprintf("interrupt-%d", profileSeq.Add(1)),
-		"primary_provider": "primary",
-		"allowed_tools":    []string{"get_time"},
-	})
-	require.NotNil(t, parts)
-	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
-	d.register()
-
-	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_p", "get_time", nil))
-	_, term := d.send("what time?")
-	require.Nil(t, term["error"])
+	r := resumedPause(t, "tu_p")
+	e, d, parts, paused := r.e, r.d, r.parts, r.turnID
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := parts.Engine.Control(ctx, d.sid)
-	require.NoError(t, err)
-	require.NotNil(t, v.Paused)
-	paused := v.Paused.TurnID
-
-	// The driver resumes the paused turn; its turn completes.
-	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
-	_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_p", "content": "12:00"}})
-	require.Nil(t, term["error"], "%v", term["error"])
-	assert.Equal(t, "it is noon", firstText(message(term)))
 
 	// The interrupt the workflow took while the turn was paused lands now.
 	res, err := parts.Activities.InterruptTurn(ctx, workflows.InterruptTurnInput{
@@ -66,12 +40,7 @@ func TestInterruptPausedTurnAfterItsResume(t *testing.T) {
 
 	evs := d.allEvents()
 	assert.Empty(t, ofTypeIn(evs, "server.message.interrupted"), "a resumed turn was interrupted")
-	perUse := map[string]int{}
-	for _, r := range ofTypeIn(evs, "tool.result") {
-		id, _ := payload(r)["tool_use_id"].(string)
-		perUse[id]++
-	}
-	assert.Equal(t, map[string]int{"tu_p": 1}, perUse, "one tool_result per tool_use")
+	assert.Equal(t, map[string]int{"tu_p": 1}, toolResultsPerUse(evs), "one tool_result per tool_use")
 
 	// No turn runs or is paused: an interrupt naming none stops nothing.
 	res2 := result(t, d.call("session.interrupt", map[string]any{}))
@@ -90,34 +59,10 @@ func TestInterruptPausedTurnAfterItsResume(t *testing.T) {
 // it). InterruptTurn without Paused must store nothing and say the turn
 // paused: its pause came first and was answered.
 func TestInterruptOfARunningTurnAfterItsPauseWasResumed(t *testing.T) {
-	var parts *app.Parts
-	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
-		parts = p
-		return nil
-	})
-	e.fake.Strict(true)
-	pid := e.srv.Profile(t, map[string]any{
-		"name":             fmt.Sprintf("interrupt-%d", profileSeq.Add(1)),
-		"primary_provider": "primary",
-		"allowed_tools":    []string{"get_time"},
-	})
-	require.NotNil(t, parts)
-	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
-	d.register()
-
-	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse("tu_r", "get_time", nil))
-	_, term := d.send("what time?")
-	require.Nil(t, term["error"])
+	r := resumedPause(t, "tu_r")
+	e, d, parts, pausedTurn := r.e, r.d, r.parts, r.turnID
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := parts.Engine.Control(ctx, d.sid)
-	require.NoError(t, err)
-	require.NotNil(t, v.Paused)
-	pausedTurn := v.Paused.TurnID
-
-	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
-	_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": "tu_r", "content": "12:00"}})
-	require.Nil(t, term["error"], "%v", term["error"])
 
 	// The interrupt a replayed task took while the turn ran lands now.
 	res, err := parts.Activities.InterruptTurn(ctx, workflows.InterruptTurnInput{
@@ -129,12 +74,7 @@ func TestInterruptOfARunningTurnAfterItsPauseWasResumed(t *testing.T) {
 
 	evs := d.allEvents()
 	assert.Empty(t, ofTypeIn(evs, "server.message.interrupted"), "a resumed turn was interrupted")
-	perUse := map[string]int{}
-	for _, r := range ofTypeIn(evs, "tool.result") {
-		id, _ := payload(r)["tool_use_id"].(string)
-		perUse[id]++
-	}
-	assert.Equal(t, map[string]int{"tu_r": 1}, perUse, "one tool_result per tool_use")
+	assert.Equal(t, map[string]int{"tu_r": 1}, toolResultsPerUse(evs), "one tool_result per tool_use")
 
 	requireValidNextTurn(t, e, d, "primary")
 }
@@ -199,4 +139,59 @@ func TestInterruptRunTwiceAtOnceBothSeeTheInterrupt(t *testing.T) {
 		assert.NotZero(t, o.res.LastSeq, "%+v", o.res)
 	}
 	assert.Len(t, ofTypeIn(d.allEvents(), "server.message.interrupted"), 1)
+}
+
+// resumed is a session whose turn paused on the client tool get_time and
+// was then resumed by its driver, answered (strict fake).
+type resumed struct {
+	e      *env
+	d      *driver
+	parts  *app.Parts
+	turnID string // the turn that paused
+}
+
+// resumedPause runs resumed's turn: a call of get_time with tool_use id
+// useID, its pause, and the driver's result for it, answered "it is noon".
+func resumedPause(t *testing.T, useID string) resumed {
+	t.Helper()
+	var parts *app.Parts
+	e := newEnvWith(t, envOpts{}, func(p *app.Parts) error {
+		parts = p
+		return nil
+	})
+	e.fake.Strict(true)
+	pid := e.srv.Profile(t, map[string]any{
+		"name":             fmt.Sprintf("interrupt-%d", profileSeq.Add(1)),
+		"primary_provider": "primary",
+		"allowed_tools":    []string{"get_time"},
+	})
+	require.NotNil(t, parts)
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_time")}})
+	d.register()
+
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("let me look").WithToolUse(useID, "get_time", nil))
+	_, term := d.send("what time?")
+	require.Nil(t, term["error"])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v, err := parts.Engine.Control(ctx, d.sid)
+	require.NoError(t, err)
+	require.NotNil(t, v.Paused)
+
+	// The driver resumes the paused turn; its turn completes.
+	e.fake.Lane("primary").Enqueue(fakeprovider.Text("it is noon"))
+	_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": useID, "content": "12:00"}})
+	require.Nil(t, term["error"], "%v", term["error"])
+	assert.Equal(t, "it is noon", firstText(message(term)))
+	return resumed{e: e, d: d, parts: parts, turnID: v.Paused.TurnID}
+}
+
+// toolResultsPerUse counts the tool.result events of each tool_use id.
+func toolResultsPerUse(evs []map[string]any) map[string]int {
+	n := map[string]int{}
+	for _, r := range ofTypeIn(evs, "tool.result") {
+		id, _ := payload(r)["tool_use_id"].(string)
+		n[id]++
+	}
+	return n
 }
