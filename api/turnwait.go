@@ -11,10 +11,11 @@ import (
 	"github.com/bae-go/bae-go/workflows"
 )
 
-// turnCheckInterval is how often a server waiting for a turn's result asks
+// TurnCheckInterval is how often a server waiting for a turn's result asks
 // the session's workflow whether it still holds the turn (see checkTurn);
-// the result itself is announced, not polled.
-const turnCheckInterval = 5 * time.Second
+// the result itself is announced, not polled. A result whose announcement
+// is lost arrives with the next check, this long after the wait began.
+const TurnCheckInterval = 5 * time.Second
 
 // controlWaitForCheck bounds that question: a workflow busy with a provider
 // call answers only once the call's workflow task ends.
@@ -22,7 +23,7 @@ const controlWaitForCheck = 10 * time.Second
 
 // heldCheckMax bounds the back-off of the check while the turn is held on
 // a pending approval. Such a turn began (so it is never enqueued again),
-// and may wait for days: asking its workflow every turnCheckInterval cost
+// and may wait for days: asking its workflow every TurnCheckInterval cost
 // a query task per held turn every 5 s. The pending approval row, read
 // from PostgreSQL, says the workflow took the turn, so the wait backs off
 // and asks the workflow only this often, which still notices a run an
@@ -110,7 +111,7 @@ func (c *clientAPI) sendIdle(ctx context.Context, gone <-chan struct{}, ref work
 			if st, err := c.Store.TurnState(ctx, in.TurnID); err == nil && st.Began {
 				return workflows.TurnResult{}, idleAbandoned
 			}
-			begun = time.After(turnCheckInterval / 10)
+			begun = time.After(TurnCheckInterval / 10)
 			continue
 		case b := <-done:
 			var res workflows.TurnResult
@@ -159,7 +160,7 @@ func (c *clientAPI) awaitBegunTurn(ctx context.Context, gone <-chan struct{}, re
 // then. It ends with errClientGone when gone closes: the workflow has the
 // turn (its signal is in history, or it began).
 func (c *clientAPI) awaitTurnResult(ctx context.Context, gone <-chan struct{}, ref workflows.SessionRef, in workflows.SendMessageInput, done <-chan []byte, read bool) (workflows.TurnResult, error) {
-	interval := turnCheckInterval
+	interval := TurnCheckInterval
 	check := time.NewTimer(interval)
 	defer check.Stop()
 	asked := time.Now() // when the workflow was last asked, or the wait began
@@ -185,7 +186,7 @@ func (c *clientAPI) awaitTurnResult(ctx context.Context, gone <-chan struct{}, r
 			if held {
 				interval = min(2*interval, heldCheckMax)
 			} else {
-				interval = turnCheckInterval
+				interval = TurnCheckInterval
 			}
 			check.Reset(interval)
 			if held && time.Since(asked) < heldCheckMax {

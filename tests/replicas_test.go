@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bae-go/bae-go/api"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
@@ -82,4 +83,110 @@ func TestTwoReplicasShareSessions(t *testing.T) {
 	}, seen)
 	parts := a.Client(t, http.MethodGet, "/api/v1/sessions/"+sid+"/participants", skA, nil)
 	assert.ElementsMatch(t, []any{keyA, keyB}, parts.Body["drivers"])
+}
+
+// TestReplicaHearsTurnsRunOnAnother pins every turn onto replica A (B's
+// worker is stopped: no workflow task, no activity and no commit of a
+// turn happens on B) and waits on replica B: B's observer must get the
+// events of a turn A ran, and B's driver the result of its own turn, run
+// by A after a turn that held the session busy (so it went to the queue,
+// not as an Update whose answer would come back to B directly). Each must
+// reach B in less than half the fallback polls' interval (the stream's
+// re-check, api.DefaultRecheckInterval, and the result wait's check,
+// api.TurnCheckInterval): only A's notices (LISTEN/NOTIFY on the events
+// and turns channels) bring them that soon.
+func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
+	fake := fakeprovider.New(t)
+	ts := testenv.Temporal(t)
+	opts := testenv.Options{
+		DatabaseURL: testdb.New(t),
+		Temporal:    ts.GetDefaultClient(),
+		DataDir:     t.TempDir(),
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         map[string]string{"BAE_TASK_QUEUE": "replicas-notices"},
+	}
+	a := testenv.Start(t, opts)
+	b := testenv.Start(t, opts)
+	b.Parts.Worker.Stop()
+	bound := min(api.DefaultRecheckInterval, api.TurnCheckInterval) / 2
+
+	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
+	_, clientA := a.Key(t, pid)
+	_, clientB := b.Key(t, pid)
+	sid, skA := a.Open(t, clientA, nil)
+	skB := b.Join(t, sid, clientB, nil)
+	a.Call(t, sid, skA, "session.registerDriver", nil)
+	b.Call(t, sid, skB, "session.registerDriver", nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	send := func(text string) map[string]any {
+		return map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": text}}}
+	}
+	obs := b.RPCStream(t, ctx, sid, skB, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.subscribe", "params": map[string]any{}})
+	defer obs.Close()
+	require.Equal(t, http.StatusOK, obs.Status())
+	// observed reads B's observer up to the next server.message.send and
+	// returns the event types read, and how long after since it came.
+	observed := func(since time.Time) ([]string, time.Duration) {
+		t.Helper()
+		var seen []string
+		for {
+			m := obs.Next(4 * bound)
+			require.NotNil(t, m, "B's observer, have %v", seen)
+			if m["method"] != "session.event" {
+				continue
+			}
+			typ := m["params"].(map[string]any)["event_type"].(string)
+			seen = append(seen, typ)
+			if typ == "server.message.send" {
+				return seen, time.Since(since)
+			}
+		}
+	}
+	turnEvents := []string{"client.message.send", "provider.request", "provider.response", "server.message.send"}
+
+	// A turn sent and run on A: B's observer hears of its events.
+	fake.Enqueue(fakeprovider.Text("one"))
+	term := testenv.Terminal(t, a.RPC(t, sid, skA, send("on A")))
+	answered := time.Now()
+	require.Equal(t, "one", firstText(message(term)))
+	<-fake.Started()
+	seen, late := observed(answered)
+	assert.Equal(t, turnEvents, seen)
+	t.Logf("B's observer: A's turn %v after A's driver", late)
+	assert.Less(t, late, bound, "B's observer got A's turn %v after A's driver", late)
+
+	// A turn sent on B while A's turn holds the session: queued, run on
+	// A, its result announced to B.
+	fake.Enqueue(fakeprovider.Text("held").UntilReleased(), fakeprovider.Text("queued"))
+	sa := a.RPCStream(t, ctx, sid, skA, send("held on A"))
+	defer sa.Close()
+	<-fake.Started()
+	// Open once B stored the turn, behind A's.
+	sb := b.RPCStream(t, ctx, sid, skB, send("queued on B"))
+	defer sb.Close()
+	require.Equal(t, http.StatusOK, sb.Status())
+	fake.Release()
+	released := time.Now()
+	var last map[string]any
+	for {
+		m := sb.Next(4 * bound)
+		require.NotNil(t, m, "B's driver got no result")
+		if m["id"] != nil {
+			last = m
+			break
+		}
+	}
+	late = time.Since(released)
+	t.Logf("B's driver: its result %v after A's turn was let go", late)
+	require.Nil(t, last["error"], "%v", last["error"])
+	assert.Equal(t, "queued", firstText(message(last)))
+	assert.Less(t, late, bound, "B's driver got its result %v after A's turn was let go", late)
+	seen, late = observed(released)
+	assert.Equal(t, turnEvents, seen, "A's held turn")
+	seen, late2 := observed(released)
+	assert.Equal(t, turnEvents, seen, "B's turn")
+	t.Logf("B's observer: the two turns %v and %v after A's turn was let go", late, late2)
+	assert.Less(t, max(late, late2), bound, "B's observer got the two turns %v and %v after A's turn was let go", late, late2)
 }
