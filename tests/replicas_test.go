@@ -126,21 +126,22 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 	obs := b.RPCStream(t, ctx, sid, skB, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.subscribe", "params": map[string]any{}})
 	defer obs.Close()
 	require.Equal(t, http.StatusOK, obs.Status())
+	obsLines := arrivals(obs)
 	// observed reads B's observer up to the next server.message.send and
 	// returns the event types read, and how long after since it came.
 	observed := func(since time.Time) ([]string, time.Duration) {
 		t.Helper()
 		var seen []string
 		for {
-			m := obs.Next(4 * bound)
-			require.NotNil(t, m, "B's observer, have %v", seen)
-			if m["method"] != "session.event" {
+			l := nextArrival(obsLines, 4*bound)
+			require.NotNil(t, l.m, "B's observer, have %v", seen)
+			if l.m["method"] != "session.event" {
 				continue
 			}
-			typ := m["params"].(map[string]any)["event_type"].(string)
+			typ := l.m["params"].(map[string]any)["event_type"].(string)
 			seen = append(seen, typ)
 			if typ == "server.message.send" {
-				return seen, time.Since(since)
+				return seen, l.at.Sub(since)
 			}
 		}
 	}
@@ -169,19 +170,15 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 	require.Equal(t, http.StatusOK, sb.Status())
 	fake.Release()
 	released := time.Now()
-	var last map[string]any
-	for {
-		m := sb.Next(4 * bound)
-		require.NotNil(t, m, "B's driver got no result")
-		if m["id"] != nil {
-			last = m
-			break
-		}
+	var last arrival
+	for l := range arrivals(sb) {
+		last = l
 	}
-	late = time.Since(released)
+	require.NotNil(t, last.m, "B's driver got no result")
+	late = last.at.Sub(released)
 	t.Logf("B's driver: its result %v after A's turn was let go", late)
-	require.Nil(t, last["error"], "%v", last["error"])
-	assert.Equal(t, "queued", firstText(message(last)))
+	require.Nil(t, last.m["error"], "%v", last.m["error"])
+	assert.Equal(t, "queued", firstText(message(last.m)))
 	assert.Less(t, late, bound, "B's driver got its result %v after A's turn was let go", late)
 	seen, late = observed(released)
 	assert.Equal(t, turnEvents, seen, "A's held turn")
@@ -189,4 +186,34 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 	assert.Equal(t, turnEvents, seen, "B's turn")
 	t.Logf("B's observer: the two turns %v and %v after A's turn was let go", late, late2)
 	assert.Less(t, max(late, late2), bound, "B's observer got the two turns %v and %v after A's turn was let go", late, late2)
+}
+
+// arrival is a stream's object and when it came.
+type arrival struct {
+	m  map[string]any
+	at time.Time
+}
+
+// arrivals stamps each object of st as it comes, so a test reading
+// several streams one after the other still knows when each came.
+func arrivals(st *testenv.Stream) <-chan arrival {
+	out := make(chan arrival, 1024)
+	go func() {
+		defer close(out)
+		for m := range st.Lines() {
+			out <- arrival{m, time.Now()}
+		}
+	}()
+	return out
+}
+
+// nextArrival is the next of ls, or nothing when ls ended or within
+// timeout nothing came.
+func nextArrival(ls <-chan arrival, timeout time.Duration) arrival {
+	select {
+	case l := <-ls:
+		return l
+	case <-time.After(timeout):
+		return arrival{}
+	}
 }
