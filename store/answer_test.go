@@ -88,7 +88,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 
 	type run struct {
 		rows, notices []string
-		trips         int64
+		trips, stmts  int64
 		announced     string
 	}
 	do := func(oneTrip bool) run {
@@ -105,6 +105,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 		require.Len(t, out, 2)
 		var r run
 		r.trips = after.RoundTrips - before.RoundTrips
+		r.stmts = after.Statements - before.Statements
 		r.rows = answerRows(t, st, sess, turnID)
 		for len(r.notices) < 2 {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -130,6 +131,10 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 	one := do(true)
 	assert.Equal(t, int64(2), two.trips, "the answer's path before: two round trips")
 	assert.Equal(t, int64(1), one.trips, "the answer in one round trip")
+	// BEGIN, generic plans, the session lock, the append with the message,
+	// the check with the notice, the result, the delta end, the usage,
+	// COMMIT.
+	assert.Equal(t, int64(9), one.stmts, "the answer's statements in its round trip")
 	assert.Equal(t, two.rows, one.rows, "the same rows")
 	assert.Equal(t, two.notices, one.notices, "the same notices")
 	assert.Equal(t, two.announced, one.announced, "the same local announcement")
