@@ -281,3 +281,33 @@ func TestRunNumberedWithTheAppend(t *testing.T) {
 		return err
 	}))
 }
+
+// TestAttemptInputsInTwoStatements: an attempt reads its stored response,
+// then the client's declarations with the session's attempt settings in
+// one statement (they were two); a key that declared nothing, and a
+// missing session, are ErrNotFound as before.
+func TestAttemptInputsInTwoStatements(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	read := func(sessionID, clientKeyID string) (store.AttemptInputs, error, int64) {
+		var in store.AttemptInputs
+		var rerr error
+		before := st.DBCalls()
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			in, rerr = tx.AttemptInputs(ctx, sessionID, clientKeyID, "no/such/resp")
+			return nil
+		}))
+		return in, rerr, st.DBCalls().Statements - before.Statements
+	}
+	in, err, stmts := read(sess.ID, sess.ClientKeyID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1+1+2+1), stmts, "BEGIN, generic plans, two reads, COMMIT")
+	assert.Nil(t, in.Stored)
+	assert.Equal(t, sess.ClientKeyID, in.Decl.ClientKeyID)
+	assert.False(t, in.TrackedSubagents)
+	_, err, _ = read(sess.ID, "key_other")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no declarations of that key")
+	_, err, _ = read("ses_missing", sess.ClientKeyID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "no session")
+}
