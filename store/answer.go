@@ -94,8 +94,7 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 	} else {
 		p.queue(b)
 	}
-	b.Queue(appendCheckSQL, sessionID, p.followsClose, p.keys, checkNoSession, checkNotOpen)
-	b.Queue(appendNoticeSQL, EventsChannel, sessionID, "/"+t.db.origin, p.keys, p.idList)
+	b.Queue(appendCheckNoticeSQL, sessionID, p.followsClose, p.keys, checkNoSession, checkNotOpen, EventsChannel, "/"+t.db.origin, p.idList)
 	if r := then.Run; r != nil {
 		t.queueStreamRun(b, r.TurnID, r.Step)
 	}
@@ -126,10 +125,8 @@ func (t *Tx) AppendAndCommit(ctx context.Context, sessionID string, evs []NewEve
 		if out, inserted, err = p.read(br); err != nil {
 			return err
 		}
-		for _, what := range []string{"check append", "notify appended events"} {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("append events: %s: %w", what, checkError(err))
-			}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("append events: check append: %w", checkError(err))
 		}
 		if r := then.Run; r != nil {
 			// No turn input: the run is not numbered (Run 0).
@@ -195,25 +192,25 @@ var mergeMessage = true
 // without the merge.
 var mergeDeltaEnd = true
 
-// appendCheckSQL fails the transaction, after appendSQL, where appendEvents
-// fails it in Go: the session is missing ($4), or it is not open and not
-// every event may follow its close nor was stored before under its key
-// ($5, the message is the state).
-const appendCheckSQL = `SELECT CASE
+// appendCheckNoticeSQL fails the transaction, after appendSQL, where
+// appendEvents fails it in Go: the session is missing ($4), or it is not
+// open and not every event may follow its close nor was stored before
+// under its key ($5, the message is the state). In the same statement it
+// sends the append's EventsChannel notice ($6) when the append inserted
+// events ($8, their ids): eventsNotice with the new head, $7 the origin.
+// One statement, not two: a notice is only delivered at the COMMIT, which
+// a failed check never reaches, so their order does not matter.
+const appendCheckNoticeSQL = `SELECT CASE
 		WHEN s.state IS NULL THEN bae_check(false, $4, 'session ' || $1 || ' not found')
 		ELSE bae_check($2 OR s.state = 'open' OR NOT EXISTS (
 			SELECT 1 FROM unnest($3::text[]) k(key)
 			WHERE k.key = '' OR NOT EXISTS (SELECT 1 FROM session_events e WHERE e.session_id = $1 AND e.idem_key = k.key)), $5, s.state)
-	END
+	END, (SELECT pg_notify($6, $1 || '/' || max(e.seq) || $7)
+		FROM unnest($3::text[]) k(key)
+		CROSS JOIN LATERAL (SELECT seq, id FROM session_events WHERE session_id = $1 AND idem_key = k.key OFFSET 0) e
+		WHERE e.id = ANY($8::text[])
+		HAVING count(*) > 0)
 	FROM (SELECT (SELECT state FROM sessions WHERE id = $1) AS state) s`
-
-// appendNoticeSQL is the append's EventsChannel notice, sent when it
-// inserted events ($5, their ids): eventsNotice with the new head.
-const appendNoticeSQL = `SELECT pg_notify($1, $2 || '/' || max(e.seq) || $3)
-	FROM unnest($4::text[]) k(key)
-	CROSS JOIN LATERAL (SELECT seq, id FROM session_events WHERE session_id = $2 AND idem_key = k.key OFFSET 0) e
-	WHERE e.id = ANY($5::text[])
-	HAVING count(*) > 0`
 
 // recordTurnResultAtSQL is recordTurnResultSQL with the result spliced
 // together on the server: $2, the highest sequence of the events stored

@@ -88,7 +88,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 
 	type run struct {
 		rows, notices []string
-		trips         int64
+		trips, stmts  int64
 		announced     string
 	}
 	do := func(oneTrip bool) run {
@@ -105,6 +105,7 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 		require.Len(t, out, 2)
 		var r run
 		r.trips = after.RoundTrips - before.RoundTrips
+		r.stmts = after.Statements - before.Statements
 		r.rows = answerRows(t, st, sess, turnID)
 		for len(r.notices) < 2 {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -130,6 +131,10 @@ func TestAnswerIsOneRoundTrip(t *testing.T) {
 	one := do(true)
 	assert.Equal(t, int64(2), two.trips, "the answer's path before: two round trips")
 	assert.Equal(t, int64(1), one.trips, "the answer in one round trip")
+	// BEGIN, generic plans, the session lock, the append with the message,
+	// the check with the notice, the result, the delta end, the usage,
+	// COMMIT.
+	assert.Equal(t, int64(9), one.stmts, "the answer's statements in its round trip")
 	assert.Equal(t, two.rows, one.rows, "the same rows")
 	assert.Equal(t, two.notices, one.notices, "the same notices")
 	assert.Equal(t, two.announced, one.announced, "the same local announcement")
@@ -275,4 +280,34 @@ func TestRunNumberedWithTheAppend(t *testing.T) {
 		assert.Len(t, out, 1)
 		return err
 	}))
+}
+
+// TestAttemptInputsInTwoStatements: an attempt reads its stored response,
+// then the client's declarations with the session's attempt settings in
+// one statement (they were two); a key that declared nothing, and a
+// missing session, are ErrNotFound as before.
+func TestAttemptInputsInTwoStatements(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sess, _ := newSession(t, st)
+	read := func(sessionID, clientKeyID string) (store.AttemptInputs, error, int64) {
+		var in store.AttemptInputs
+		var rerr error
+		before := st.DBCalls()
+		require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+			in, rerr = tx.AttemptInputs(ctx, sessionID, clientKeyID, "no/such/resp")
+			return nil
+		}))
+		return in, rerr, st.DBCalls().Statements - before.Statements
+	}
+	in, err, stmts := read(sess.ID, sess.ClientKeyID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1+1+2+1), stmts, "BEGIN, generic plans, two reads, COMMIT")
+	assert.Nil(t, in.Stored)
+	assert.Equal(t, sess.ClientKeyID, in.Decl.ClientKeyID)
+	assert.False(t, in.TrackedSubagents)
+	_, err, _ = read(sess.ID, "key_other")
+	assert.ErrorIs(t, err, store.ErrNotFound, "no declarations of that key")
+	_, err, _ = read("ses_missing", sess.ClientKeyID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "no session")
 }

@@ -129,3 +129,35 @@ func TestFollowEventsNeverSkips(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestConversationReadIsOneStatement: bringing a session's cached
+// conversation up to date reads the message counter and the rows appended
+// since in one statement (it was two), whether rows were appended or not,
+// and a missing session is still ErrNotFound.
+func TestConversationReadIsOneStatement(t *testing.T) {
+	ctx := context.Background()
+	st := open(t)
+	sess, _ := newSession(t, st)
+	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+		tx.AppendMessage(sess.ID, "t1/user", "user", json.RawMessage(`"hello"`))
+		return nil
+	}))
+	read := func(want string) {
+		t.Helper()
+		before := st.DBCalls()
+		got, _, err := st.Conversation(ctx, sess.ID)
+		require.NoError(t, err)
+		after := st.DBCalls()
+		assert.Equal(t, store.DBCalls{RoundTrips: 1, Statements: 1}, store.DBCalls{RoundTrips: after.RoundTrips - before.RoundTrips, Statements: after.Statements - before.Statements})
+		assert.JSONEq(t, want, string(got))
+	}
+	read(`[{"role":"user","content":"hello"}]`)
+	read(`[{"role":"user","content":"hello"}]`) // nothing appended since
+	require.NoError(t, st.Tx(ctx, func(tx *store.Tx) error {
+		tx.AppendMessage(sess.ID, "t1/asst", "assistant", json.RawMessage(`"hi"`))
+		return nil
+	}))
+	read(`[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"}]`)
+	_, _, err := st.Conversation(ctx, "ses_missing")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}

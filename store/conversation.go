@@ -151,12 +151,18 @@ func (e *convEntry) refresh(ctx context.Context, q dbtx, sessionID string) error
 	return errors.New("read conversation: the conversation kept changing")
 }
 
-// queue adds refresh's reads to b: the counter and the rows appended since.
+// queue adds refresh's read to b: the counter and the rows appended since,
+// in one statement (one row with the counter alone when none was).
 func (e *convEntry) queue(b *pgx.Batch, sessionID string) {
-	b.Queue(`SELECT last_message_seq FROM sessions WHERE id = $1`, sessionID)
-	b.Queue(`SELECT seq, idem_key, role, content, coalesce(dropped_seq, 0) FROM `+conversationRows("$1", "m.seq > $2")+` m
-		ORDER BY seq`, sessionID, e.last)
+	b.Queue(conversationSinceSQL, sessionID, e.last)
 }
+
+// conversationSinceSQL is the session's message counter on every row of
+// the messages after $2 (a row with NULL columns but the counter when
+// there are none; no row when the session is missing), in seq order.
+var conversationSinceSQL = `SELECT s.last_message_seq, m.seq, m.idem_key, m.role, m.content, coalesce(m.dropped_seq, 0)
+	FROM sessions s LEFT JOIN ` + conversationRows("$1", "m.seq > $2") + ` m ON true
+	WHERE s.id = $1 ORDER BY m.seq`
 
 // drop is a cached row taken out of the conversation at counter at.
 type drop struct{ seq, at int64 }
@@ -181,29 +187,36 @@ func (e *convEntry) droppedSince(ctx context.Context, q dbtx, sessionID string) 
 // reads the rows dropped since (after the batch, through q). complete is
 // false when even that does not account for them (e is then unchanged).
 func (e *convEntry) apply(ctx context.Context, q dbtx, br pgx.BatchResults, sessionID string) (complete bool, err error) {
-	var head int64
-	if err := br.QueryRow().Scan(&head); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, fmt.Errorf("read conversation: session %s: %w", sessionID, ErrNotFound)
-		}
-		return false, fmt.Errorf("read conversation: %w", err)
-	}
 	rows, err := br.Query()
 	if err != nil {
 		return false, fmt.Errorf("read conversation: %w", err)
 	}
-	fresh, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cachedMsg, error) {
-		var m cachedMsg
+	var head int64
+	found := false
+	var fresh []cachedMsg
+	for rows.Next() {
+		var seq, dropped *int64
+		var idem, role *string
 		var content []byte
-		err := r.Scan(&m.seq, &m.idem, &m.role, &content, &m.dropped)
-		m.raw = content
-		return m, err
-	})
-	if err != nil {
+		if err := rows.Scan(&head, &seq, &idem, &role, &content, &dropped); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("read conversation: %w", err)
+		}
+		found = true
+		if seq == nil {
+			continue // no message since: the counter alone
+		}
+		fresh = append(fresh, cachedMsg{seq: *seq, idem: *idem, role: *role, raw: content, dropped: *dropped})
+	}
+	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("read conversation: %w", err)
 	}
-	// The counter was read first: a change committed since is past it and
-	// waits for the next refresh.
+	if !found {
+		return false, fmt.Errorf("read conversation: session %s: %w", sessionID, ErrNotFound)
+	}
+	// The counter and the rows come from one statement, one snapshot; a
+	// row past the counter (none since they are read together) would wait
+	// for the next refresh.
 	for len(fresh) > 0 && fresh[len(fresh)-1].seq > head {
 		fresh = fresh[:len(fresh)-1]
 	}

@@ -415,10 +415,14 @@ func (t *Tx) AttemptInputs(ctx context.Context, sessionID, clientKeyID, respIdem
 
 func queueAttemptInputs(b *pgx.Batch, sessionID, clientKeyID, respIdem string) {
 	b.Queue(`SELECT `+eventCols+` FROM session_events WHERE session_id = $1 AND idem_key = $2`, sessionID, respIdem)
-	b.Queue(`SELECT client_key_id, client_version, tools, sandbox_tools, subagent_tools, registered_at
-		FROM session_clients WHERE session_id = $1 AND client_key_id = $2`, sessionID, clientKeyID)
-	b.Queue(`SELECT mcp_tools, EXISTS (SELECT 1 FROM subagents WHERE session_id = $1 AND evicted_at IS NULL),
-		(SELECT p.model_settings FROM profiles p WHERE p.id = sessions.profile_id) FROM sessions WHERE id = $1`, sessionID)
+	// The client's declarations and the session's attempt settings in one
+	// statement: no row when the session is missing, the declarations'
+	// columns NULL when the client key declared nothing.
+	b.Queue(`SELECT c.client_key_id, c.client_version, c.tools, c.sandbox_tools, c.subagent_tools, c.registered_at,
+		s.mcp_tools, EXISTS (SELECT 1 FROM subagents WHERE session_id = $1 AND evicted_at IS NULL),
+		(SELECT p.model_settings FROM profiles p WHERE p.id = s.profile_id)
+		FROM sessions s LEFT JOIN session_clients c ON c.session_id = s.id AND c.client_key_id = $2
+		WHERE s.id = $1`, sessionID, clientKeyID)
 }
 
 func readAttemptInputs(br pgx.BatchResults) (AttemptInputs, error) {
@@ -432,22 +436,19 @@ func readAttemptInputs(br pgx.BatchResults) (AttemptInputs, error) {
 	}
 	var tools, sb, sub []byte
 	var reg *time.Time
-	err = br.QueryRow().Scan(&in.Decl.ClientKeyID, &in.Decl.ClientVersion, &tools, &sb, &sub, &reg)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var keyID *string
+	var mcp []byte
+	var settings []byte
+	err = br.QueryRow().Scan(&keyID, &in.Decl.ClientVersion, &tools, &sb, &sub, &reg, &mcp, &in.TrackedSubagents, &settings)
+	if err == nil && keyID == nil || errors.Is(err, pgx.ErrNoRows) {
+		// No declarations (a missing session has none either).
 		err = ErrNotFound
 	}
 	if err != nil {
 		return in, fmt.Errorf("load client declarations: %w", err)
 	}
+	in.Decl.ClientKeyID = *keyID
 	in.Decl.Tools, in.Decl.SandboxTools, in.Decl.SubagentTools, in.Decl.Registered = tools, sb, sub, reg != nil
-	var mcp []byte
-	var settings []byte
-	if err := br.QueryRow().Scan(&mcp, &in.TrackedSubagents, &settings); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return in, fmt.Errorf("get session: %w", ErrNotFound)
-		}
-		return in, fmt.Errorf("get session: %w", err)
-	}
 	in.MCPTools, in.ModelSettings = mcp, settings
 	return in, nil
 }
