@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -33,7 +34,7 @@ func Echo(ctx workflow.Context) error {
 		}
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
 		var out bool
-		err := workflow.ExecuteLocalActivity(lctx, Nothing, local).Get(ctx, &out)
+		err := workflow.ExecuteLocalActivity(lctx, Nothing, workflow.GetCurrentUpdateInfo(ctx).ID).Get(ctx, &out)
 		return out, err
 	}); err != nil {
 		return err
@@ -41,8 +42,31 @@ func Echo(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return false })
 }
 
-// Nothing is the local activity: no I/O.
-func Nothing(_ context.Context, v bool) (bool, error) { return v, nil }
+// stamping turns on laStarts: while set, Nothing records when it ran for
+// each update id (Load.Stamps).
+var (
+	stamping atomic.Bool
+	laStarts sync.Map // update id -> time.Time
+)
+
+// Nothing is the local activity: no I/O (a clock read and a map store
+// while a run records its timeline).
+func Nothing(_ context.Context, updateID string) (bool, error) {
+	if stamping.Load() {
+		laStarts.Store(updateID, time.Now())
+	}
+	return true, nil
+}
+
+// LocalActivityStarted is when Nothing ran for the update updateID, while
+// a run with Load.Stamps was recording.
+func LocalActivityStarted(updateID string) (time.Time, bool) {
+	v, ok := laStarts.Load(updateID)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true
+}
 
 // StartWorker runs Echo and Nothing on TaskQueue; stop it when done.
 func StartWorker(c client.Client) (worker.Worker, error) {
@@ -71,7 +95,12 @@ var Modes = []Mode{{"update", false, false}, {"update + local activity", false, 
 // Update sends one update to workflow id (started by it when m.WithStart)
 // and waits for its result.
 func Update(ctx context.Context, c client.Client, id string, m Mode) error {
-	opts := client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: updateName, Args: []any{m.Local}, WaitForStage: client.WorkflowUpdateStageCompleted}
+	return update(ctx, c, id, "", m)
+}
+
+// update is Update with the update's id (empty: the SDK picks one).
+func update(ctx context.Context, c client.Client, id, updateID string, m Mode) error {
+	opts := client.UpdateWorkflowOptions{WorkflowID: id, UpdateID: updateID, UpdateName: updateName, Args: []any{m.Local}, WaitForStage: client.WorkflowUpdateStageCompleted}
 	var h client.WorkflowUpdateHandle
 	var err error
 	if m.WithStart {
@@ -102,12 +131,24 @@ type Load struct {
 	Mode Mode
 	// Measuring, when set, is called as the measured updates begin.
 	Measuring func()
+	// Stamps records each measured update (Result.Updates) and when its
+	// local activity ran (LocalActivityStarted), for a timeline.
+	Stamps bool
 }
 
 // Result is a run's measured updates.
 type Result struct {
 	Latencies []time.Duration
 	Elapsed   time.Duration // from the first measured update to the last answer
+	// Updates are the measured updates when Load.Stamps was set.
+	Updates []UpdateRec
+}
+
+// UpdateRec is one measured update: its workflow, its id, when it was sent
+// and when its result was in the client's hands.
+type UpdateRec struct {
+	WorkflowID, UpdateID string
+	Start, End           time.Time
 }
 
 // PerSecond is the measured updates per second.
@@ -135,6 +176,10 @@ func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
 		ready sync.WaitGroup
 	)
 	begin := make(chan struct{})
+	if l.Stamps {
+		stamping.Store(true)
+		defer stamping.Store(false)
+	}
 	ready.Add(l.Sessions)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range l.Sessions {
@@ -163,7 +208,7 @@ func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
 				return gctx.Err()
 			}
 			next := time.Now().Add(every * time.Duration(i) / time.Duration(l.Sessions))
-			for range l.Turns {
+			for n := range l.Turns {
 				if every > 0 {
 					select {
 					case <-time.After(time.Until(next)):
@@ -172,12 +217,20 @@ func Run(ctx context.Context, c client.Client, l Load) (Result, error) {
 					}
 					next = next.Add(every)
 				}
+				var uid string
+				if l.Stamps {
+					uid = fmt.Sprintf("%s-%d", id, n)
+				}
 				start := time.Now()
-				if err := Update(gctx, c, id, m); err != nil {
+				if err := update(gctx, c, id, uid, m); err != nil {
 					return fmt.Errorf("%s: %w", id, err)
 				}
+				end := time.Now()
 				mu.Lock()
-				res.Latencies = append(res.Latencies, time.Since(start))
+				res.Latencies = append(res.Latencies, end.Sub(start))
+				if l.Stamps {
+					res.Updates = append(res.Updates, UpdateRec{WorkflowID: id, UpdateID: uid, Start: start, End: end})
+				}
 				mu.Unlock()
 			}
 			return nil

@@ -555,6 +555,7 @@ func writeTemporalAlone(w io.Writer, r *report, f *floorReport, tf *temporalAlon
 	tw.Flush()
 	fmt.Fprintf(w, "throughput %.1f updates/s (%.2fx the floor's), process cpu %.1f ms per update%s (the floor's turn: %.1f + %.1f in postgres)\n",
 		tf.PerSecond, ratio(tf.PerSecond, f.PerSecond), tf.CPU.BenchMsPerTurn, procsPerTurn(tf.CPU), f.CPU.BenchMsPerTurn, f.CPU.PGMsPerTurn)
+	writeAloneTimeline(w, r.Timeline, tf)
 	if r.Config.Rate > 0 {
 		return
 	}
@@ -675,4 +676,48 @@ func procsPerTurn(c CPUStats) string {
 		s += fmt.Sprintf(" + %.1f ms in %s", c.ProcsMsPerTurn[role], role)
 	}
 	return s
+}
+
+// writeAloneTimeline prints Temporal alone's timeline as bae-go's, and
+// each of its segments against the bae-go segments between the same
+// milestones: the excess is what bae-go's own code adds there (the
+// provider segment holds the floor's work too: its transactions and HTTP).
+func writeAloneTimeline(w io.Writer, bae []phase, tf *temporalAlone) {
+	if len(tf.Timeline) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nTemporal alone timeline ms (%d updates; bench, Temporal history and local activity stamps)\n", tf.TimelineTurns)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range tf.Timeline {
+		fmt.Fprintf(tw, "  %s\tp50 %6.1f  p99 %6.1f  mean %6.1f\t%s\n", p.Name, p.Dist.P50, p.Dist.P99, p.Dist.Mean, p.What)
+	}
+	tw.Flush()
+	if len(bae) == 0 {
+		return
+	}
+	byName := map[string]benchstack.Dist{}
+	for _, p := range bae {
+		byName[p.Name] = p.Dist
+	}
+	fmt.Fprintln(w, "\nsegment by segment (sums of p50s and of means; the same milestones in both)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Temporal alone segment\tbae-go segments\tTemporal alone p50\tbae-go p50\texcess p50\tTemporal alone mean\tbae-go mean\texcess mean")
+	var sums [4]float64
+	for i, p := range tf.Timeline {
+		if i >= len(alonePhases) || p.Name != alonePhases[i].name {
+			continue
+		}
+		var b50, bmean float64
+		for _, n := range alonePhases[i].bae {
+			b50 += byName[n].P50
+			bmean += byName[n].Mean
+		}
+		sums[0] += p.Dist.P50
+		sums[1] += b50
+		sums[2] += p.Dist.Mean
+		sums[3] += bmean
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%+.1f\n", p.Name, strings.Join(alonePhases[i].bae, " + "), p.Dist.P50, b50, b50-p.Dist.P50, p.Dist.Mean, bmean, bmean-p.Dist.Mean)
+	}
+	fmt.Fprintf(tw, "total\t\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%+.1f\n", sums[0], sums[1], sums[1]-sums[0], sums[2], sums[3], sums[3]-sums[2])
+	tw.Flush()
 }
