@@ -421,7 +421,9 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 	// a second and otherwise only after PostgreSQL's 10 s idle interval:
 	// wait that out on both sides so the phase gets exactly its own work.
 	statsSettle(ctx)
+	updStart, updErr := pg.updates(ctx)
 	dbStart, dbErr := pg.counters(ctx)
+	walStart, walErr := pg.walMark(ctx)
 	cpuStart := markCPU(pg.backendPIDs(ctx), procs(ctx, pg))
 	h := &driveHooks{}
 	var callsStart, callsEnd store.DBCalls
@@ -431,6 +433,10 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 	res.recs = fn(h)
 	if calls != nil {
 		callsEnd = calls()
+	}
+	walEnd, err := pg.walMark(context.WithoutCancel(ctx))
+	if walErr == nil {
+		walErr = err
 	}
 	res.elapsed = h.elapsed
 	// The processes are listed again at the end: a Temporal database
@@ -445,6 +451,14 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 	if err != nil {
 		return res, err
 	}
+	updEnd, err := pg.updates(context.WithoutCancel(ctx))
+	if updErr == nil {
+		updErr = err
+	}
+	var wal walCount
+	if walErr == nil {
+		wal, walErr = pg.walBetween(context.WithoutCancel(ctx), walStart, walEnd)
+	}
 	done := 0
 	for _, r := range res.recs {
 		if r.err == nil {
@@ -457,6 +471,21 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 			UpdatedPerTurn: float64(dbEnd.Updated-dbStart.Updated) / n, FetchedPerTurn: float64(dbEnd.Fetched-dbStart.Fetched) / n,
 			RoundTripsPerTurn: float64(callsEnd.RoundTrips-callsStart.RoundTrips) / n, StatementsPerTurn: float64(callsEnd.Statements-callsStart.Statements) / n,
 			CallsUncounted: calls == nil,
+		}
+		if walErr == nil {
+			res.work.WALRecordsPerTurn, res.work.WALBytesPerTurn = float64(wal.Records)/n, float64(wal.Bytes)/n
+			res.work.WALFPIBytesPerTurn = float64(wal.FPIBytes) / n
+		} else {
+			fmt.Fprintf(os.Stderr, "wal per turn not measured: %v\n", walErr)
+		}
+		if updErr == nil {
+			res.work.Updates = map[string]HOTUpdates{}
+			for t, e := range updEnd {
+				s := updStart[t]
+				res.work.Updates[t] = HOTUpdates{Updated: float64(e[0]-s[0]) / n, HOT: float64(e[1]-s[1]) / n}
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "updates per turn not measured: %v\n", updErr)
 		}
 		res.cpu.perTurn(res.elapsed.Seconds(), done)
 	}

@@ -435,6 +435,13 @@ func writeTable(w io.Writer, r *report) {
 		}
 		row("postgres per turn", fmt.Sprintf("%.1f transactions, %s, %.1f rows inserted, %.1f updated, %.1f fetched",
 			w.XactsPerTurn, calls, w.InsertedPerTurn, w.UpdatedPerTurn, w.FetchedPerTurn))
+		if w.WALRecordsPerTurn > 0 {
+			row("postgres wal per turn", fmt.Sprintf("%.1f records, %.0f bytes (%.0f of them full-page images); this database's records only (pg_walinspect)",
+				w.WALRecordsPerTurn, w.WALBytesPerTurn, w.WALFPIBytesPerTurn))
+		}
+		if len(w.Updates) > 0 {
+			row("postgres updates per turn", hotUpdates(w.Updates))
+		}
 	}
 	if r.CPU.Available {
 		row("cpu (cores)", fmt.Sprintf("machine %.2f of %d busy: bench process %.2f, postgres backends %.2f,%s other %.2f",
@@ -518,6 +525,10 @@ func writeFloor(w io.Writer, r *report, f *floorReport) {
 	}
 	row("rows fetched per turn", "", f.PGWork.FetchedPerTurn, r.PGWork.FetchedPerTurn)
 	row("rows inserted per turn", "", f.PGWork.InsertedPerTurn, r.PGWork.InsertedPerTurn)
+	if r.PGWork.WALRecordsPerTurn > 0 {
+		row("wal records per turn", "", f.PGWork.WALRecordsPerTurn, r.PGWork.WALRecordsPerTurn)
+		row("wal bytes per turn", "", f.PGWork.WALBytesPerTurn, r.PGWork.WALBytesPerTurn)
+	}
 	row("cpu per turn, process", "ms", f.CPU.BenchMsPerTurn, r.CPU.BenchMsPerTurn)
 	row("cpu per turn, postgres", "ms", f.CPU.PGMsPerTurn, r.CPU.PGMsPerTurn)
 	for _, role := range slices.Sorted(maps.Keys(r.CPU.ProcsMsPerTurn)) {
@@ -720,4 +731,15 @@ func writeAloneTimeline(w io.Writer, bae []phase, tf *temporalAlone) {
 	}
 	fmt.Fprintf(tw, "total\t\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%+.1f\n", sums[0], sums[1], sums[1]-sums[0], sums[2], sums[3], sums[3]-sums[2])
 	tw.Flush()
+}
+
+// hotUpdates prints updates per turn by table, e.g. "sessions 3.0 (HOT
+// 3.0), turn_inputs 2.0 (HOT 0.0)".
+func hotUpdates(u map[string]HOTUpdates) string {
+	names := slices.Sorted(maps.Keys(u))
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f (HOT %.1f)", n, u[n].Updated, u[n].HOT))
+	}
+	return strings.Join(parts, ", ")
 }

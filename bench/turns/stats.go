@@ -246,6 +246,20 @@ type PGWork struct {
 	// in this process, so not when baesrv runs as -replicas.
 	CallsUncounted    bool    `json:"round_trips_not_counted,omitempty"`
 	StatementsPerTurn float64 `json:"statements_per_turn,omitempty"`
+	// WAL of the observed database only (see walBetween); FPI bytes are
+	// full-page images, which depend on when checkpoints fall.
+	WALRecordsPerTurn  float64 `json:"wal_records_per_turn,omitempty"`
+	WALBytesPerTurn    float64 `json:"wal_bytes_per_turn,omitempty"`
+	WALFPIBytesPerTurn float64 `json:"wal_fpi_bytes_per_turn,omitempty"`
+	// Row updates per turn and how many were HOT, by table.
+	Updates map[string]HOTUpdates `json:"updates_per_turn,omitempty"`
+}
+
+// HOTUpdates are a table's row updates per turn; HOT ones wrote no index
+// entry.
+type HOTUpdates struct {
+	Updated float64 `json:"updated"`
+	HOT     float64 `json:"hot"`
 }
 
 func (p *pgSampler) close(ctx context.Context) {
@@ -436,4 +450,79 @@ func (p *pgSampler) dbSizes(ctx context.Context, names []string) map[string]int6
 		}
 	}
 	return out
+}
+
+// walMark is the WAL insert position of the cluster, read from the
+// maintenance connection.
+func (p *pgSampler) walMark(ctx context.Context) (string, error) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	var lsn string
+	err := p.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+	return lsn, err
+}
+
+// walCount is the WAL the observed database wrote between two positions:
+// its records are picked out of the cluster's WAL with pg_walinspect (the
+// records that touch a block of the database, plus the records, commits
+// included, of the transactions that did), so other databases' writes
+// (Temporal's, other runs') do not count. It creates the extension in the
+// observed database, after the phase.
+type walCount struct {
+	Records, Bytes, FPIBytes int64
+}
+
+func (p *pgSampler) walBetween(ctx context.Context, from, to string) (walCount, error) {
+	var w walCount
+	c, err := pgx.Connect(ctx, p.dbURL)
+	if err != nil {
+		return w, err
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		return w, err
+	}
+	err = c.QueryRow(ctx, `WITH r AS (SELECT xid::text AS x, block_ref, record_length, fpi_length
+			FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
+		mine AS (SELECT x FROM r WHERE block_ref LIKE $3 AND x <> '0')
+		SELECT count(*), coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0) FROM r
+		WHERE block_ref LIKE $3 OR (x <> '0' AND x IN (SELECT x FROM mine))`,
+		from, to, fmt.Sprintf("%% rel %%/%s/%%", p.dbOID(ctx, c))).Scan(&w.Records, &w.Bytes, &w.FPIBytes)
+	return w, err
+}
+
+func (p *pgSampler) dbOID(ctx context.Context, c *pgx.Conn) string {
+	var oid string
+	_ = c.QueryRow(ctx, `SELECT oid::text FROM pg_database WHERE datname = current_database()`).Scan(&oid)
+	return oid
+}
+
+// tableUpdates are the cumulative row updates of the tables a turn
+// updates, and how many of them were HOT (no index entry written).
+type tableUpdates map[string][2]int64
+
+// updates reads pg_stat_user_tables of the observed database over a
+// connection of its own (one transaction, flushed when it closes).
+func (p *pgSampler) updates(ctx context.Context) (tableUpdates, error) {
+	c, err := pgx.Connect(ctx, p.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+		WHERE relname IN ('turn_inputs', 'sessions')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := tableUpdates{}
+	for rows.Next() {
+		var n string
+		var u, h int64
+		if err := rows.Scan(&n, &u, &h); err != nil {
+			return nil, err
+		}
+		out[n] = [2]int64{u, h}
+	}
+	return out, rows.Err()
 }
