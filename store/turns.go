@@ -79,8 +79,8 @@ var putTurnInputCappedSQL = `INSERT INTO turn_inputs (turn_id, session_id, clien
 	SELECT $1, $2, $3, $4, NULLIF($5, '')
 	WHERE CASE
 		WHEN $5 <> '' AND EXISTS (SELECT 1 FROM turn_inputs WHERE session_id = $2 AND idem_key = $5) THEN true
-		WHEN NOT bae_check($8 <= 0 OR (SELECT count(*) FROM turn_inputs
-			WHERE session_id = $2 AND begin_result IS NULL AND result IS NULL) < $8, '` + checkQueueFull + `', '` + ScopeSession + `') THEN false
+		WHEN NOT bae_check($8 <= 0 OR (SELECT count(*) FILTER (WHERE begin_result IS NULL) FROM turn_inputs
+			WHERE session_id = $2 AND result IS NULL) < $8, '` + checkQueueFull + `', '` + ScopeSession + `') THEN false
 		ELSE bae_check($9 <= 0 OR (SELECT count(*) FROM turn_inputs t JOIN sessions s ON s.id = t.session_id
 			WHERE t.client_key_id = $3 AND t.begin_result IS NULL AND t.result IS NULL AND s.state = 'open') < $9, '` + checkQueueFull + `', '` + ScopeClientKey + `')
 	END
@@ -143,11 +143,16 @@ func (s *Store) QueueRoom(ctx context.Context, caps Caps, sessionID, clientKeyID
 
 // checkQueueCaps refuses one more queued turn once the session, or the
 // client key over its open sessions, holds its cap of them.
+// The session's queued turns are counted among its unfinished ones
+// (FILTER, not WHERE, on begin_result): so the count reads the session's
+// unfinished rows (turn_inputs_unfinished), never every queued row of the
+// key (turn_inputs_queued_key, whose predicate a WHERE would match). As in
+// putTurnInputCappedSQL.
 func checkQueueCaps(ctx context.Context, tx dbtx, caps Caps, sessionID, clientKeyID string) error {
 	if n := caps.QueuedTurnsPerSession; n > 0 {
 		var held int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM turn_inputs
-			WHERE session_id = $1 AND begin_result IS NULL AND result IS NULL`, sessionID).Scan(&held); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE begin_result IS NULL) FROM turn_inputs
+			WHERE session_id = $1 AND result IS NULL`, sessionID).Scan(&held); err != nil {
 			return fmt.Errorf("count the session's queued turns: %w", err)
 		}
 		if held >= n {
