@@ -423,7 +423,12 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 	statsSettle(ctx)
 	updStart, updErr := pg.updates(ctx)
 	dbStart, dbErr := pg.counters(ctx)
-	walStart, walErr := pg.walMark(ctx)
+	walErr := pg.walKeep(ctx)
+	var walStart string
+	if walErr == nil {
+		defer pg.walRelease(context.WithoutCancel(ctx))
+		walStart, walErr = pg.walMark(ctx)
+	}
 	cpuStart := markCPU(pg.backendPIDs(ctx), procs(ctx, pg))
 	h := &driveHooks{}
 	var callsStart, callsEnd store.DBCalls
@@ -434,9 +439,9 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 	if calls != nil {
 		callsEnd = calls()
 	}
-	walEnd, err := pg.walMark(context.WithoutCancel(ctx))
+	var walEnd string
 	if walErr == nil {
-		walErr = err
+		walEnd, walErr = pg.walMark(context.WithoutCancel(ctx))
 	}
 	res.elapsed = h.elapsed
 	// The processes are listed again at the end: a Temporal database

@@ -462,6 +462,23 @@ func (p *pgSampler) walMark(ctx context.Context) (string, error) {
 	return lsn, err
 }
 
+// walKeep makes PostgreSQL keep the WAL written from now on until
+// walRelease, so walBetween can still read the phase's records after a
+// checkpoint: a temporary physical replication slot of the maintenance
+// connection (dropped with it at the latest).
+func (p *pgSampler) walKeep(ctx context.Context) error {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	_, err := p.conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bae_bench_wal_' || pg_backend_pid(), true, true)`)
+	return err
+}
+
+func (p *pgSampler) walRelease(ctx context.Context) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	_, _ = p.conn.Exec(ctx, `SELECT pg_drop_replication_slot('bae_bench_wal_' || pg_backend_pid())`)
+}
+
 // walCount is the WAL the observed database wrote between two positions:
 // its records are picked out of the cluster's WAL with pg_walinspect (the
 // records that touch a block of the database, plus the records, commits
