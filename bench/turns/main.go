@@ -480,6 +480,10 @@ func counted(ctx context.Context, pg *pgSampler, procs func(context.Context, *pg
 		if walErr == nil {
 			res.work.WALRecordsPerTurn, res.work.WALBytesPerTurn = float64(wal.Records)/n, float64(wal.Bytes)/n
 			res.work.WALFPIBytesPerTurn = float64(wal.FPIBytes) / n
+			res.work.WALByRelation = map[string]float64{}
+			for rel, k := range wal.ByRelation {
+				res.work.WALByRelation[rel] = float64(k) / n
+			}
 		} else {
 			fmt.Fprintf(os.Stderr, "wal per turn not measured: %v\n", walErr)
 		}

@@ -438,6 +438,7 @@ func writeTable(w io.Writer, r *report) {
 		if w.WALRecordsPerTurn > 0 {
 			row("postgres wal per turn", fmt.Sprintf("%.1f records, %.0f bytes (%.0f of them full-page images); this database's records only (pg_walinspect)",
 				w.WALRecordsPerTurn, w.WALBytesPerTurn, w.WALFPIBytesPerTurn))
+			row("  by relation", walByRelation(w.WALByRelation))
 		}
 		if len(w.Updates) > 0 {
 			row("postgres updates per turn", hotUpdates(w.Updates))
@@ -740,6 +741,28 @@ func hotUpdates(u map[string]HOTUpdates) string {
 	parts := make([]string, 0, len(names))
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s %.1f (HOT %.1f)", n, u[n].Updated, u[n].HOT))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// walByRelation prints WAL records per turn by relation, most first, e.g.
+// "session_events 2.0, other 4.1, ...".
+func walByRelation(by map[string]float64) string {
+	names := slices.Sorted(maps.Keys(by))
+	slices.SortStableFunc(names, func(a, b string) int {
+		switch {
+		case by[a] > by[b]:
+			return -1
+		case by[a] < by[b]:
+			return 1
+		}
+		return 0
+	})
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		if by[n] >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", n, by[n]))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

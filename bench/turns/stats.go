@@ -248,9 +248,10 @@ type PGWork struct {
 	StatementsPerTurn float64 `json:"statements_per_turn,omitempty"`
 	// WAL of the observed database only (see walBetween); FPI bytes are
 	// full-page images, which depend on when checkpoints fall.
-	WALRecordsPerTurn  float64 `json:"wal_records_per_turn,omitempty"`
-	WALBytesPerTurn    float64 `json:"wal_bytes_per_turn,omitempty"`
-	WALFPIBytesPerTurn float64 `json:"wal_fpi_bytes_per_turn,omitempty"`
+	WALRecordsPerTurn  float64            `json:"wal_records_per_turn,omitempty"`
+	WALBytesPerTurn    float64            `json:"wal_bytes_per_turn,omitempty"`
+	WALFPIBytesPerTurn float64            `json:"wal_fpi_bytes_per_turn,omitempty"`
+	WALByRelation      map[string]float64 `json:"wal_records_per_turn_by_relation,omitempty"`
 	// Row updates per turn and how many were HOT, by table.
 	Updates map[string]HOTUpdates `json:"updates_per_turn,omitempty"`
 }
@@ -487,6 +488,9 @@ func (p *pgSampler) walRelease(ctx context.Context) {
 // observed database, after the phase.
 type walCount struct {
 	Records, Bytes, FPIBytes int64
+	// ByRelation counts the records by the relation of their first block
+	// (a table or an index of the database; "other" without one: commits).
+	ByRelation map[string]int64
 }
 
 func (p *pgSampler) walBetween(ctx context.Context, from, to string) (walCount, error) {
@@ -505,7 +509,31 @@ func (p *pgSampler) walBetween(ctx context.Context, from, to string) (walCount, 
 		SELECT count(*), coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0) FROM r
 		WHERE block_ref LIKE $3 OR (x <> '0' AND x IN (SELECT x FROM mine))`,
 		from, to, fmt.Sprintf("%% rel %%/%s/%%", p.dbOID(ctx, c))).Scan(&w.Records, &w.Bytes, &w.FPIBytes)
-	return w, err
+	if err != nil {
+		return w, err
+	}
+	rows, err := c.Query(ctx, `WITH r AS (SELECT xid::text AS x, block_ref,
+				substring(block_ref FROM 'rel [0-9]+/'||$3||'/([0-9]+)')::oid AS node
+			FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)),
+		mine AS (SELECT x FROM r WHERE node IS NOT NULL AND x <> '0')
+		SELECT coalesce(c.relname::text, CASE WHEN r.node IS NULL THEN 'other' ELSE 'relfilenode ' || r.node END), count(*)
+		FROM r LEFT JOIN pg_class c ON c.relfilenode = r.node AND r.node <> 0
+		WHERE r.node IS NOT NULL OR (r.x <> '0' AND r.x IN (SELECT x FROM mine))
+		GROUP BY 1`, from, to, p.dbOID(ctx, c))
+	if err != nil {
+		return w, err
+	}
+	defer rows.Close()
+	w.ByRelation = map[string]int64{}
+	for rows.Next() {
+		var n string
+		var k int64
+		if err := rows.Scan(&n, &k); err != nil {
+			return w, err
+		}
+		w.ByRelation[n] = k
+	}
+	return w, rows.Err()
 }
 
 func (p *pgSampler) dbOID(ctx context.Context, c *pgx.Conn) string {
