@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -203,7 +204,28 @@ func (b *browser) waitFor(expr string) {
 	}
 }
 
-func (b *browser) text(sel string) string { return run(b, chromedp.Text(chromedp.CSS(sel))) }
+// text is the innerText of the first node sel matches, once one is
+// visible. The node is found and read in one evaluation: a live event
+// redraws the transcript (innerHTML), which would detach a node found
+// first and read after, and read it as "".
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	b.do(chromedp.WaitVisible(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
+	require.NoError(b.t, err)
+	return run(b, chromedp.Evaluate[string](`(n => n ? n.innerText : "")(document.querySelector(`+string(q)+`))`))
+}
+
+// navigateBy runs steps that load a new page (a form's submit, a link)
+// and returns once that page has loaded: a condition polled right after
+// could still hold on the page being left, and a query then run on the
+// half-loaded new one.
+func (b *browser) navigateBy(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	run(b, chromedp.Evaluate[bool](`window.__leaving = true`))
+	b.do(steps...)
+	b.waitFor(`window.__leaving !== true && document.readyState === 'complete'`)
+}
 func (b *browser) html() string {
 	return run(b, chromedp.Evaluate[string]("document.documentElement.outerHTML"))
 }

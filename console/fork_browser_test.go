@@ -44,7 +44,7 @@ func TestConsoleForkAndRewind(t *testing.T) {
 	// Back on the source: rewind to the second turn.
 	b.do(chromedp.Navigate(b.url + "/sessions/" + sid))
 	b.waitFor(`document.querySelectorAll('#fork-tree li').length === 2`)
-	b.do(chromedp.Click(chromedp.CSS("#transcript article.turn:nth-of-type(2) button.rewind")))
+	b.navigateBy(chromedp.Click(chromedp.CSS("#transcript article.turn:nth-of-type(2) button.rewind")))
 	b.waitFor(`document.querySelectorAll('#transcript article.turn.rewound').length === 2`)
 	assert.NotContains(t, run(b, chromedp.Evaluate[string](`document.querySelector('#transcript article.turn:nth-of-type(1)').className`)), "rewound")
 	assert.Contains(t, b.text("#transcript article.turn.rewound .badge.rewound"), "operator")
