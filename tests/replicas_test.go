@@ -19,17 +19,7 @@ import (
 // Temporal: drivers on different replicas keep FIFO order on one session,
 // and an observer on replica B sees events produced on replica A.
 func TestTwoReplicasShareSessions(t *testing.T) {
-	fake := fakeprovider.New(t)
-	ts := testenv.Temporal(t)
-	opts := testenv.Options{
-		DatabaseURL: testdb.New(t),
-		Temporal:    ts.GetDefaultClient(),
-		DataDir:     t.TempDir(),
-		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
-		Env:         map[string]string{"BAE_TASK_QUEUE": "replicas"},
-	}
-	a := testenv.Start(t, opts)
-	b := testenv.Start(t, opts)
+	fake, a, b := twoReplicas(t, "replicas")
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	keyA, clientA := a.Key(t, pid)
 	keyB, clientB := b.Key(t, pid)
@@ -96,17 +86,7 @@ func TestTwoReplicasShareSessions(t *testing.T) {
 // api.TurnCheckInterval): only A's notices (LISTEN/NOTIFY on the events
 // and turns channels) bring them that soon.
 func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
-	fake := fakeprovider.New(t)
-	ts := testenv.Temporal(t)
-	opts := testenv.Options{
-		DatabaseURL: testdb.New(t),
-		Temporal:    ts.GetDefaultClient(),
-		DataDir:     t.TempDir(),
-		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
-		Env:         map[string]string{"BAE_TASK_QUEUE": "replicas-notices"},
-	}
-	a := testenv.Start(t, opts)
-	b := testenv.Start(t, opts)
+	fake, a, b := twoReplicas(t, "replicas-notices")
 	b.Parts.Worker.Stop()
 	bound := min(api.DefaultRecheckInterval, api.TurnCheckInterval) / 2
 
@@ -120,9 +100,6 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	send := func(text string) map[string]any {
-		return map[string]any{"jsonrpc": "2.0", "id": 1, "method": "session.sendMessage", "params": map[string]any{"message": map[string]any{"content": text}}}
-	}
 	obs := b.RPCStream(t, ctx, sid, skB, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.subscribe", "params": map[string]any{}})
 	defer obs.Close()
 	require.Equal(t, http.StatusOK, obs.Status())
@@ -149,7 +126,7 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 
 	// A turn sent and run on A: B's observer hears of its events.
 	fake.Enqueue(fakeprovider.Text("one"))
-	term := testenv.Terminal(t, a.RPC(t, sid, skA, send("on A")))
+	term := testenv.Terminal(t, a.RPC(t, sid, skA, sendReq(1, "on A")))
 	answered := time.Now()
 	require.Equal(t, "one", firstText(message(term)))
 	<-fake.Started()
@@ -161,11 +138,11 @@ func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
 	// A turn sent on B while A's turn holds the session: queued, run on
 	// A, its result announced to B.
 	fake.Enqueue(fakeprovider.Text("held").UntilReleased(), fakeprovider.Text("queued"))
-	sa := a.RPCStream(t, ctx, sid, skA, send("held on A"))
+	sa := a.RPCStream(t, ctx, sid, skA, sendReq(1, "held on A"))
 	defer sa.Close()
 	<-fake.Started()
 	// Open once B stored the turn, behind A's.
-	sb := b.RPCStream(t, ctx, sid, skB, send("queued on B"))
+	sb := b.RPCStream(t, ctx, sid, skB, sendReq(1, "queued on B"))
 	defer sb.Close()
 	require.Equal(t, http.StatusOK, sb.Status())
 	fake.Release()
@@ -216,4 +193,19 @@ func nextArrival(ls <-chan arrival, timeout time.Duration) arrival {
 	case <-time.After(timeout):
 		return arrival{}
 	}
+}
+
+// twoReplicas starts two servers on one PostgreSQL database, one Temporal
+// and one task queue, with the fake provider as their primary.
+func twoReplicas(t *testing.T, queue string) (*fakeprovider.Server, *testenv.Server, *testenv.Server) {
+	t.Helper()
+	fake := fakeprovider.New(t)
+	opts := testenv.Options{
+		DatabaseURL: testdb.New(t),
+		Temporal:    testenv.Temporal(t).GetDefaultClient(),
+		DataDir:     t.TempDir(),
+		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
+		Env:         map[string]string{"BAE_TASK_QUEUE": queue},
+	}
+	return fake, testenv.Start(t, opts), testenv.Start(t, opts)
 }
