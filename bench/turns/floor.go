@@ -253,6 +253,8 @@ type floorReport struct {
 	Database    string          `json:"database"`
 	// Temporal is the Temporal round trip alone with the same load.
 	Temporal *temporalAlone `json:"temporal_alone,omitempty"`
+	// added are the server-added latencies ServerAdded summarises (-rounds pools them).
+	added []time.Duration
 }
 
 // runFloor drives the floor with bae-go's sessions, warm-up, turns and
@@ -302,7 +304,7 @@ func runFloor(ctx context.Context, log *slog.Logger, o options, st *stack) (*flo
 			added = append(added, r.lat-r.fake.Total)
 		}
 	}
-	fr.Client, fr.ServerAdded = benchstack.Summarise(client), benchstack.Summarise(added)
+	fr.Client, fr.ServerAdded, fr.added = benchstack.Summarise(client), benchstack.Summarise(added), added
 	if fr.Elapsed > 0 {
 		fr.PerSecond = float64(fr.Completed) / fr.Elapsed
 	}

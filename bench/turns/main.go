@@ -70,6 +70,7 @@ type options struct {
 	temporalDBs     string
 	replicas        int
 	baesrvBin       string
+	rounds          int
 }
 
 func parseFlags() options {
@@ -103,6 +104,7 @@ func parseFlags() options {
 	flag.StringVar(&o.temporalDBs, "temporal-dbs", "", "comma-separated databases of the -temporal server, for their growth per idle session (-idle)")
 	flag.IntVar(&o.replicas, "replicas", 0, "run baesrv as this many `-baesrv serve` processes on one database and task queue (sessions open on them in turn); 0 = in this process")
 	flag.StringVar(&o.baesrvBin, "baesrv", "bin/baesrv", "baesrv binary for -replicas")
+	flag.IntVar(&o.rounds, "rounds", 1, "with -floor: run bae-go, the floor and Temporal alone this many times each, interleaved (every other round in reverse order), and print the capacity ratio or own share of each round, their median and the figure of all rounds pooled")
 	flag.Parse()
 	return o
 }
@@ -151,6 +153,10 @@ func validate(o options) error {
 		return errors.New("-replicas cannot be negative")
 	case o.replicas > 0 && (o.extraPollers > 0 || o.long > 0):
 		return errors.New("-extra-pollers and -long need baesrv in this process (no -replicas)")
+	case o.rounds < 1:
+		return errors.New("-rounds must be at least 1")
+	case o.rounds > 1 && (!o.floor || o.long > 0):
+		return errors.New("-rounds needs -floor (a round is bae-go, the floor and Temporal alone) and no -long")
 	}
 	return nil
 }
@@ -246,21 +252,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	}
 	rep.Setup.OpenSessions = time.Since(t1).Seconds()
 	t2 := time.Now()
-	var warmErrs atomic.Int64
-	var wg sync.WaitGroup
-	for i, s := range sessions {
-		wg.Go(func() {
-			for w := range o.warmup {
-				if _, err := a.turn(ctx, s, fmt.Sprintf("warmup %d/%d", i, w), o.turnTimeout); err != nil {
-					warmErrs.Add(1)
-					log.Warn("warm-up turn failed", "session", s.ID, "err", err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	rep.Setup.WarmupErrors = warmUp(ctx, log, a, sessions, o)
 	rep.Setup.Warmup = time.Since(t2).Seconds()
-	rep.Setup.WarmupErrors = warmErrs.Load()
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
@@ -295,6 +288,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	}
 
 	// An interrupted run still reports the turns it finished.
+	firstLoad := loadAvg()
 	recs, runErr := measure(ctx, log, a, st, pg, sessions, o, rep)
 	if runErr != nil && len(recs) == 0 {
 		return rep, runErr
@@ -317,6 +311,15 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		}
 		rep.Floor = fl
 	}
+	// With -rounds this run is the first round; the others follow the
+	// timeline, which reads this round's turns from the database.
+	var first *roundResult
+	if o.rounds > 1 && rep.Floor != nil && rep.Floor.Temporal != nil && ctx.Err() == nil {
+		r := newRound(0, firstLoad)
+		r.Bae, r.Floor, r.Alone = baePhase(recs, rep.Turns.Elapsed), floorPhase(rep.Floor), alonePhase(rep.Floor.Temporal)
+		r.end(ctx, o.rate > 0, pg, st.dbName)
+		first = &r
+	}
 	rep.summarise(recs, st)
 	if ss, err := pg.storage(context.WithoutCancel(ctx)); err != nil {
 		log.Warn("storage stats unavailable", "err", err)
@@ -331,6 +334,9 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 		log.Warn("server timeline unavailable", "err", err)
 	} else {
 		rep.Timeline, rep.TimelineTurns = ph, n
+	}
+	if first != nil {
+		rep.Rounds = runRounds(ctx, log, o, a, st, pg, clientKey, *first)
 	}
 	if o.memProfile != "" {
 		if err := writeHeapProfile(o.memProfile); err != nil {
@@ -727,14 +733,36 @@ func openIdleUnderLoad(ctx context.Context, log *slog.Logger, a *api, clientKey 
 }
 
 // addedDist is the server-added latency of the completed turns.
-func addedDist(recs []turnRec) benchstack.Dist {
+func addedDist(recs []turnRec) benchstack.Dist { return benchstack.Summarise(addedSamples(recs)) }
+
+// addedSamples is each completed turn's server-added latency.
+func addedSamples(recs []turnRec) []time.Duration {
 	var added []time.Duration
 	for _, rec := range recs {
 		if rec.err == nil && rec.fakeOK {
 			added = append(added, rec.lat-rec.fake.Total)
 		}
 	}
-	return benchstack.Summarise(added)
+	return added
+}
+
+// warmUp sends o.warmup unmeasured turns on each session, sessions in
+// parallel, and returns how many failed.
+func warmUp(ctx context.Context, log *slog.Logger, a *api, sessions []*session, o options) int64 {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			for w := range o.warmup {
+				if _, err := a.turn(ctx, s, fmt.Sprintf("warmup %d/%d", i, w), o.turnTimeout); err != nil {
+					failed.Add(1)
+					log.Warn("warm-up turn failed", "session", s.ID, "err", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed.Load()
 }
 
 // openIdle opens the idle sessions, which stay open (drivers registered,

@@ -38,6 +38,7 @@ type report struct {
 		GRPCGzip        bool    `json:"grpc_gzip"`
 		GCPercent       int     `json:"gc_percent"`
 		ExtraPollers    int     `json:"extra_worker_pollers,omitempty"`
+		Rounds          int     `json:"rounds,omitempty"`
 	} `json:"config"`
 
 	Setup struct {
@@ -95,6 +96,9 @@ type report struct {
 	ReplicaRSS []rssSample `json:"baesrv_rss,omitempty"`
 	Long       *longReport `json:"long_session,omitempty"`
 	Targets    []target    `json:"targets"`
+	// Rounds (-rounds) are every round's figures; the rest of the report
+	// is the first round's.
+	Rounds *roundsReport `json:"rounds,omitempty"`
 }
 
 type idleReport struct {
@@ -167,6 +171,9 @@ func newReport(o options) *report {
 	r.Config.Sessions, r.Config.Warmup, r.Config.Idle = o.sessions, o.warmup, o.idle
 	r.Config.Rate, r.Config.GRPCGzip, r.Config.ExtraPollers = o.rate, o.gzip, o.extraPollers
 	r.Config.GCPercent = o.gcPercent
+	if o.rounds > 1 {
+		r.Config.Rounds = o.rounds
+	}
 	if o.duration > 0 {
 		r.Config.DurationS = o.duration.Seconds()
 	} else {
@@ -353,7 +360,11 @@ func writeTable(w io.Writer, r *report) {
 	if c.DurationS > 0 {
 		mode = fmt.Sprintf("%s", time.Duration(c.DurationS*float64(time.Second)))
 	}
-	fmt.Fprintf(w, "\nbae-go turn benchmark  %s  %s  %d CPU  load %s -> %s\n", r.Date, r.GoVersion, r.NumCPU, r.LoadAvgStart, r.LoadAvgEnd)
+	fmt.Fprintf(w, "\nbae-go turn benchmark  %s  %s  %d CPU  load %s -> %s", r.Date, r.GoVersion, r.NumCPU, r.LoadAvgStart, r.LoadAvgEnd)
+	if c.Rounds > 1 {
+		fmt.Fprintf(w, "  (round 1 of %d below; every round at the end)", c.Rounds)
+	}
+	fmt.Fprintln(w)
 	load := "closed loop"
 	if c.Rate > 0 {
 		load = fmt.Sprintf("paced at %.0f turns/s offered", c.Rate)
@@ -481,6 +492,9 @@ func writeTable(w io.Writer, r *report) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Name, x.Goal, x.Measured, x.Verdict)
 	}
 	tw.Flush()
+	if r.Rounds != nil {
+		writeRounds(w, r.Rounds, c.Rate > 0)
+	}
 }
 
 func pct(a, b int64) float64 {

@@ -29,6 +29,10 @@ type temporalAlone struct {
 	// same kinds of stamps (bench, Temporal history, the local activity).
 	Timeline      []phase `json:"timeline,omitempty"`
 	TimelineTurns int     `json:"timeline_updates"`
+	// latencies and elapsed are what Latency and PerSecond come from
+	// (-rounds pools them).
+	latencies []time.Duration
+	elapsed   time.Duration
 }
 
 func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack, pg *pgSampler) (*temporalAlone, error) {
@@ -54,6 +58,7 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 		Stamps:    true,
 	})
 	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: benchstack.Summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, st.procs(context.WithoutCancel(ctx), pg)))}
+	t.latencies, t.elapsed = res.Latencies, res.Elapsed
 	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
