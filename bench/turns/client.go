@@ -75,6 +75,23 @@ func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
 	return &session{ID: s.ID, Key: s.Key(), URL: u}, nil
 }
 
+// closeSession closes s for every participant, as a driver done with it
+// would (its workflow ends).
+func (a *api) closeSession(ctx context.Context, s *session) error {
+	u := s.URL
+	if u == "" {
+		u = a.clientURL
+	}
+	ss, err := sdk.Attach(sdk.Config{ServerURL: u, HTTPClient: a.http, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)}, s.ID, s.Key)
+	if err != nil {
+		return err
+	}
+	if err := ss.Close(ctx); err != nil {
+		return fmt.Errorf("close session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
 // rpcLine is one NDJSON object: a notification (method, no id) or the
 // terminal response (id plus result or error).
 type rpcLine struct {

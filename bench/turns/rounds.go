@@ -7,10 +7,15 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/bae-go/bae-go/bench/benchstack"
+	"github.com/bae-go/bae-go/bench/temporalfloor"
 )
 
 // -rounds: one run's phases are seconds long and the shared machine's
@@ -113,6 +118,11 @@ type roundResult struct {
 	HeapLive   uint64 `json:"heap_live_end_bytes"`
 	Goroutines int    `json:"goroutines_end"`
 	BaeDBBytes int64  `json:"bae_database_end_bytes"`
+
+	// sessions and alone are what the round leaves running, ended by
+	// cleanUp once the next round is due.
+	sessions []*session
+	alone    temporalfloor.Load
 }
 
 func newRound(i int, load string) roundResult {
@@ -207,12 +217,41 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// cleanUp ends what the round left running: its bae-go sessions (closed,
+// so their workflows end) and Temporal alone's workflows. Left running,
+// each round's would add to the next rounds' goroutines, heap and
+// Temporal's caches, a drift of the bench's own making. The floor's
+// database is dropped at the end of its phase.
+func (r *roundResult) cleanUp(ctx context.Context, log *slog.Logger, a *api, tc client.Client, par int) {
+	sem := make(chan struct{}, par)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range r.sessions {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := a.closeSession(ctx, s); err != nil {
+				failed.Add(1)
+				log.Warn("close a round's session", "round", r.Round, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if r.alone.Sessions > 0 {
+		if err := temporalfloor.End(ctx, tc, r.alone); err != nil {
+			log.Warn("end a round's Temporal-alone workflows", "round", r.Round, "err", err)
+		}
+	}
+	r.sessions, r.alone = nil, temporalfloor.Load{}
+}
+
 // runRounds runs rounds 2 to o.rounds after the first (measured by run as
 // a single run is) and sums them up. A round that fails ends the rounds:
 // those before it are reported.
 func runRounds(ctx context.Context, log *slog.Logger, o options, a *api, st *stack, pg *pgSampler, clientKey string, first roundResult) *roundsReport {
 	rounds := []roundResult{first}
 	for i := 1; i < o.rounds && ctx.Err() == nil; i++ {
+		rounds[i-1].cleanUp(ctx, log, a, st.Temporal, o.idleConcurrency)
 		r, err := runRound(ctx, log, o, a, st, pg, clientKey, i)
 		if err != nil {
 			log.Warn("round failed; the rounds before it are reported", "round", i+1, "err", err)
@@ -237,6 +276,7 @@ func runRound(ctx context.Context, log *slog.Logger, o options, a *api, st *stac
 	}
 	o.cpuProfile = "" // the profile is the first round's
 	r := newRound(i, loadAvg())
+	r.sessions = sessions
 	log.Info("round", "round", r.Round, "of", o.rounds, "order", strings.Join(r.Order, ", "), "load", r.LoadAvg)
 	for _, k := range roundOrder(i) {
 		switch k {
@@ -268,7 +308,7 @@ func runRound(ctx context.Context, log *slog.Logger, o options, a *api, st *stac
 			if err != nil {
 				log.Warn("Temporal-alone run failed", "round", r.Round, "err", err)
 			}
-			r.Alone = alonePhase(ta)
+			r.Alone, r.alone = alonePhase(ta), ta.load
 		}
 	}
 	r.end(ctx, o.rate > 0, pg, st.dbName)

@@ -33,6 +33,8 @@ type temporalAlone struct {
 	// (-rounds pools them).
 	latencies []time.Duration
 	elapsed   time.Duration
+	// load ends the phase's workflows (-rounds).
+	load temporalfloor.Load
 }
 
 func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stack, pg *pgSampler) (*temporalAlone, error) {
@@ -52,13 +54,14 @@ func runTemporalAlone(ctx context.Context, log *slog.Logger, o options, st *stac
 	defer w.Stop()
 	log.Info("measuring Temporal alone", "workflows", o.sessions, "updates_per_workflow", turns, "rate", o.rate)
 	var start cpuMark
-	res, err := temporalfloor.Run(ctx, st.Temporal, temporalfloor.Load{
+	load := temporalfloor.Load{
 		Sessions: o.sessions, Warmup: o.warmup, Turns: turns, Rate: o.rate, Prefix: fmt.Sprintf("bench-%d-", time.Now().UnixNano()),
 		Measuring: func() { start = markCPU(nil, st.procs(ctx, pg)) },
 		Stamps:    true,
-	})
+	}
+	res, err := temporalfloor.Run(ctx, st.Temporal, load)
 	t := &temporalAlone{Completed: len(res.Latencies), PerSecond: res.PerSecond(), Latency: benchstack.Summarise(res.Latencies), CPU: cpuBetween(start, markCPU(nil, st.procs(context.WithoutCancel(ctx), pg)))}
-	t.latencies, t.elapsed = res.Latencies, res.Elapsed
+	t.latencies, t.elapsed, t.load = res.Latencies, res.Elapsed, load
 	t.CPU.perTurn(res.Elapsed.Seconds(), t.Completed)
 	if err != nil {
 		t.Err = err.Error()
