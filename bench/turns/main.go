@@ -316,7 +316,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (*report, error) {
 	var first *roundResult
 	if o.rounds > 1 && rep.Floor != nil && rep.Floor.Temporal != nil && ctx.Err() == nil {
 		r := newRound(0, firstLoad)
-		r.Bae, r.Floor, r.Alone = baePhase(recs, rep.Turns.Elapsed), floorPhase(rep.Floor), alonePhase(rep.Floor.Temporal)
+		r.Bae, r.Floor, r.Alone = baePhase(recs, rep), floorPhase(rep.Floor), alonePhase(rep.Floor.Temporal)
 		r.sessions, r.alone = sessions, rep.Floor.Temporal.load
 		r.end(ctx, o.rate > 0, pg, st.dbName)
 		first = &r

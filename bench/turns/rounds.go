@@ -68,7 +68,11 @@ type roundPhase struct {
 	ElapsedS  float64         `json:"elapsed_s"`
 	PerSecond float64         `json:"per_s"`
 	Latency   benchstack.Dist `json:"latency"`
-	samples   []time.Duration
+	// CPU and PGWork are the phase's, as the single run reports them (no
+	// PGWork for Temporal alone): a trend down the rounds shows in them.
+	CPU     *CPUStats `json:"cpu,omitempty"`
+	PGWork  *PGWork   `json:"postgres_work,omitempty"`
+	samples []time.Duration
 }
 
 func newRoundPhase(completed, errors int, elapsed float64, samples []time.Duration) roundPhase {
@@ -79,24 +83,32 @@ func newRoundPhase(completed, errors int, elapsed float64, samples []time.Durati
 	return p
 }
 
-func baePhase(recs []turnRec, elapsed float64) roundPhase {
+// baePhase is bae-go's phase from its turns and the report measure filled.
+func baePhase(recs []turnRec, rep *report) roundPhase {
 	failed := 0
 	for _, r := range recs {
 		if r.err != nil {
 			failed++
 		}
 	}
-	return newRoundPhase(len(recs)-failed, failed, elapsed, addedSamples(recs))
+	p := newRoundPhase(len(recs)-failed, failed, rep.Turns.Elapsed, addedSamples(recs))
+	cpu, work := rep.CPU, rep.PGWork
+	p.CPU, p.PGWork = &cpu, &work
+	return p
 }
 
 func floorPhase(f *floorReport) roundPhase {
 	p := newRoundPhase(f.Completed, f.Errors, f.Elapsed, f.added)
 	p.Err = f.FirstError
+	cpu, work := f.CPU, f.PGWork
+	p.CPU, p.PGWork = &cpu, &work
 	return p
 }
 
 func alonePhase(t *temporalAlone) roundPhase {
 	p := newRoundPhase(t.Completed, 0, t.elapsed.Seconds(), t.latencies)
+	cpu := t.CPU
+	p.CPU = &cpu
 	if t.Err != "" {
 		p.Errors, p.Err = 1, t.Err
 	}
@@ -288,7 +300,7 @@ func runRound(ctx context.Context, log *slog.Logger, o options, a *api, st *stac
 			if err != nil {
 				return r, fmt.Errorf("bae-go: %w", err)
 			}
-			r.Bae = baePhase(recs, scratch.Turns.Elapsed)
+			r.Bae = baePhase(recs, scratch)
 		case phaseFloor:
 			// As in the first round, a failure to read the phase's
 			// counters keeps its turns.

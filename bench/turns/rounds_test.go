@@ -112,6 +112,14 @@ func TestRoundsOwnShare(t *testing.T) {
 	writeRounds(&out, rr, true)
 	assert.Contains(t, out.String(), "median +3.0 ms, min +1.0, max +5.0")
 	assert.Contains(t, out.String(), "= own share +4.0 ms")
+
+	r := newReport(options{sessions: 50, turns: 20, rounds: 4, rate: 40})
+	r.Rounds = rr
+	var js bytes.Buffer
+	require.NoError(t, writeJSON(&js, r))
+	assert.Contains(t, js.String(), `"figure": "own_share_p50_ms"`)
+	assert.Contains(t, js.String(), `"rounds": 4`)
+	assert.Regexp(t, `"pooled": \{\s+"bae_go": \{\s+"completed": 8,`, js.String())
 }
 
 // Without -rounds the report is the single run's, unchanged: no rounds in
