@@ -33,20 +33,13 @@ func (a *Activities) prepareView(ctx context.Context, tx *store.Tx, in workflows
 	}
 	entry, configured := a.Config.Provider(in.Provider)
 	evs := before
-	if inputs.Stored == nil {
-		p.budget = spentBudget(tx)
+	// Without a request (stored response, spent budget): neither compacted
+	// nor requested.
+	request, err := p.requestFrom(tx, inputs, entry, configured)
+	if err != nil {
+		return p, err
 	}
-	switch {
-	case inputs.Stored != nil:
-		p.stored = inputs.Stored
-	case p.budget != nil:
-		// No call: neither compacted nor requested.
-	case configured:
-		if p.ts, err = toolsFrom(inputs); err != nil {
-			return p, err
-		}
-		p.tools = p.ts.json()
-		p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
+	if request {
 		p.bytesPerToken = ci.State.BytesPerToken
 		policy := policyOf(ci.Policy)
 		p.off = !policy.Enabled

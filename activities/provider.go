@@ -99,6 +99,28 @@ type attemptPrep struct {
 	fence *store.AttemptFence
 }
 
+// requestFrom fills in p what an attempt's inputs say before its request:
+// the response an earlier run stored, a spent budget (neither makes a
+// call, so no provider.request either), or else the toolset and settings
+// of the request. It reports whether the request is to be made; an
+// unconfigured provider makes none here (callPrepared fails the attempt).
+func (p *attemptPrep) requestFrom(tx *store.Tx, inputs store.AttemptInputs, entry config.ProviderEntry, configured bool) (bool, error) {
+	if inputs.Stored != nil {
+		p.stored = inputs.Stored
+		return false, nil
+	}
+	if p.budget = spentBudget(tx); p.budget != nil || !configured {
+		return false, nil
+	}
+	var err error
+	if p.ts, err = toolsFrom(inputs); err != nil {
+		return false, err
+	}
+	p.tools = p.ts.json()
+	p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
+	return true, nil
+}
+
 // tailKey is the message an attempt of iteration it continues: the turn's
 // own message, or the tool results of the iteration before.
 func tailKey(turnID string, it int) string {
@@ -153,20 +175,12 @@ func (a *Activities) prepareAttempt(ctx context.Context, tx *store.Tx, in workfl
 		return p, err
 	}
 	evs := before
-	if inputs.Stored == nil {
-		p.budget = spentBudget(tx)
+	request, err := p.requestFrom(tx, inputs, entry, configured)
+	if err != nil {
+		return p, err
 	}
-	switch {
-	case inputs.Stored != nil:
-		p.stored = inputs.Stored
-	case p.budget != nil:
-		// No call: no provider.request either.
-	case configured:
-		if p.ts, err = toolsFrom(inputs); err != nil {
-			return p, err
-		}
-		p.messages, p.tools = conv, p.ts.json()
-		p.settings, p.settingsErr = entry.EffectiveSettings(inputs.ModelSettings)
+	if request {
+		p.messages = conv
 		p.fence = fenceAt(tx, in, at)
 		// The conversation is stored once, as messages; the event names it
 		// by counter and is materialized whenever it is read.

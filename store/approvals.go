@@ -20,35 +20,6 @@ const ApprovalPrefix = "apr_"
 // other states are the events.Decision values.
 const ApprovalPending = "pending"
 
-// Approval is one approval request and, once decided, its decision.
-type Approval struct {
-	Seq         int64
-	ID          string
-	SessionID   string
-	TurnID      string
-	Iteration   int
-	ToolCallID  string
-	ToolKind    events.Dispatch
-	ToolName    string
-	Server      string
-	Arguments   json.RawMessage
-	InputSchema json.RawMessage
-	Deciders    events.Deciders
-	TurnDriver  string
-	Deadline    time.Time
-	OnTimeout   events.OnTimeout
-	// State is ApprovalPending or an events.Decision.
-	State             string
-	ApprovedArguments json.RawMessage
-	Message           string
-	DecidedBy         *events.DecidedBy
-	DecidedAt         *time.Time
-	RequestedAt       time.Time
-}
-
-// Pending reports an approval still waiting for its decision.
-func (a Approval) Pending() bool { return a.State == ApprovalPending }
-
 // NewApproval is an approval request to store.
 type NewApproval struct {
 	SessionID   string
@@ -65,6 +36,24 @@ type NewApproval struct {
 	Deadline    time.Time
 	OnTimeout   events.OnTimeout
 }
+
+// Approval is one approval request and, once decided, its decision.
+type Approval struct {
+	Seq int64
+	ID  string
+	// NewApproval is the request as it was stored.
+	NewApproval
+	// State is ApprovalPending or an events.Decision.
+	State             string
+	ApprovedArguments json.RawMessage
+	Message           string
+	DecidedBy         *events.DecidedBy
+	DecidedAt         *time.Time
+	RequestedAt       time.Time
+}
+
+// Pending reports an approval still waiting for its decision.
+func (a Approval) Pending() bool { return a.State == ApprovalPending }
 
 const approvalCols = `seq, id, session_id, turn_id, iteration, tool_call_id, tool_kind, tool_name, coalesce(server, ''), arguments, input_schema,
 	deciders, turn_driver, deadline, on_timeout, state, approved_arguments, coalesce(message, ''), decided_by, decided_at, requested_at`

@@ -19,10 +19,8 @@ var ErrDuplicateName = errors.New("duplicate profile name")
 // ErrProfileInUse reports a profile that still has active client keys.
 var ErrProfileInUse = errors.New("profile in use")
 
-// Profile is a stored profile (the admin API shows it as wire.Profile).
-type Profile struct {
-	Seq                int64
-	ID                 string
+// ProfileInput is the writable part of a profile.
+type ProfileInput struct {
 	Name               string
 	PrimaryProvider    string
 	FallbackProviders  []string
@@ -32,32 +30,23 @@ type Profile struct {
 	// Sandbox overrides the server's [sandbox] bounds for this profile's
 	// remote sandboxes.
 	Sandbox sandbox.Settings
-	// Context is the compaction policy as stored (nil: the default).
-	Context json.RawMessage
-	// ModelSettings overrides provider entries' model settings, by entry
-	// name (nil: none).
-	ModelSettings json.RawMessage
-	// Approvals is the approval policy as stored (nil: none).
-	Approvals json.RawMessage
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// ProfileInput is the writable part of a profile.
-type ProfileInput struct {
-	Name               string
-	PrimaryProvider    string
-	FallbackProviders  []string
-	MCPServers         []string
-	AllowedTools       []string
-	AvailableSandboxes []string
-	Sandbox            sandbox.Settings
 	// Context is the validated compaction policy (nil: the default).
 	Context json.RawMessage
-	// ModelSettings are the validated overrides (nil: none).
+	// ModelSettings overrides provider entries' model settings, by entry
+	// name; validated (nil: none).
 	ModelSettings json.RawMessage
 	// Approvals is the validated approval policy (nil: none).
 	Approvals json.RawMessage
+}
+
+// Profile is a stored profile (the admin API shows it as wire.Profile):
+// its input as stored, under its id.
+type Profile struct {
+	Seq int64
+	ID  string
+	ProfileInput
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 func nonNil(s []string) []string {

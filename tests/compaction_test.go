@@ -421,6 +421,40 @@ func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
 	assert.Positive(t, fallbacks, "the summarizer's failure is on record")
 }
 
+// TestRetriedSummarizerFallsBackOnItsLastAttempt: a summarizer that keeps
+// failing with a retryable error is tried CompactAttempts times, and the
+// last attempt clears instead: the workflow's retry policy for
+// CompactContext and the activity's count of its attempts must agree.
+func TestRetriedSummarizerFallsBackOnItsLastAttempt(t *testing.T) {
+	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
+	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
+		switch {
+		case summarizing(rec):
+			return fakeprovider.Error(503, "summarizer overloaded")
+		case rec.HasToolResult():
+			return fakeprovider.Text("read it")
+		}
+		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", nil)
+	})
+	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
+	d.register()
+	fallbacks := 0
+	for i := 0; i < 16 && fallbacks == 0; i++ {
+		_, term := d.send("read it please")
+		require.Nil(t, term["error"], "turn %d", i)
+		use := message(term)["content"].([]any)[0].(map[string]any)
+		_, term = d.send([]any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": strings.Repeat("x", 6000)}})
+		require.Nil(t, term["error"], "turn %d resumed", i)
+		for _, ev := range d.allEvents() {
+			if ev["event_type"] == "session.compaction" && payload(ev)["fallback"] != nil {
+				fallbacks++
+				assert.Contains(t, payload(ev)["fallback"], "summarizer overloaded")
+			}
+		}
+	}
+	assert.Positive(t, fallbacks, "the last attempt fell back to clearing")
+}
+
 // TestSummaryStoredOnceAcrossCrashes: CompactContext cut off after its
 // summarizer answered (the worker dies before storing), then retried, then
 // retried again after it stored, and raced by a second worker: one summary

@@ -102,11 +102,13 @@ func dbCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 // transport failures before it counts as failed.
 const ProviderAttempts = 3
 
-// providerCtx: one attempt of the fallback walk. Its database steps wait out
-// an outage inside the attempt (the activity heartbeats meanwhile), so the
-// attempt's time bound includes the database budget before and after the
-// call; the retry policy covers only provider transport errors.
-func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
+// providerCtx: an activity that calls a provider, tried attempts times: one
+// attempt of the fallback walk (ProviderAttempts), or CompactContext
+// (CompactAttempts). Its database steps wait out an outage inside the
+// attempt (the activity heartbeats meanwhile), so the attempt's time bound
+// includes the database budget before and after the call; the retry policy
+// covers only provider transport errors.
+func providerCtx(ctx workflow.Context, o turnOptions, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
 		HeartbeatTimeout:    o.heartbeat,
@@ -114,7 +116,7 @@ func providerCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 			InitialInterval:    250 * time.Millisecond,
 			BackoffCoefficient: 2,
 			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    ProviderAttempts,
+			MaximumAttempts:    attempts,
 		},
 	})
 }
@@ -163,7 +165,7 @@ func providerLocalCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 // between the two) is void: the attempt runs again.
 func runAttempt(ctx workflow.Context, o turnOptions, in CallProviderInput) (CallProviderResult, error) {
 	if !o.localProvider {
-		return callProvider.run(providerCtx(ctx, o), in)
+		return callProvider.run(providerCtx(ctx, o, ProviderAttempts), in)
 	}
 	in.Stoppable = o.stoppable
 	for {
@@ -186,22 +188,6 @@ const stopConfirmWait = 10 * time.Second
 func attemptStopped(err error) bool {
 	var ae *temporal.ApplicationError
 	return errors.As(err, &ae) && ae.Type() == ErrAttemptStopped
-}
-
-// compactCtx: CompactContext is a regular activity (it calls a provider:
-// retried, heartbeating, visible in the Temporal UI). Its last attempt
-// falls back to clearing instead of failing.
-func compactCtx(ctx workflow.Context, o turnOptions) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
-		HeartbeatTimeout:    o.heartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    250 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    CompactAttempts,
-		},
-	})
 }
 
 // CompactAttempts is how many times CompactContext is tried; its last
@@ -320,7 +306,10 @@ func turnSteps(ctx workflow.Context, in BeginTurnInput, o turnOptions, launch la
 					break
 				}
 				o.step.set(ctx, ref.TurnID, fmt.Sprintf("compacting the context for %s: iteration %d, attempt %d", name, it+1, attempt+1))
-				if err := compactContext.run(compactCtx(ctx, o), CompactContextInput{
+				// CompactContext is a regular activity (it calls a provider:
+				// retried, heartbeating, visible in the Temporal UI). Its last
+				// attempt falls back to clearing instead of failing.
+				if err := compactContext.run(providerCtx(ctx, o, CompactAttempts), CompactContextInput{
 					TurnRef: ref, Iteration: it, Attempt: attempt, Retry: retry, Provider: name, Providers: begin.Providers,
 					Harder: need.TooLong || retry > 0,
 				}); err != nil {

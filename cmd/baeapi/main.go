@@ -5,41 +5,23 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+	"log/slog"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
-	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/trigger"
 	"github.com/bae-go/bae-go/internal/lib/healthprobe"
-	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { launcher.Main(execute) }
 
 func execute(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	root := &cobra.Command{
-		Use:           "baeapi",
-		Short:         "Run agent harnesses on HTTP triggers (and serve their web app)",
-		Args:          launcher.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			return run(ctx, lookup, stdout, stderr)
-		},
-		Version: version.String(),
-	}
-	root.SetVersionTemplate("baeapi {{.Version}}\n")
+	root := launcher.Command("baeapi", "Run agent harnesses on HTTP triggers (and serve their web app)", func() error {
+		return run(ctx, lookup, stdout, stderr)
+	})
 	root.AddCommand(&cobra.Command{
 		Use:   "healthcheck",
 		Short: "Exit 0 when the baeapi in this container answers /healthz, else 1 (the image's HEALTHCHECK)",
@@ -48,15 +30,7 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 			return healthcheck(ctx, lookup)
 		},
 	})
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &launcher.UsageError{Msg: err.Error()} })
-	err := root.Execute()
-	if err != nil {
-		fmt.Fprintln(stderr, "baeapi:", err)
-	}
-	return launcher.ExitCode(err)
+	return launcher.Execute(root, args, stdout, stderr)
 }
 
 // healthcheck probes the address run listens on: BAE_LAUNCHER_API_ADDR,
@@ -85,22 +59,14 @@ func healthcheck(ctx context.Context, lookup func(string) (string, bool)) error 
 }
 
 func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	log := launcher.NewLogger(stderr, config.LogFromEnv(lookup))
-	set, err := trigger.SettingsFromEnv(lookup)
-	if err != nil {
+	return launcher.Serve(lookup, stderr, trigger.SettingsFromEnv, func(set trigger.Settings) error {
+		_, _, err := trigger.Load(set.ConfigPath)
 		return err
-	}
-	if _, _, err := trigger.Load(set.ConfigPath); err != nil {
-		return err
-	}
-	c, err := launcher.DialTemporal(lookup, log)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return trigger.Run(ctx, trigger.Options{
-		ConfigPath: set.ConfigPath, Addr: set.Addr, Token: set.Token, ShutdownTimeout: set.ShutdownTimeout,
-		StaticDir: set.StaticDir, WebApp: set.WebApp,
-		Client: c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+	}, func(set trigger.Settings, c client.Client, log *slog.Logger) error {
+		return trigger.Run(ctx, trigger.Options{
+			ConfigPath: set.ConfigPath, Addr: set.Addr, Token: set.Token, ShutdownTimeout: set.ShutdownTimeout,
+			StaticDir: set.StaticDir, WebApp: set.WebApp,
+			Client: c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+		})
 	})
 }

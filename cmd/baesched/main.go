@@ -10,48 +10,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/bae-go/bae-go/internal/config"
 	"github.com/bae-go/bae-go/internal/launcher"
 	"github.com/bae-go/bae-go/internal/launcher/schedule"
-	"github.com/bae-go/bae-go/internal/lib/version"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { launcher.Main(execute) }
 
 func execute(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	err := command(ctx, lookup, stdout, stderr, args).Execute()
-	if err != nil {
-		fmt.Fprintln(stderr, "baesched:", err)
-	}
-	return launcher.ExitCode(err)
+	return launcher.Execute(command(ctx, lookup, stdout, stderr), args, stdout, stderr)
 }
 
-func command(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer, args []string) *cobra.Command {
-	root := &cobra.Command{
-		Use:           "baesched",
-		Short:         "Run agent harnesses on cron schedules, as Temporal Schedules",
-		Args:          launcher.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(*cobra.Command, []string) error {
-			return run(ctx, lookup, stdout, stderr)
-		},
-		Version: version.String(),
-	}
-	root.SetVersionTemplate("baesched {{.Version}}\n")
+func command(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) *cobra.Command {
+	root := launcher.Command("baesched", "Run agent harnesses on cron schedules, as Temporal Schedules", func() error {
+		return run(ctx, lookup, stdout, stderr)
+	})
 	var agent string
 	var limit int
 	runs := &cobra.Command{
@@ -65,33 +44,20 @@ func command(ctx context.Context, lookup func(string) (string, bool), stdout, st
 	runs.Flags().StringVar(&agent, "agent", "", "only this agent's runs")
 	runs.Flags().IntVar(&limit, "limit", 20, "how many runs at most")
 	root.AddCommand(runs)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &launcher.UsageError{Msg: err.Error()} })
 	return root
 }
 
 func run(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	log := launcher.NewLogger(stderr, config.LogFromEnv(lookup))
-	set, err := schedule.SettingsFromEnv(lookup)
-	if err != nil {
+	// The file is checked before anything connects (launcher.Serve).
+	return launcher.Serve(lookup, stderr, schedule.SettingsFromEnv, func(set schedule.Settings) error {
+		_, _, err := schedule.Load(set.ConfigPath)
 		return err
-	}
-	// The file is checked before anything connects: a mistake in it exits 2
-	// whether or not Temporal is reachable.
-	if _, _, err := schedule.Load(set.ConfigPath); err != nil {
-		return err
-	}
-	c, err := launcher.DialTemporal(lookup, log)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return schedule.Run(ctx, schedule.Options{
-		ConfigPath: set.ConfigPath, ShutdownTimeout: set.ShutdownTimeout, CatchupWindow: set.CatchupWindow,
-		TaskQueue: set.TaskQueue,
-		Client:    c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+	}, func(set schedule.Settings, c client.Client, log *slog.Logger) error {
+		return schedule.Run(ctx, schedule.Options{
+			ConfigPath: set.ConfigPath, ShutdownTimeout: set.ShutdownTimeout, CatchupWindow: set.CatchupWindow,
+			TaskQueue: set.TaskQueue,
+			Client:    c, Logger: log, Stdout: stdout, Stderr: stderr, Lookup: lookup,
+		})
 	})
 }
 

@@ -586,7 +586,7 @@ func (t Telemetry) ResolveOTLPHeaders(lookup func(string) (string, bool)) (map[s
 	}
 	slices.Sort(names) // deterministic error reporting
 	for _, name := range names {
-		if !validHeaderName(name) {
+		if !provider.ValidHeaderName(name) {
 			return nil, fmt.Errorf("invalid header name %q", name)
 		}
 		value, err := ResolveEnvTokens(t.OTLPHeaders[name], lookup)
@@ -599,23 +599,6 @@ func (t Telemetry) ResolveOTLPHeaders(lookup func(string) (string, bool)) (map[s
 		out[name] = value
 	}
 	return out, nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderValue accepts visible ASCII, space and tab: what the OTLP/gRPC

@@ -383,7 +383,7 @@ func (s Settings) Validate(kind, model string, maxTokens int) error {
 		}
 	}
 	for k, v := range s.Headers {
-		if !validToken(k) {
+		if !ValidHeaderName(k) {
 			return refuse("headers", "%q is not a valid header name", k)
 		}
 		if slices.Contains(reservedHeaders, http.CanonicalHeaderKey(k)) {
@@ -396,7 +396,9 @@ func (s Settings) Validate(kind, model string, maxTokens int) error {
 	return nil
 }
 
-func validToken(s string) bool {
+// ValidHeaderName reports whether s is an RFC 9110 token, as a header
+// name must be.
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
