@@ -110,15 +110,24 @@ const ProviderAttempts = 3
 // covers only provider transport errors.
 func providerCtx(ctx workflow.Context, o turnOptions, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
+		StartToCloseTimeout: providerCallBound(o),
 		HeartbeatTimeout:    o.heartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    250 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    attempts,
-		},
+		RetryPolicy:         providerRetry(attempts),
 	})
+}
+
+// providerCallBound bounds one try of a provider call, with the database
+// budget before and after it.
+func providerCallBound(o turnOptions) time.Duration { return 10*time.Minute + 2*o.dbBudget }
+
+// providerRetry retries a provider call's transport failures, local or not.
+func providerRetry(attempts int32) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:    250 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    5 * time.Second,
+		MaximumAttempts:    attempts,
+	}
 }
 
 func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflow.Context {
@@ -142,13 +151,8 @@ func toolCtx(ctx workflow.Context, timeout time.Duration, o turnOptions) workflo
 // stored instead of calling again, as a retried activity does.
 func providerLocalCtx(ctx workflow.Context, o turnOptions) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10*time.Minute + 2*o.dbBudget,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    250 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    ProviderAttempts,
-		},
+		StartToCloseTimeout: providerCallBound(o),
+		RetryPolicy:         providerRetry(ProviderAttempts),
 	})
 }
 
