@@ -13,7 +13,6 @@ import (
 
 	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
-	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
 )
 
@@ -49,23 +48,12 @@ func endsWithin(t *testing.T, st *testenv.Stream, d time.Duration) (map[string]a
 // within a second, the queued turn never runs, and the session goes on
 // for the other driver; closing the session ends the remaining streams.
 func TestRevocationEndsLiveStreamsOnEveryReplica(t *testing.T) {
-	fake := fakeprovider.New(t)
-	ts := testenv.Temporal(t)
-	opts := testenv.Options{
-		DatabaseURL: testdb.New(t),
-		Temporal:    ts.GetDefaultClient(),
-		DataDir:     t.TempDir(),
-		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
-		Env:         map[string]string{"BAE_TASK_QUEUE": "liveauth"},
-		// Far beyond the test's deadlines: only the LISTEN/NOTIFY
-		// announcements can end the streams in time.
-		Extend: func(p *app.Parts) error {
-			p.Deps.RecheckInterval = time.Hour
-			return nil
-		},
-	}
-	a := testenv.Start(t, opts)
-	b := testenv.Start(t, opts)
+	// A recheck interval far beyond the test's deadlines: only the
+	// LISTEN/NOTIFY announcements can end the streams in time.
+	fake, a, b := twoReplicas(t, "liveauth", func(p *app.Parts) error {
+		p.Deps.RecheckInterval = time.Hour
+		return nil
+	})
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	_, clientA := a.Key(t, pid)
 	keyB, clientB := b.Key(t, pid)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bae-go/bae-go/api"
+	"github.com/bae-go/bae-go/internal/app"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/internal/testing/testdb"
 	"github.com/bae-go/bae-go/internal/testing/testenv"
@@ -19,7 +20,7 @@ import (
 // Temporal: drivers on different replicas keep FIFO order on one session,
 // and an observer on replica B sees events produced on replica A.
 func TestTwoReplicasShareSessions(t *testing.T) {
-	fake, a, b := twoReplicas(t, "replicas")
+	fake, a, b := twoReplicas(t, "replicas", nil)
 	pid := a.Profile(t, map[string]any{"name": "main", "primary_provider": "primary"})
 	keyA, clientA := a.Key(t, pid)
 	keyB, clientB := b.Key(t, pid)
@@ -86,7 +87,7 @@ func TestTwoReplicasShareSessions(t *testing.T) {
 // api.TurnCheckInterval): only A's notices (LISTEN/NOTIFY on the events
 // and turns channels) bring them that soon.
 func TestReplicaHearsTurnsRunOnAnother(t *testing.T) {
-	fake, a, b := twoReplicas(t, "replicas-notices")
+	fake, a, b := twoReplicas(t, "replicas-notices", nil)
 	b.Parts.Worker.Stop()
 	bound := min(api.DefaultRecheckInterval, api.TurnCheckInterval) / 2
 
@@ -197,7 +198,7 @@ func nextArrival(ls <-chan arrival, timeout time.Duration) arrival {
 
 // twoReplicas starts two servers on one PostgreSQL database, one Temporal
 // and one task queue, with the fake provider as their primary.
-func twoReplicas(t *testing.T, queue string) (*fakeprovider.Server, *testenv.Server, *testenv.Server) {
+func twoReplicas(t *testing.T, queue string, extend func(*app.Parts) error) (*fakeprovider.Server, *testenv.Server, *testenv.Server) {
 	t.Helper()
 	fake := fakeprovider.New(t)
 	opts := testenv.Options{
@@ -206,6 +207,7 @@ func twoReplicas(t *testing.T, queue string) (*fakeprovider.Server, *testenv.Ser
 		DataDir:     t.TempDir(),
 		ConfigTOML:  testenv.PrimaryProviderTOML(fake.URL()),
 		Env:         map[string]string{"BAE_TASK_QUEUE": queue},
+		Extend:      extend,
 	}
 	return fake, testenv.Start(t, opts), testenv.Start(t, opts)
 }
