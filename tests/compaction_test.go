@@ -385,14 +385,15 @@ func TestTurnThatFitsNoWindowFailsAlone(t *testing.T) {
 	assert.Zero(t, lane.Refusals(), "the message that fits nothing was never sent")
 }
 
-// TestFailingSummarizerFallsBackToClearing: a summarizer that always fails
-// makes compaction clear tool results instead; turns go on.
-func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
+// toolLoopWithFailingSummarizer opens a session whose model calls a tool
+// on every message and answers every tool result, while the summarizer
+// always fails with status and text.
+func toolLoopWithFailingSummarizer(t *testing.T, status int, text string) *driver {
 	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
 	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
 		switch {
 		case summarizing(rec):
-			return fakeprovider.Error(400, "summaries are not allowed here")
+			return fakeprovider.Error(status, text)
 		case rec.HasToolResult():
 			return fakeprovider.Text("read it")
 		}
@@ -400,6 +401,13 @@ func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
 	})
 	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
 	d.register()
+	return d
+}
+
+// TestFailingSummarizerFallsBackToClearing: a summarizer that always fails
+// makes compaction clear tool results instead; turns go on.
+func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
+	d := toolLoopWithFailingSummarizer(t, 400, "summaries are not allowed here")
 	for i := range 16 {
 		_, term := d.send("read it please")
 		require.Nil(t, term["error"], "turn %d", i)
@@ -426,18 +434,7 @@ func TestFailingSummarizerFallsBackToClearing(t *testing.T) {
 // last attempt clears instead: the workflow's retry policy for
 // CompactContext and the activity's count of its attempts must agree.
 func TestRetriedSummarizerFallsBackOnItsLastAttempt(t *testing.T) {
-	e, lane, pid := newCompactionEnv(t, "anthropic", windowTokens, map[string]any{})
-	lane.Respond(func(rec fakeprovider.Recorded) fakeprovider.Reply {
-		switch {
-		case summarizing(rec):
-			return fakeprovider.Error(503, "summarizer overloaded")
-		case rec.HasToolResult():
-			return fakeprovider.Text("read it")
-		}
-		return fakeprovider.ToolUse(fmt.Sprintf("tu_%d", rec.Seq), "get_file", nil)
-	})
-	d := e.openOn(pid, map[string]any{"tools": []any{tool("get_file")}})
-	d.register()
+	d := toolLoopWithFailingSummarizer(t, 503, "summarizer overloaded")
 	fallbacks := 0
 	for i := 0; i < 16 && fallbacks == 0; i++ {
 		_, term := d.send("read it please")
