@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/compaction"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/sdk"
@@ -119,7 +120,7 @@ func turns(evs []logEvent) []*turn {
 // matches reports whether a client.message.send payload carries the
 // call's message: its text, or a genuine tool_result for its tool_use.
 func (c *call) matches(payload json.RawMessage) bool {
-	for _, b := range blocks(contentOf(payload)) {
+	for _, b := range benchstack.Blocks(benchstack.ContentOf(payload)) {
 		switch {
 		case c.ToolUseID == "" && b["type"] == "text" && b["text"] == c.Text:
 			return true
@@ -235,16 +236,16 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 			if n := answers(t); n != 1 {
 				add(InvAnsweredOnce, s.ID, fmt.Sprintf("%d answers (server.message.send or server.message.interrupted, else a session.error) in the turn of %s, want 1", n, c.String()), t.describe())
 			}
-			if want := "echo: " + c.Text; c.Outcome == outAnswered && echoes(c.Kind) && messageText(c.Reply) != want {
-				add(InvAnsweredOnce, s.ID, fmt.Sprintf("answered %q, which answers another message (want %q): %s", messageText(c.Reply), want, c.String()), t.describe())
+			if want := "echo: " + c.Text; c.Outcome == outAnswered && echoes(c.Kind) && benchstack.MessageText(c.Reply) != want {
+				add(InvAnsweredOnce, s.ID, fmt.Sprintf("answered %q, which answers another message (want %q): %s", benchstack.MessageText(c.Reply), want, c.String()), t.describe())
 			}
 			if c.Reply != nil && !storedAnswer(t, c.Reply) {
 				last := lastOf(t, terminals[:2]...)
 				stored := json.RawMessage("none")
 				if last != nil {
-					stored = contentOf(last.Payload)
+					stored = benchstack.ContentOf(last.Payload)
 				}
-				add(InvAnsweredOnce, s.ID, fmt.Sprintf("the client saw %s, the log stores %s: %s", truncate(contentOf(c.Reply)), truncate(stored), c.String()), t.describe())
+				add(InvAnsweredOnce, s.ID, fmt.Sprintf("the client saw %s, the log stores %s: %s", truncate(benchstack.ContentOf(c.Reply)), truncate(stored), c.String()), t.describe())
 			}
 		}
 	}
@@ -384,7 +385,7 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 		if c.Outcome != outAnswered || c.DeltaSends != 1 || c.Kind == kindTool || c.Kind == kindContinue && clientToolUseID(c.Reply) != "" {
 			continue
 		}
-		want := messageText(c.Reply)
+		want := benchstack.MessageText(c.Reply)
 		got, ok := concatDeltas(c.Deltas)
 		if ok && got != want {
 			evs := turnEvents(single(turnOf[c]))
@@ -476,7 +477,7 @@ func echoes(kind string) bool {
 // stored: its reply, its pause, or its kept text.
 func storedAnswer(t *turn, reply json.RawMessage) bool {
 	for _, e := range t.events {
-		if (e.Type == "server.message.send" || e.Type == "server.message.interrupted") && sameJSON(contentOf(reply), contentOf(e.Payload)) {
+		if (e.Type == "server.message.send" || e.Type == "server.message.interrupted") && sameJSON(benchstack.ContentOf(reply), benchstack.ContentOf(e.Payload)) {
 			return true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/sdk"
 )
 
@@ -289,43 +290,9 @@ func replyOf(res *sdk.TurnResult) json.RawMessage {
 	return b
 }
 
-type block = map[string]any
-
-// blocks decodes a message's content: a string is one text block.
-func blocks(content json.RawMessage) []block {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
-		return []block{{"type": "text", "text": s}}
-	}
-	var arr []block
-	_ = json.Unmarshal(content, &arr)
-	return arr
-}
-
-func contentOf(msg json.RawMessage) json.RawMessage {
-	var m struct {
-		Content json.RawMessage `json:"content"`
-	}
-	_ = json.Unmarshal(msg, &m)
-	return m.Content
-}
-
-// messageText joins the text blocks of a message.
-func messageText(msg json.RawMessage) string {
-	var parts []string
-	for _, b := range blocks(contentOf(msg)) {
-		if b["type"] == "text" {
-			if t, ok := b["text"].(string); ok {
-				parts = append(parts, t)
-			}
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // clientToolUseID is the id of the client tool_use a paused reply carries.
 func clientToolUseID(msg json.RawMessage) string {
-	for _, b := range blocks(contentOf(msg)) {
+	for _, b := range benchstack.Blocks(benchstack.ContentOf(msg)) {
 		if b["type"] == "tool_use" && b["name"] == clientTool {
 			id, _ := b["id"].(string)
 			return id

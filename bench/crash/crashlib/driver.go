@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/internal/testing/fakeprovider"
 	"github.com/bae-go/bae-go/sdk"
@@ -249,7 +250,7 @@ func (d *driver) sendContent(ctx context.Context, turn int, kind callKind, conte
 		if clientToolUseID(c.Terminal) == "" {
 			c.Wrong = "expected a client tool_use, got " + string(c.Terminal)
 		}
-	} else if got := messageText(c.Terminal); got != expect {
+	} else if got := benchstack.MessageText(c.Terminal); got != expect {
 		c.Wrong = fmt.Sprintf("expected %q, got %q", expect, got)
 	}
 	return c
@@ -364,44 +365,10 @@ func respond(maxDelay, toolFor time.Duration, aim *aimer) func(fakeprovider.Reco
 	}
 }
 
-type block = map[string]any
-
-// blocks decodes a message's content: a string is one text block.
-func blocks(content json.RawMessage) []block {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
-		return []block{{"type": "text", "text": s}}
-	}
-	var arr []block
-	_ = json.Unmarshal(content, &arr)
-	return arr
-}
-
-func contentOf(msg json.RawMessage) json.RawMessage {
-	var m struct {
-		Content json.RawMessage `json:"content"`
-	}
-	_ = json.Unmarshal(msg, &m)
-	return m.Content
-}
-
-// messageText joins the text blocks of an assistant message.
-func messageText(msg json.RawMessage) string {
-	var parts []string
-	for _, b := range blocks(contentOf(msg)) {
-		if b["type"] == "text" {
-			if t, ok := b["text"].(string); ok {
-				parts = append(parts, t)
-			}
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // clientToolUseID is the id of the probe tool_use a paused reply asks the
 // client to run, or "".
 func clientToolUseID(msg json.RawMessage) string {
-	for _, b := range blocks(contentOf(msg)) {
+	for _, b := range benchstack.Blocks(benchstack.ContentOf(msg)) {
 		if b["type"] == "tool_use" && b["name"] == probeTool && b["dispatch"] == "client" {
 			id, _ := b["id"].(string)
 			return id
@@ -414,7 +381,7 @@ func clientToolUseID(msg json.RawMessage) string {
 // key: its text (alone, or a text block after an abandonment's synthetic
 // results), or a genuine tool_result for its tool_use id.
 func (k matchKey) matches(payload json.RawMessage) bool {
-	for _, b := range blocks(contentOf(payload)) {
+	for _, b := range benchstack.Blocks(benchstack.ContentOf(payload)) {
 		switch {
 		case k.Text != "" && b["type"] == "text" && b["text"] == k.Text:
 			return true

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/bae-go/bae-go/bench/benchstack"
 )
 
 // Report is what a run measured and found.
@@ -109,7 +111,7 @@ func (r *Report) pauses(n int, segs []segment, v func(string, ...any)) {
 			r.LongPauses++
 		}
 		resumed, abandoned := false, false
-		for _, b := range blocks(contentOf(next.Payload)) {
+		for _, b := range benchstack.Blocks(benchstack.ContentOf(next.Payload)) {
 			if b["type"] == "tool_result" && b["tool_use_id"] == id {
 				if c, _ := b["content"].(string); c == abandonedText {
 					abandoned = true

@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/store"
 	"github.com/bae-go/bae-go/workflows"
@@ -168,10 +169,10 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 					if clientToolUseID(logged) == "" {
 						v(classOther, c, "s%d %s %s: logged reply has no client tool_use: %s", d.n, c.Kind, c.Key, logged)
 					}
-				} else if got := messageText(logged); got != c.ExpectText {
+				} else if got := benchstack.MessageText(logged); got != c.ExpectText {
 					v(classOther, c, "s%d %s %s: logged reply %q, want %q", d.n, c.Kind, c.Key, got, c.ExpectText)
 				}
-				if c.Terminal != nil && !sameJSON(contentOf(c.Terminal), contentOf(logged)) {
+				if c.Terminal != nil && !sameJSON(benchstack.ContentOf(c.Terminal), benchstack.ContentOf(logged)) {
 					v(classOther, c, "s%d %s %s: terminal result %s differs from the logged reply %s", d.n, c.Kind, c.Key, c.Terminal, logged)
 				}
 			}
@@ -193,7 +194,7 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 		}
 		for i, s := range segs {
 			if !claimed[i] {
-				v(classDuplicated, nil, "s%d: a turn nobody sent (or a repeat): client.message.send %s %s", d.n, s.cms.ID, contentOf(s.cms.Payload))
+				v(classDuplicated, nil, "s%d: a turn nobody sent (or a repeat): client.message.send %s %s", d.n, s.cms.ID, benchstack.ContentOf(s.cms.Payload))
 			}
 		}
 		rep.pauses(d.n, segs, func(format string, args ...any) { v(classLost, nil, format, args...) })
