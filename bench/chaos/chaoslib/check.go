@@ -399,26 +399,9 @@ func checkSession(in *Input, s *SessionInput, add func(inv, sess, what string, e
 	var logged provider.Usage
 	var n int64
 	for _, e := range s.Events {
-		var p struct {
-			OK         bool            `json:"ok"`
-			Provider   string          `json:"provider"`
-			Body       json.RawMessage `json:"body"`
-			Summarizer *struct {
-				Input  int64 `json:"input_tokens"`
-				Output int64 `json:"output_tokens"`
-			} `json:"summarizer"`
-		}
-		switch e.Type {
-		case "provider.response":
-			if json.Unmarshal(e.Payload, &p) == nil && p.OK {
-				n++
-				logged = logged.Add(provider.UsageOf(p.Provider, p.Body))
-			}
-		case "session.compaction":
-			if json.Unmarshal(e.Payload, &p) == nil && p.Summarizer != nil {
-				n++
-				logged = logged.Add(provider.Usage{Input: p.Summarizer.Input, Output: p.Summarizer.Output})
-			}
+		if u, ok := benchstack.EventUsage(e.Type, e.Payload); ok {
+			n++
+			logged = logged.Add(u)
 		}
 	}
 	if n != s.UsageCalls || logged != s.UsageCallsSum {

@@ -453,26 +453,9 @@ func usageMismatch(ctx context.Context, conn *pgx.Conn, sessionID string, evs []
 	var logged provider.Usage
 	var calls int64
 	for _, e := range evs {
-		var p struct {
-			OK         bool            `json:"ok"`
-			Provider   string          `json:"provider"`
-			Body       json.RawMessage `json:"body"`
-			Summarizer *struct {
-				Input  int64 `json:"input_tokens"`
-				Output int64 `json:"output_tokens"`
-			} `json:"summarizer"`
-		}
-		switch e.Type {
-		case "provider.response":
-			if json.Unmarshal(e.Payload, &p) == nil && p.OK {
-				calls++
-				logged = logged.Add(provider.UsageOf(p.Provider, p.Body))
-			}
-		case "session.compaction":
-			if json.Unmarshal(e.Payload, &p) == nil && p.Summarizer != nil {
-				calls++
-				logged = logged.Add(provider.Usage{Input: p.Summarizer.Input, Output: p.Summarizer.Output})
-			}
+		if u, ok := benchstack.EventUsage(e.Type, e.Payload); ok {
+			calls++
+			logged = logged.Add(u)
 		}
 	}
 	var rec provider.Usage
