@@ -14,13 +14,10 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/bench/chaos/chaoslib"
 )
 
@@ -45,20 +42,8 @@ func main() {
 	flag.StringVar(&o.Break, "break", "", "")
 	verbose := flag.Bool("v", false, "log progress")
 	flag.Parse()
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := chaoslib.Run(ctx, o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(2)
-	}
-	rep.Print(os.Stdout)
-	if !rep.OK() {
-		os.Exit(1)
-	}
+	benchstack.Campaign("chaos", *verbose, func(ctx context.Context, log *slog.Logger) (*chaoslib.Report, error) {
+		o.Log = log
+		return chaoslib.Run(ctx, o)
+	})
 }

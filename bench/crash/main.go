@@ -21,11 +21,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/bench/crash/crashlib"
 )
 
@@ -74,21 +73,8 @@ func main() {
 		}
 	}
 
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := crashlib.Run(ctx, o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crash:", err)
-		os.Exit(2)
-	}
-	rep.Print(os.Stdout)
-	if !rep.OK() {
-		os.Exit(1)
-	}
+	benchstack.Campaign("crash", *verbose, func(ctx context.Context, log *slog.Logger) (*crashlib.Report, error) {
+		o.Log = log
+		return crashlib.Run(ctx, o)
+	})
 }
