@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/bae-go/bae-go/bench/benchstack"
 	"github.com/bae-go/bae-go/internal/provider"
 	"github.com/bae-go/bae-go/workflows"
 )
@@ -88,7 +89,7 @@ func (r *run) readSandboxes(ctx context.Context) map[string]map[string]int {
 		if s.sandbox == "" {
 			continue
 		}
-		m, err := sandboxCounts(ctx, s.sandbox)
+		m, err := benchstack.SandboxCounts(ctx, s.sandbox, counterDir)
 		if err != nil {
 			r.o.Log.Warn("sandbox counters", "session", s.n, "err", err)
 			continue

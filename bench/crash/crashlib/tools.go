@@ -145,27 +145,6 @@ func (sb *sandboxes) hasRun(ctx context.Context, container, tag string) bool {
 	return err == nil
 }
 
-// counts reads every counter of a container: tag -> runs.
-func (sb *sandboxes) counts(ctx context.Context, container string) (map[string]int, error) {
-	out, err := docker(ctx, "exec", container, "sh", "-c", "mkdir -p "+counterDir+" && cd "+counterDir+" && for f in *; do [ -f \"$f\" ] && echo \"$f $(wc -l < \"$f\")\"; done; true")
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		n, err := strconv.Atoi(f[1])
-		if err != nil {
-			return nil, fmt.Errorf("counter line %q: %w", line, err)
-		}
-		m[f[0]] = n
-	}
-	return m, nil
-}
-
 // close removes the image and every container started from it: the
 // session containers baesrv started, whatever state they are in.
 func (sb *sandboxes) close() error {

@@ -89,7 +89,7 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 		}
 		var counters map[string]int
 		if sb != nil {
-			if counters, err = sb.counts(ctx, d.box); err != nil {
+			if counters, err = benchstack.SandboxCounts(ctx, d.box, counterDir); err != nil {
 				return fmt.Errorf("read sandbox counters of session %d: %w", d.n, err)
 			}
 		}
