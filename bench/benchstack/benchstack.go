@@ -3,7 +3,10 @@
 // an external Temporal and baesrv), the fake provider served and timed
 // (ServeTimed), free loopback ports, the fake provider's config entry, an
 // admin API client and the figures' arithmetic. Sessions are driven
-// through the sdk package or PostRPC.
+// through the sdk package or PostRPC. The checking campaigns (chaos, crash)
+// also share their command's ending (Campaign), the reading of a logged
+// message's text and of the usage a logged event reports, and the sandbox
+// run counters.
 package benchstack
 
 import (
