@@ -59,16 +59,29 @@ type session struct {
 	n   int    // next JSON-RPC id
 }
 
+// sdkConfig is the bench client's SDK configuration for the client API at
+// serverURL (no client key: set it to open a session).
+func (a *api) sdkConfig(serverURL string) sdk.Config {
+	return sdk.Config{ServerURL: serverURL, HTTPClient: a.http, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)}
+}
+
+// baseURL is the client API s is driven through.
+func (a *api) baseURL(s *session) string {
+	if s.URL != "" {
+		return s.URL
+	}
+	return a.clientURL
+}
+
 // open opens a session and registers as its driver, through the SDK.
 func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
 	u := a.clientURL
 	if n := len(a.clientURLs); n > 0 {
 		u = a.clientURLs[int((a.opened.Add(1)-1)%uint64(n))]
 	}
-	s, err := sdk.Connect(ctx, sdk.Config{
-		ServerURL: u, ClientKey: clientKey, HTTPClient: a.http, ClientVersion: "bae-bench",
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	cfg := a.sdkConfig(u)
+	cfg.ClientKey = clientKey
+	s, err := sdk.Connect(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
@@ -78,11 +91,7 @@ func (a *api) open(ctx context.Context, clientKey string) (*session, error) {
 // closeSession closes s for every participant, as a driver done with it
 // would (its workflow ends).
 func (a *api) closeSession(ctx context.Context, s *session) error {
-	u := s.URL
-	if u == "" {
-		u = a.clientURL
-	}
-	ss, err := sdk.Attach(sdk.Config{ServerURL: u, HTTPClient: a.http, ClientVersion: "bae-bench", Logger: slog.New(slog.DiscardHandler)}, s.ID, s.Key)
+	ss, err := sdk.Attach(a.sdkConfig(a.baseURL(s)), s.ID, s.Key)
 	if err != nil {
 		return err
 	}
@@ -139,11 +148,7 @@ func (a *api) rpc(ctx context.Context, s *session, method string, params any) (r
 	if err != nil {
 		return rpcResult{}, fmt.Errorf("marshal rpc: %w", err)
 	}
-	base := a.clientURL
-	if s.URL != "" {
-		base = s.URL
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(buf))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.baseURL(s)+"/api/v1/sessions/"+s.ID+"/rpc", bytes.NewReader(buf))
 	if err != nil {
 		return rpcResult{}, fmt.Errorf("build rpc: %w", err)
 	}
