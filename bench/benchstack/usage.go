@@ -3,6 +3,7 @@ package benchstack
 import (
 	"encoding/json"
 
+	"github.com/bae-go/bae-go/events"
 	"github.com/bae-go/bae-go/internal/provider"
 )
 
@@ -20,12 +21,12 @@ func EventUsage(typ string, payload json.RawMessage) (u provider.Usage, ok bool)
 			Output int64 `json:"output_tokens"`
 		} `json:"summarizer"`
 	}
-	switch typ {
-	case "provider.response":
+	switch events.Type(typ) {
+	case events.ProviderResponse:
 		if json.Unmarshal(payload, &p) == nil && p.OK {
 			return provider.UsageOf(p.Provider, p.Body), true
 		}
-	case "session.compaction":
+	case events.SessionCompaction:
 		if json.Unmarshal(payload, &p) == nil && p.Summarizer != nil {
 			return provider.Usage{Input: p.Summarizer.Input, Output: p.Summarizer.Output}, true
 		}
