@@ -201,7 +201,9 @@ func verify(ctx context.Context, st *stack, a *api, drivers []*driver, sb *sandb
 		rep.landings(calls, segs)
 
 		// The Session workflow: nothing queued, running or paused at the end.
-		resp, err := st.tc.QueryWorkflow(ctx, d.sess.ID, "", workflows.QueryControl)
+		resp, err := queryOncePolled(ctx, func() (converter.EncodedValue, error) {
+			return st.tc.QueryWorkflow(ctx, d.sess.ID, "", workflows.QueryControl)
+		})
 		if err != nil {
 			v(classOther, nil, "s%d: query the Session workflow: %v", d.n, err)
 		} else {
@@ -470,4 +472,23 @@ func usageMismatch(ctx context.Context, conn *pgx.Conn, sessionID string, evs []
 		return fmt.Sprintf("usage recorded for %d calls %+v, the log reports %d calls %+v", n, rec, calls, logged), nil
 	}
 	return "", nil
+}
+
+// queryOncePolled runs query until the server has a worker polling for it:
+// right after the last restart the server refuses a query with "no poller
+// seen" until the new worker's first poll, which says nothing about the
+// session. Any other outcome, or 30 s of refusals, is returned as it is.
+func queryOncePolled(ctx context.Context, query func() (converter.EncodedValue, error)) (converter.EncodedValue, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := query()
+		if err == nil || !strings.Contains(err.Error(), "no poller seen") || time.Now().After(deadline) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
